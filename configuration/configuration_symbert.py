@@ -1,0 +1,157 @@
+"""SymBERT configuration: BERT's configuration plus the choice of self-attention variant.
+
+This file is copied next to `modeling_symbert.py` into every saved model folder, so it may import only
+torch/transformers, never the `symbert` package.
+"""
+
+import numbers
+
+from transformers.activations import ACT2FN
+
+try:  # transformers >= 5
+    from transformers import PreTrainedConfig
+except ImportError:  # transformers 4.x
+    from transformers import PretrainedConfig as PreTrainedConfig
+
+
+ATTENTION_TYPES = ("original", "symmetric", "pairwise", "shared", "mhe_add", "mhe_mul")
+PAIRWISE_INITS = ("normal", "identity")
+
+# (layers, heads, hidden, FFN). tiny and mini are Google's BERT-Tiny/Mini shapes; small and base are the paper's.
+SIZE_PRESETS = {
+    "tiny": dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, intermediate_size=512),
+    "mini": dict(num_hidden_layers=4, num_attention_heads=4, hidden_size=256, intermediate_size=1024),
+    "small": dict(num_hidden_layers=4, num_attention_heads=8, hidden_size=512, intermediate_size=2048),
+    "base": dict(num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072),
+    "large": dict(num_hidden_layers=24, num_attention_heads=16, hidden_size=1024, intermediate_size=4096),
+}
+
+# Written into every config.json so that any Auto class can load any saved head with trust_remote_code=True
+# (e.g. AutoModelForSequenceClassification on a pre-trained MLM checkpoint).
+AUTO_MAP = {
+    "AutoConfig": "configuration_symbert.SymBertConfig",
+    "AutoModel": "modeling_symbert.SymBertModel",
+    "AutoModelForMaskedLM": "modeling_symbert.SymBertForMaskedLM",
+    "AutoModelForSequenceClassification": "modeling_symbert.SymBertForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_symbert.SymBertForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_symbert.SymBertForQuestionAnswering",
+    "AutoModelForMultipleChoice": "modeling_symbert.SymBertForMultipleChoice",
+}
+
+
+class SymBertConfig(PreTrainedConfig):
+    r"""
+    Configuration of a SymBERT model: every [`BertConfig`] field with BERT's defaults (bert-base-uncased), plus
+
+    attention_type (`str`, defaults to `"original"`):
+        The self-attention compatibility function, one of `ATTENTION_TYPES`:
+        `original` (BERT), `symmetric` (K = Q), `pairwise` (Q·S·Qᵀ), `shared` (Q, K, V diagonal scalings of one
+        projection), `mhe_add` / `mhe_mul` (one single-head projection plus per-head embeddings).
+    pairwise_init (`str`, defaults to `"normal"`):
+        Initialisation of the pairwise matrices S: `normal` (i.i.d. N(0, 1), as in the paper) or `identity`
+        (then `pairwise` starts out equal to `symmetric`).
+
+    Use [`SymBertConfig.from_preset`] for the named sizes in `SIZE_PRESETS`.
+    """
+
+    model_type = "symbert"
+
+    def __init__(
+        self,
+        vocab_size=30522,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        initializer_range=0.02,
+        layer_norm_eps=1e-12,
+        pad_token_id=0,
+        use_cache=True,
+        classifier_dropout=None,
+        is_decoder=False,
+        add_cross_attention=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        tie_word_embeddings=True,
+        attention_type="original",
+        pairwise_init="normal",
+        **kwargs,
+    ):
+        kwargs.setdefault("auto_map", dict(AUTO_MAP))
+        super().__init__(pad_token_id=pad_token_id, is_decoder=is_decoder, add_cross_attention=add_cross_attention, **kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.use_cache = use_cache
+        self.classifier_dropout = classifier_dropout
+        self.bos_token_id = bos_token_id
+        self.eos_token_id = eos_token_id
+        self.tie_word_embeddings = tie_word_embeddings
+        self.attention_type = attention_type
+        self.pairwise_init = pairwise_init
+        self.check_symbert_fields()
+
+    @classmethod
+    def from_preset(cls, size: str, **overrides) -> "SymBertConfig":
+        """A config of the named size (`tiny`, `mini`, `small`, `base`, `large`); `overrides` set any other field."""
+        if size not in SIZE_PRESETS:
+            raise ValueError(f"Unknown SymBERT size preset {size!r}; allowed: {', '.join(SIZE_PRESETS)}.")
+        return cls(**{**SIZE_PRESETS[size], **overrides})
+
+    def check_symbert_fields(self):
+        """Raise ValueError naming the first invalid field and what is allowed."""
+        if self.attention_type not in ATTENTION_TYPES:
+            raise ValueError(f"attention_type={self.attention_type!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
+        if self.pairwise_init not in PAIRWISE_INITS:
+            raise ValueError(f"pairwise_init={self.pairwise_init!r} is not supported; allowed: {', '.join(PAIRWISE_INITS)}.")
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+                raise ValueError(f"{name}={value!r} is invalid; it must be a positive integer.")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; "
+                "hidden_size must be a multiple of the number of heads."
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is None and name == "classifier_dropout":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+                raise ValueError(f"{name}={value!r} is invalid; it must be a probability in [0, 1).")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+                raise ValueError(f"{name}={value!r} is invalid; it must be a positive number.")
+        if isinstance(self.hidden_act, str) and self.hidden_act not in ACT2FN:
+            raise ValueError(f"hidden_act={self.hidden_act!r} is not supported; allowed: {', '.join(sorted(ACT2FN))}.")
+        if self.is_decoder or self.add_cross_attention:
+            raise ValueError(
+                f"is_decoder={self.is_decoder!r}, add_cross_attention={self.add_cross_attention!r}: SymBERT is an "
+                "encoder; both must be False."
+            )
+
+
+__all__ = ["ATTENTION_TYPES", "PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]

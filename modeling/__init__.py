@@ -1,0 +1,56 @@
+"""SymBERT: BERT encoders with symmetric, pairwise, shared-weight and multi-head-embedding self-attention.
+
+Importing this package registers the SymBERT classes with transformers' Auto classes, so that
+`AutoModelForMaskedLM.from_pretrained(folder)` works without `trust_remote_code`; and marks them for
+`register_for_auto_class`, so that `save_pretrained` writes the model code next to the weights.
+"""
+
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+from .configuration_symbert import ATTENTION_TYPES, PAIRWISE_INITS, SIZE_PRESETS, SymBertConfig
+from .modeling_symbert import (
+    SymBertForMaskedLM,
+    SymBertForMultipleChoice,
+    SymBertForQuestionAnswering,
+    SymBertForSequenceClassification,
+    SymBertForTokenClassification,
+    SymBertModel,
+    SymBertPreTrainedModel,
+)
+
+AUTO_CLASSES = {
+    AutoModel: SymBertModel,
+    AutoModelForMaskedLM: SymBertForMaskedLM,
+    AutoModelForSequenceClassification: SymBertForSequenceClassification,
+    AutoModelForTokenClassification: SymBertForTokenClassification,
+    AutoModelForQuestionAnswering: SymBertForQuestionAnswering,
+    AutoModelForMultipleChoice: SymBertForMultipleChoice,
+}
+
+AutoConfig.register(SymBertConfig.model_type, SymBertConfig, exist_ok=True)
+SymBertConfig.register_for_auto_class()
+for auto_class, model_class in AUTO_CLASSES.items():
+    auto_class.register(SymBertConfig, model_class, exist_ok=True)
+    model_class.register_for_auto_class(auto_class.__name__)
+
+__all__ = [
+    "ATTENTION_TYPES",
+    "PAIRWISE_INITS",
+    "SIZE_PRESETS",
+    "SymBertConfig",
+    "SymBertForMaskedLM",
+    "SymBertForMultipleChoice",
+    "SymBertForQuestionAnswering",
+    "SymBertForSequenceClassification",
+    "SymBertForTokenClassification",
+    "SymBertModel",
+    "SymBertPreTrainedModel",
+]

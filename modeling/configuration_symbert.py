@@ -1,0 +1,1 @@
+../configuration/configuration_symbert.py

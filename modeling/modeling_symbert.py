@@ -1,0 +1,784 @@
+"""SymBERT: BERT encoders with cheaper self-attention compatibility functions.
+
+Everything outside the self-attention core is BERT (transformers' `modeling_bert.py`), with BERT's parameter names.
+Each attention variant is one small module that builds a (query, key, value) triple; the shared forward hands it to
+transformers' attention interface, so eager, sdpa and flash attention work for every variant.
+
+This file is copied into every saved model folder (with `configuration_symbert.py`), so it may import only
+torch/transformers and its flat sibling, never the `symbert` package.
+"""
+
+
+import torch
+import transformers
+from torch import nn
+from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
+
+try:  # transformers >= 5: these helpers skip tensors already loaded from a checkpoint
+    from transformers import initialization as init
+except ImportError:
+    from torch.nn import init
+
+from .configuration_symbert import SymBertConfig
+
+
+logger = logging.get_logger(__name__)
+
+TRANSFORMERS_V5 = int(transformers.__version__.split(".")[0]) >= 5
+
+
+class SymBertEmbeddings(nn.Module):
+    """BERT's word + position + token-type embeddings, with a clear error on out-of-range inputs."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.register_buffer(
+            "position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False
+        )
+        self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False)
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
+        seq_length = input_shape[1]
+        max_positions = self.position_embeddings.num_embeddings
+        if seq_length > max_positions:
+            raise ValueError(
+                f"Sequence length {seq_length} exceeds max_position_embeddings={max_positions}; "
+                f"truncate inputs to at most {max_positions} tokens."
+            )
+        if not torch.compiler.is_compiling():  # data-dependent checks would break a compiled graph
+            _check_index_range("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
+            _check_index_range("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size")
+            _check_index_range("position_ids", position_ids, max_positions, "max_position_embeddings")
+
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_length]
+        if token_type_ids is None:
+            token_type_ids = self.token_type_ids[:, :seq_length].expand(input_shape)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def _check_index_range(name, ids, size, config_field):
+    if ids is None or ids.numel() == 0:
+        return
+    low, high = ids.min().item(), ids.max().item()
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{name} contains {bad}, outside [0, {size - 1}] ({config_field}={size}).")
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """softmax(q·kᵀ·scaling + mask)·v, returning the probabilities too (for `output_attentions`)."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class SymBertSelfAttention(nn.Module):
+    """The forward every variant shares. A subclass defines its parameters and `project`, which maps hidden states
+    [batch, seq, hidden] to per-head (query, key, value) tensors [batch, heads, seq, head_size]."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__()
+        self.config = config
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.all_head_size = config.hidden_size
+        self.scaling = self.attention_head_size**-0.5
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.is_causal = False  # read by the sdpa and flash interfaces
+        self.layer_idx = layer_idx
+
+    def split_heads(self, x):
+        return x.view(*x.shape[:-1], self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+
+    def project(self, hidden_states):
+        raise NotImplementedError
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
+        query, key, value = self.project(hidden_states)
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout.p if self.training else 0.0,
+            scaling=self.scaling,
+            is_causal=False,
+            **kwargs,
+        )
+        return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
+
+
+class SymBertOriginalSelfAttention(SymBertSelfAttention):
+    """BERT: Q, K, V = X·W + b with three h×h projections."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+
+    def project(self, hidden_states):
+        return (
+            self.split_heads(self.query(hidden_states)),
+            self.split_heads(self.key(hidden_states)),
+            self.split_heads(self.value(hidden_states)),
+        )
+
+
+class SymBertSymmetricSelfAttention(SymBertSelfAttention):
+    """Courtois et al.: K is Q (same weight and bias), so each head's score matrix Q·Qᵀ is symmetric."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+
+    def project(self, hidden_states):
+        query = self.split_heads(self.query(hidden_states))
+        return query, query, self.split_heads(self.value(hidden_states))
+
+
+class SymBertPairwiseSelfAttention(SymBertSelfAttention):
+    """Courtois et al.: score Q·S·Qᵀ with a learned, unconstrained d×d matrix S per head.
+    S is folded into the query, (Q·S, Q, V), so fused attention kernels apply."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        head_size = self.attention_head_size
+        self.pairwise = nn.Parameter(torch.empty(self.num_attention_heads, head_size, head_size))
+
+    def project(self, hidden_states):
+        query = self.split_heads(self.query(hidden_states))
+        return torch.matmul(query, self.pairwise), query, self.split_heads(self.value(hidden_states))
+
+
+class SymBertSharedSelfAttention(SymBertSelfAttention):
+    """Kowsher et al.: one projection U = X·W_s + b_s; Q, K, V are U scaled by learned diagonals δ_q, δ_k, δ_v."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.shared = nn.Linear(config.hidden_size, self.all_head_size)
+        self.scale_q = nn.Parameter(torch.empty(self.all_head_size))
+        self.scale_k = nn.Parameter(torch.empty(self.all_head_size))
+        self.scale_v = nn.Parameter(torch.empty(self.all_head_size))
+
+    def project(self, hidden_states):
+        shared = self.shared(hidden_states)
+        return (
+            self.split_heads(shared * self.scale_q),
+            self.split_heads(shared * self.scale_k),
+            self.split_heads(shared * self.scale_v),
+        )
+
+
+class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
+    """Xue & Aletras: single-head projections q̃, k̃, ṽ (h→d) shared by all heads; head i combines them with its own
+    embeddings e_i^Q, e_i^K, e_i^V (`head_embeddings[0|1|2, i]`). Subclasses choose the combination."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.query = nn.Linear(config.hidden_size, self.attention_head_size)
+        self.key = nn.Linear(config.hidden_size, self.attention_head_size)
+        self.value = nn.Linear(config.hidden_size, self.attention_head_size)
+        self.head_embeddings = nn.Parameter(torch.empty(3, self.num_attention_heads, self.attention_head_size))
+
+    def combine(self, single_head, head_embedding):
+        raise NotImplementedError
+
+    def project(self, hidden_states):
+        # [batch, 1, seq, d] with [1, heads, 1, d] broadcasts to [batch, heads, seq, d]
+        per_head = self.head_embeddings[:, None, :, None, :]
+        return tuple(
+            self.combine(projection(hidden_states).unsqueeze(1), embedding)
+            for projection, embedding in zip((self.query, self.key, self.value), per_head)
+        )
+
+
+class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
+    def combine(self, single_head, head_embedding):
+        return single_head + head_embedding
+
+
+class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
+    def combine(self, single_head, head_embedding):
+        return single_head * head_embedding
+
+
+SYMBERT_SELF_ATTENTION_CLASSES = {
+    "original": SymBertOriginalSelfAttention,
+    "symmetric": SymBertSymmetricSelfAttention,
+    "pairwise": SymBertPairwiseSelfAttention,
+    "shared": SymBertSharedSelfAttention,
+    "mhe_add": SymBertMHEAddSelfAttention,
+    "mhe_mul": SymBertMHEMulSelfAttention,
+}
+
+
+class SymBertSelfOutput(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, input_tensor):
+        hidden_states = self.dropout(self.dense(hidden_states))
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class SymBertAttention(nn.Module):
+    def __init__(self, config, layer_idx=None):
+        super().__init__()
+        self.self = SYMBERT_SELF_ATTENTION_CLASSES[config.attention_type](config, layer_idx=layer_idx)
+        self.output = SymBertSelfOutput(config)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        attention_output, attn_weights = self.self(hidden_states, attention_mask, **kwargs)
+        return self.output(attention_output, hidden_states), attn_weights
+
+
+class SymBertIntermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act] if isinstance(config.hidden_act, str) else config.hidden_act
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class SymBertOutput(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, input_tensor):
+        hidden_states = self.dropout(self.dense(hidden_states))
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class SymBertLayer(GradientCheckpointingLayer):
+    def __init__(self, config, layer_idx=None):
+        super().__init__()
+        self.attention = SymBertAttention(config, layer_idx=layer_idx)
+        self.intermediate = SymBertIntermediate(config)
+        self.output = SymBertOutput(config)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        attention_output, attn_weights = self.attention(hidden_states, attention_mask, **kwargs)
+        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        return layer_output, attn_weights
+
+
+class SymBertEncoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.layer = nn.ModuleList([SymBertLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False, **kwargs):
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer_module in self.layer:
+            # hidden_states positional: gradient checkpointing only tracks positional inputs
+            hidden_states, attn_weights = layer_module(hidden_states, attention_mask, **kwargs)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (attn_weights,)
+        return BaseModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
+
+
+class SymBertPooler(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class SymBertPredictionHeadTransform(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act] if isinstance(config.hidden_act, str) else config.hidden_act
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states):
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class SymBertLMPredictionHead(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.transform = SymBertPredictionHeadTransform(config)
+        # The decoder weight is tied to the word embeddings; the output-only bias is tied to `bias`.
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states):
+        return self.decoder(self.transform(hidden_states))
+
+
+class SymBertOnlyMLMHead(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.predictions = SymBertLMPredictionHead(config)
+
+    def forward(self, sequence_output):
+        return self.predictions(sequence_output)
+
+
+class SymBertPreTrainedModel(PreTrainedModel):
+    config_class = SymBertConfig
+    base_model_prefix = "bert"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["SymBertEmbeddings", "SymBertLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True  # transformers 5
+    _supports_flash_attn_2 = True  # transformers 4
+    _supports_attention_backend = True
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """BERT's initialisation, plus the spec's for the new attention parameters."""
+        super()._init_weights(module)  # Linear, Embedding, LayerNorm as BERT
+        std = self.config.initializer_range
+        if isinstance(module, SymBertLMPredictionHead):
+            init.zeros_(module.bias)
+        elif isinstance(module, SymBertEmbeddings):
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
+        elif isinstance(module, SymBertPairwiseSelfAttention):
+            if self.config.pairwise_init == "identity":
+                eye = torch.eye(module.attention_head_size, dtype=module.pairwise.dtype, device=module.pairwise.device)
+                init.copy_(module.pairwise, eye.expand_as(module.pairwise))
+            else:  # the paper's N(0, 1): initial attention sharper than BERT's
+                init.normal_(module.pairwise, mean=0.0, std=1.0)
+        elif isinstance(module, SymBertSharedSelfAttention):
+            for scale in (module.scale_q, module.scale_k, module.scale_v):
+                init.ones_(scale)
+        elif isinstance(module, SymBertMHEAddSelfAttention):
+            init.normal_(module.head_embeddings, mean=0.0, std=std)
+        elif isinstance(module, SymBertMHEMulSelfAttention):
+            init.normal_(module.head_embeddings, mean=1.0, std=std)
+
+    @classmethod
+    def from_bert(cls, bert_name_or_path, **kwargs):
+        """Start any SymBERT variant from a BERT checkpoint (Hub id or folder).
+
+        Every tensor present in both with the same name and shape is copied; the others (e.g. the pairwise S, the
+        δ scales, or MHE's h→d projections) are initialised as for a new model. `kwargs` go to `from_pretrained`
+        and to the config, e.g. `attention_type="pairwise"`.
+
+        Returns `(model, new_parameters)`: the sorted names of the tensors that were not taken from BERT.
+        """
+        model, loading_info = cls.from_pretrained(
+            bert_name_or_path, ignore_mismatched_sizes=True, output_loading_info=True, **kwargs
+        )
+        new_parameters = set(loading_info["missing_keys"]) | {key for key, *_ in loading_info["mismatched_keys"]}
+        new_parameters = sorted(name for name in new_parameters if name in dict(model.named_parameters()))
+        logger.warning(
+            f"Initialised {cls.__name__} ({model.config.attention_type}) from {bert_name_or_path}; "
+            f"{len(new_parameters)} tensors are new: {new_parameters}"
+        )
+        return model, new_parameters
+
+
+def _resolve_output_flags(config, output_attentions, output_hidden_states, return_dict):
+    output_attentions = output_attentions if output_attentions is not None else config.output_attentions
+    output_hidden_states = output_hidden_states if output_hidden_states is not None else config.output_hidden_states
+    return_dict = return_dict if return_dict is not None else config.return_dict
+    return output_attentions, output_hidden_states, return_dict
+
+
+class SymBertModel(SymBertPreTrainedModel):
+    """The bare SymBERT encoder, with BERT's optional pooler (tanh dense on the first token)."""
+
+    def __init__(self, config, add_pooling_layer=True):
+        super().__init__(config)
+        self.config = config
+        self.embeddings = SymBertEmbeddings(config)
+        self.encoder = SymBertEncoder(config)
+        self.pooler = SymBertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        output_attentions, output_hidden_states, return_dict = _resolve_output_flags(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if output_attentions and self.config._attn_implementation not in ("eager", None):
+            raise ValueError(
+                f"output_attentions=True needs attn_implementation='eager', not "
+                f"{self.config._attn_implementation!r} (fused kernels do not materialise attention weights); "
+                "load with attn_implementation='eager' or call model.set_attn_implementation('eager')."
+            )
+
+        embedding_output = self.embeddings(
+            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+        )
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
+        )
+        encoder_outputs = self.encoder(
+            embedding_output,
+            attention_mask=attention_mask,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            **kwargs,
+        )
+        sequence_output = encoder_outputs.last_hidden_state
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        outputs = BaseModelOutputWithPooling(
+            last_hidden_state=sequence_output,
+            pooler_output=pooled_output,
+            hidden_states=encoder_outputs.hidden_states,
+            attentions=encoder_outputs.attentions,
+        )
+        return outputs if return_dict else outputs.to_tuple()
+
+
+class SymBertForMaskedLM(SymBertPreTrainedModel):
+    """SymBERT with BERT's MLM head; the decoder is tied to the word embeddings."""
+
+    if TRANSFORMERS_V5:
+        _tied_weights_keys = {
+            "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+            "cls.predictions.decoder.bias": "cls.predictions.bias",
+        }
+    else:
+        _tied_weights_keys = ["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bert = SymBertModel(config, add_pooling_layer=False)
+        self.cls = SymBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        r"""labels: token ids for the masked positions, -100 elsewhere (ignored by the loss)."""
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        prediction_scores = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(prediction_scores.view(-1, self.config.vocab_size), labels.view(-1))
+        output = MaskedLMOutput(
+            loss=loss, logits=prediction_scores, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if return_dict else output.to_tuple()
+
+
+def _classifier_dropout(config):
+    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+
+
+class SymBertForSequenceClassification(SymBertPreTrainedModel):
+    """Pooled-output classifier: single-label (cross-entropy), multi-label (BCE) or, with `num_labels=1`, regression
+    (MSE, as for STS-B). The kind follows `config.problem_type`, or is inferred from `num_labels` and the labels."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = SymBertModel(config)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+
+        loss = None
+        if labels is not None:
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                loss = MSELoss()(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+            elif self.config.problem_type == "single_label_classification":
+                loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = BCEWithLogitsLoss()(logits, labels.to(logits.dtype))
+        output = SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class SymBertForMultipleChoice(SymBertPreTrainedModel):
+    """Scores each of the `num_choices` inputs [batch, num_choices, seq] with one logit; softmax over choices."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bert = SymBertModel(config)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
+
+        def flatten(x):
+            return None if x is None else x.reshape(-1, *x.shape[2:])
+
+        outputs = self.bert(
+            flatten(input_ids),
+            attention_mask=flatten(attention_mask),
+            token_type_ids=flatten(token_type_ids),
+            position_ids=flatten(position_ids),
+            inputs_embeds=flatten(inputs_embeds),
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        reshaped_logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = CrossEntropyLoss()(reshaped_logits, labels) if labels is not None else None
+        output = MultipleChoiceModelOutput(
+            loss=loss, logits=reshaped_logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class SymBertForTokenClassification(SymBertPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = SymBertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        r"""labels: one class id per token, -100 for tokens to ignore."""
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.view(-1))
+        output = TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class SymBertForQuestionAnswering(SymBertPreTrainedModel):
+    """Extractive QA: start and end logits per token (`num_labels` is 2)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = SymBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.qa_outputs(outputs.last_hidden_state)
+        start_logits, end_logits = (x.squeeze(-1).contiguous() for x in logits.split(1, dim=-1))
+
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # Positions outside the sequence are clamped to an ignored index, as in BERT.
+            ignored_index = start_logits.size(1)
+            start_positions = start_positions.view(-1).clamp(0, ignored_index)
+            end_positions = end_positions.view(-1).clamp(0, ignored_index)
+            loss_fct = CrossEntropyLoss(ignore_index=ignored_index)
+            loss = (loss_fct(start_logits, start_positions) + loss_fct(end_logits, end_positions)) / 2
+        output = QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = [
+    "SYMBERT_SELF_ATTENTION_CLASSES",
+    "SymBertForMaskedLM",
+    "SymBertForMultipleChoice",
+    "SymBertForQuestionAnswering",
+    "SymBertForSequenceClassification",
+    "SymBertForTokenClassification",
+    "SymBertModel",
+    "SymBertPreTrainedModel",
+]
