@@ -9,8 +9,11 @@ torch/transformers and its flat sibling, never the `symbert` package.
 """
 
 
+from pathlib import Path
+
 import torch
 import transformers
+from safetensors import SafetensorError
 from torch import nn
 from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from transformers import PreTrainedModel
@@ -403,6 +406,17 @@ class SymBertPreTrainedModel(PreTrainedModel):
             init.normal_(module.head_embeddings, mean=0.0, std=std)
         elif isinstance(module, SymBertMHEMulSelfAttention):
             init.normal_(module.head_embeddings, mean=1.0, std=std)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except SafetensorError as error:
+            # safetensors' message does not say which file it could not read
+            folder = Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+            files = sorted(str(f) for f in folder.glob("*.safetensors")) if folder.is_dir() else []
+            where = ", ".join(files) or f"the *.safetensors weights of {pretrained_model_name_or_path!r}"
+            raise OSError(f"Cannot read {where}: the file is truncated or corrupt ({error}).") from error
 
     @classmethod
     def from_bert(cls, bert_name_or_path, **kwargs):

@@ -1,0 +1,35 @@
+import pytest
+import torch
+
+from symbert import ATTENTION_TYPES, SymBertConfig
+
+VOCAB_SIZE = 99
+MAX_POSITIONS = 64
+
+
+def tiny_config(attention_type="original", **overrides):
+    """The `tiny` preset with a small vocabulary and no dropout, so outputs are deterministic."""
+    settings = dict(
+        attention_type=attention_type,
+        vocab_size=VOCAB_SIZE,
+        max_position_embeddings=MAX_POSITIONS,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    return SymBertConfig.from_preset("tiny", **{**settings, **overrides})
+
+
+def padded_batch(seed=0, batch=3, length=11):
+    """Random ids with right padding of different lengths (row 0 unpadded)."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(1, VOCAB_SIZE, (batch, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    for row in range(1, batch):
+        attention_mask[row, length - 2 * row :] = 0
+    input_ids[attention_mask == 0] = 0
+    return input_ids, attention_mask
+
+
+@pytest.fixture(params=ATTENTION_TYPES)
+def attention_type(request):
+    return request.param

@@ -1,0 +1,152 @@
+"""The attention variants against their defining properties (../shared/spec/attention-variants.md)."""
+
+import pytest
+import torch
+
+from symbert import SymBertForMaskedLM
+from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
+
+from conftest import padded_batch, tiny_config
+
+
+def model_for(attention_type, implementation="eager", seed=0, model_class=SymBertForMaskedLM, **overrides):
+    torch.manual_seed(seed)
+    model = model_class(tiny_config(attention_type, **overrides)).eval()
+    model.set_attn_implementation(implementation)
+    return model
+
+
+def pre_softmax_scores(attention, hidden_states):
+    query, key, _ = attention.project(hidden_states)
+    return query @ key.transpose(-1, -2) * attention.scaling
+
+
+def test_each_variant_builds_its_own_module(attention_type):
+    model = model_for(attention_type)
+    for layer in model.bert.encoder.layer:
+        assert type(layer.attention.self) is SYMBERT_SELF_ATTENTION_CLASSES[attention_type]
+
+
+def test_eager_and_sdpa_agree_with_padding(attention_type):
+    input_ids, attention_mask = padded_batch()
+    model = model_for(attention_type)
+    eager = model(input_ids, attention_mask=attention_mask).logits
+    model.set_attn_implementation("sdpa")
+    assert model.config._attn_implementation == "sdpa"
+    sdpa = model(input_ids, attention_mask=attention_mask).logits
+    real = attention_mask.bool()
+    torch.testing.assert_close(sdpa[real], eager[real], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_more_padding_leaves_real_tokens_unchanged(attention_type, implementation):
+    input_ids, attention_mask = padded_batch()
+    model = model_for(attention_type, implementation)
+    logits = model(input_ids, attention_mask=attention_mask).logits
+    extra = 7
+    longer_ids = torch.cat([input_ids, torch.zeros(input_ids.shape[0], extra, dtype=torch.long)], dim=1)
+    longer_mask = torch.cat([attention_mask, torch.zeros(attention_mask.shape[0], extra, dtype=torch.long)], dim=1)
+    longer_logits = model(longer_ids, attention_mask=longer_mask).logits
+    real = attention_mask.bool()
+    torch.testing.assert_close(longer_logits[:, : input_ids.shape[1]][real], logits[real], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("attention_type, symmetric", [("original", False), ("symmetric", True), ("shared", True), ("pairwise", False)])
+def test_score_symmetry(attention_type, symmetric):
+    model = model_for(attention_type)
+    hidden_states = torch.randn(2, 9, model.config.hidden_size)
+    for layer in model.bert.encoder.layer:
+        scores = pre_softmax_scores(layer.attention.self, hidden_states)
+        gap = (scores - scores.transpose(-1, -2)).abs().max().item()
+        if symmetric:
+            assert gap < 1e-5
+        else:
+            assert gap > 1e-2
+
+
+def test_pairwise_with_identity_equals_symmetric():
+    input_ids, attention_mask = padded_batch()
+    pairwise = model_for("pairwise", pairwise_init="identity")
+    for layer in pairwise.bert.encoder.layer:
+        assert torch.equal(layer.attention.self.pairwise, torch.eye(64).expand(2, 64, 64))
+    symmetric = model_for("symmetric")
+    missing, unexpected = symmetric.load_state_dict(pairwise.state_dict(), strict=False)
+    assert missing == [] and all(name.endswith(".pairwise") for name in unexpected)
+    torch.testing.assert_close(
+        pairwise(input_ids, attention_mask=attention_mask).logits,
+        symmetric(input_ids, attention_mask=attention_mask).logits,
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+def test_pairwise_scores_are_q_s_qt():
+    attention = model_for("pairwise").bert.encoder.layer[0].attention.self
+    hidden_states = torch.randn(2, 5, 128)
+    q = attention.query(hidden_states).view(2, 5, 2, 64).transpose(1, 2)
+    expected = torch.einsum("bhid,hde,bhje->bhij", q, attention.pairwise, q) / 8.0
+    torch.testing.assert_close(pre_softmax_scores(attention, hidden_states), expected, atol=1e-4, rtol=1e-5)
+
+
+def test_mhe_add_output_does_not_depend_on_key_embeddings():
+    input_ids, attention_mask = padded_batch()
+    model = model_for("mhe_add")
+    before = model(input_ids, attention_mask=attention_mask).logits
+    with torch.no_grad():
+        for layer in model.bert.encoder.layer:
+            layer.attention.self.head_embeddings[1].normal_(0, 3.0)  # e^K: a shift shared by all keys of a head
+    after = model(input_ids, attention_mask=attention_mask).logits
+    torch.testing.assert_close(after, before, atol=1e-5, rtol=0)
+    with torch.no_grad():
+        model.bert.encoder.layer[0].attention.self.head_embeddings[0].normal_(0, 3.0)  # e^Q does matter
+    assert (model(input_ids, attention_mask=attention_mask).logits - before).abs().max() > 1e-3
+
+
+def test_mhe_mul_with_unit_embeddings_gives_identical_heads():
+    attention = model_for("mhe_mul").bert.encoder.layer[0].attention.self
+    with torch.no_grad():
+        attention.head_embeddings.fill_(1.0)
+    output, weights = attention(torch.randn(2, 6, 128), attention_mask=None)
+    heads = output.view(2, 6, 2, 64)
+    torch.testing.assert_close(heads[:, :, 0], heads[:, :, 1], atol=0, rtol=0)
+    torch.testing.assert_close(weights[:, 0], weights[:, 1], atol=0, rtol=0)
+
+
+def test_shared_projection_and_scales():
+    attention = model_for("shared").bert.encoder.layer[0].attention.self
+    for scale in (attention.scale_q, attention.scale_k, attention.scale_v):
+        assert torch.equal(scale, torch.ones(128))
+    with torch.no_grad():
+        attention.scale_v.mul_(2.0)
+    hidden_states = torch.randn(1, 4, 128)
+    _, _, value = attention.project(hidden_states)
+    expected = (attention.shared(hidden_states) * 2.0).view(1, 4, 2, 64).transpose(1, 2)
+    torch.testing.assert_close(value, expected)
+
+
+def test_new_parameters_initialised_as_specified():
+    mul = model_for("mhe_mul", seed=1).bert.encoder.layer[0].attention.self.head_embeddings
+    add = model_for("mhe_add", seed=1).bert.encoder.layer[0].attention.self.head_embeddings
+    assert abs(mul.mean().item() - 1.0) < 0.01 and abs(mul.std().item() - 0.02) < 0.005
+    assert abs(add.mean().item()) < 0.01 and abs(add.std().item() - 0.02) < 0.005
+    pairwise = model_for("pairwise", seed=1).bert.encoder.layer[0].attention.self.pairwise
+    assert abs(pairwise.mean().item()) < 0.05 and abs(pairwise.std().item() - 1.0) < 0.05
+
+
+def test_output_attentions_and_hidden_states(attention_type):
+    input_ids, attention_mask = padded_batch()
+    model = model_for(attention_type)
+    outputs = model(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+    assert len(outputs.attentions) == 2 and outputs.attentions[0].shape == (3, 2, 11, 11)
+    assert len(outputs.hidden_states) == 3
+    probabilities = outputs.attentions[0]
+    torch.testing.assert_close(probabilities.sum(-1), torch.ones(3, 2, 11))
+    assert probabilities[2, :, :, attention_mask[2] == 0].abs().max() == 0  # no weight on padding
+    as_tuple = model(input_ids, attention_mask=attention_mask, return_dict=False)
+    assert isinstance(as_tuple, tuple) and torch.equal(as_tuple[0], outputs.logits)
+
+
+def test_output_attentions_with_sdpa_is_a_clear_error():
+    model = model_for("pairwise", "sdpa")
+    with pytest.raises(ValueError, match="output_attentions=True needs attn_implementation='eager', not 'sdpa'"):
+        model(torch.tensor([[1, 2, 3]]), output_attentions=True)
