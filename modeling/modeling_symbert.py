@@ -730,13 +730,12 @@ class SymBertForTokenClassification(SymBertPreTrainedModel):
 
 
 class SymBertForQuestionAnswering(SymBertPreTrainedModel):
-    """Extractive QA: start and end logits per token (`num_labels` is 2)."""
+    """Extractive QA: a start and an end logit per token (always 2 outputs, whatever `num_labels` says)."""
 
     def __init__(self, config):
         super().__init__(config)
-        self.num_labels = config.num_labels
         self.bert = SymBertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
     def forward(
@@ -766,7 +765,7 @@ class SymBertForQuestionAnswering(SymBertPreTrainedModel):
             **kwargs,
         )
         logits = self.qa_outputs(outputs.last_hidden_state)
-        start_logits, end_logits = (x.squeeze(-1).contiguous() for x in logits.split(1, dim=-1))
+        start_logits, end_logits = (x.squeeze(-1).contiguous() for x in logits.unbind(-1))
 
         loss = None
         if start_positions is not None and end_positions is not None:

@@ -1,0 +1,163 @@
+"""Saved folders load as Hugging Face models: natively (project installed) and with trust_remote_code=True in a fresh
+process that cannot import this project, for every head and variant."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoModelForMaskedLM, Trainer, TrainingArguments
+
+import symbert
+from symbert import ATTENTION_TYPES
+
+from conftest import VOCAB_SIZE, padded_batch, tiny_config
+
+HEADS = {
+    "AutoModel": symbert.SymBertModel,
+    "AutoModelForMaskedLM": symbert.SymBertForMaskedLM,
+    "AutoModelForSequenceClassification": symbert.SymBertForSequenceClassification,
+    "AutoModelForTokenClassification": symbert.SymBertForTokenClassification,
+    "AutoModelForQuestionAnswering": symbert.SymBertForQuestionAnswering,
+    "AutoModelForMultipleChoice": symbert.SymBertForMultipleChoice,
+}
+
+
+def model_inputs(auto_name):
+    input_ids, attention_mask = padded_batch(seed=5, batch=4, length=9)
+    if auto_name == "AutoModelForMultipleChoice":  # [batch, choices, seq]
+        return {"input_ids": input_ids.view(2, 2, 9), "attention_mask": attention_mask.view(2, 2, 9)}
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+# Runs in a fresh interpreter, in another directory, with `symbert` made unimportable.
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    class BlockProject(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "symbert" or name.startswith("symbert."):
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
+            return None
+
+    sys.meta_path.insert(0, BlockProject())
+
+    import torch, transformers
+    from safetensors.torch import load_file
+
+    cases = json.loads(sys.argv[1])
+    report = {}
+    for case in cases:
+        folder, auto_name = case["folder"], case["auto_class"]
+        model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
+        inputs = torch.load(case["inputs"])
+        with torch.no_grad():
+            outputs = [t for t in model(**inputs).to_tuple()]
+        saved = load_file(f"{folder}/model.safetensors")
+        state = model.state_dict()
+        reinitialised = [k for k, v in saved.items() if k in state and not torch.equal(state[k], v)]
+        tied = None
+        if hasattr(model, "cls"):
+            tied = model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+        torch.save(outputs, case["outputs"])
+        report[folder] = {
+            "class": type(model).__name__,
+            "module": type(model).__module__,
+            "reinitialised": reinitialised,
+            "missing_from_file": [k for k in state if k not in saved and not k.startswith("cls.predictions.decoder")],
+            "tied": tied,
+        }
+    report["symbert_imported"] = any(m == "symbert" or m.startswith("symbert.") for m in sys.modules)
+    print(json.dumps(report))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def saved_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("saved")
+    cases, expected = [], {}
+    for attention_type in ATTENTION_TYPES:
+        for auto_name, model_class in HEADS.items():
+            torch.manual_seed(len(cases))
+            model = model_class(tiny_config(attention_type, num_labels=3)).eval()
+            folder = root / attention_type / auto_name
+            model.save_pretrained(folder)
+            inputs = model_inputs(auto_name)
+            torch.save(inputs, folder / "inputs.pt")
+            with torch.no_grad():
+                expected[str(folder)] = model(**inputs).to_tuple()
+            cases.append(
+                {"folder": str(folder), "auto_class": auto_name, "inputs": str(folder / "inputs.pt"), "outputs": str(folder / "outputs.pt")}
+            )
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(elsewhere / "modules"), "PYTHONPATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, json.dumps(cases)],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return cases, expected, report
+
+
+def test_fresh_process_never_imported_the_project(saved_models):
+    _, _, report = saved_models
+    assert report["symbert_imported"] is False
+
+
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.parametrize("auto_name", HEADS)
+def test_trust_remote_code_round_trip(saved_models, attention_type, auto_name):
+    cases, expected, report = saved_models
+    case = next(c for c in cases if c["folder"].endswith(f"{attention_type}/{auto_name}"))
+    folder = case["folder"]
+    files = set(os.listdir(folder))
+    assert {"config.json", "model.safetensors", "modeling_symbert.py", "configuration_symbert.py"} <= files
+    config = json.loads(open(f"{folder}/config.json").read())
+    assert config["model_type"] == "symbert" and config["attention_type"] == attention_type
+    assert set(HEADS) | {"AutoConfig"} <= set(config["auto_map"])
+
+    loaded = report[folder]
+    assert loaded["class"] == HEADS[auto_name].__name__
+    assert loaded["module"].startswith("transformers_modules")
+    assert loaded["reinitialised"] == [] and loaded["missing_from_file"] == []
+    if auto_name == "AutoModelForMaskedLM":
+        assert loaded["tied"] is True
+    for got, want in zip(torch.load(case["outputs"]), expected[folder], strict=True):
+        assert torch.equal(got, want)
+
+
+def test_native_auto_classes_without_remote_code(saved_models):
+    cases, expected, _ = saved_models
+    folder = next(c["folder"] for c in cases if c["folder"].endswith("pairwise/AutoModelForMaskedLM"))
+    model = AutoModelForMaskedLM.from_pretrained(folder).eval()
+    assert type(model) is symbert.SymBertForMaskedLM
+    with torch.no_grad():
+        assert torch.equal(model(**model_inputs("AutoModelForMaskedLM")).logits, expected[folder][0])
+    encoder = AutoModel.from_pretrained(folder)  # an MLM checkpoint loads as the bare encoder
+    assert type(encoder) is symbert.SymBertModel
+    assert torch.equal(encoder.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+
+
+def test_trainer_checkpoints_are_hub_folders(tmp_path):
+    model = symbert.SymBertForMaskedLM(tiny_config("shared"))
+    generator = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, VOCAB_SIZE, (8, 12), generator=generator)]
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=2, save_steps=2, per_device_train_batch_size=4, report_to=[],
+        use_cpu=True, disable_tqdm=True,
+    )  # fmt: skip
+    Trainer(model=model, args=args, train_dataset=rows).train()
+    checkpoint = tmp_path / "checkpoint-2"
+    assert {"config.json", "model.safetensors", "modeling_symbert.py", "configuration_symbert.py"} <= set(os.listdir(checkpoint))
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
+    reloaded = AutoModelForMaskedLM.from_pretrained(checkpoint, trust_remote_code=True)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[name], tensor), name
