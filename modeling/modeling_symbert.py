@@ -87,7 +87,7 @@ class SymBertEmbeddings(nn.Module):
 def _check_index_range(name, ids, size, config_field):
     if ids is None or ids.numel() == 0:
         return
-    low, high = ids.min().item(), ids.max().item()
+    low, high = (value.item() for value in torch.aminmax(ids))
     if low < 0 or high >= size:
         bad = low if low < 0 else high
         raise ValueError(f"{name} contains {bad}, outside [0, {size - 1}] ({config_field}={size}).")

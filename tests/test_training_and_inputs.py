@@ -61,6 +61,18 @@ def test_fill_mask_pipeline_from_a_saved_folder(tmp_path):
     top3 = logits.softmax(-1).topk(3)
     assert [p["token"] for p in predictions] == top3.indices.tolist()
     assert [p["score"] for p in predictions] == pytest.approx(top3.values.tolist(), abs=1e-6)
+    from_objects = pipeline("fill-mask", model=reloaded, tokenizer=tokenizer, top_k=3)
+    assert from_objects("the cat sat on the [MASK] .") == predictions
+
+
+def test_decoder_stays_tied_after_resizing_the_vocabulary():
+    model = SymBertForMaskedLM(tiny_config("symmetric"))
+    model.resize_token_embeddings(VOCAB_SIZE + 13)
+    decoder, embeddings = model.cls.predictions.decoder, model.bert.embeddings.word_embeddings
+    assert decoder.weight is embeddings.weight and decoder.weight.shape == (VOCAB_SIZE + 13, 128)
+    assert decoder.bias is model.cls.predictions.bias and decoder.bias.shape == (VOCAB_SIZE + 13,)
+    assert model.config.vocab_size == VOCAB_SIZE + 13
+    assert model(torch.tensor([[VOCAB_SIZE + 12]])).logits.shape == (1, 1, VOCAB_SIZE + 13)
 
 
 @pytest.mark.parametrize("bad_id, shown", [(VOCAB_SIZE, str(VOCAB_SIZE)), (-1, "-1")])
