@@ -1,0 +1,230 @@
+"""MLM pre-training of SymBERT on the Hugging Face Trainer.
+
+    symbert-pretrain --recipe cpu-demo --output_dir outputs/demo
+    symbert-pretrain --recipe paper-small --output_dir runs/small --attention_type pairwise
+    symbert-pretrain --recipe cpu-demo --output_dir outputs/compare --compare original,symmetric,pairwise
+    torchrun --nproc_per_node 2 -m symbert.training.pretrain --recipe paper-base --output_dir runs/base
+
+A recipe (a JSON file in training/recipes/, or any path) gives defaults for every argument below and for
+`TrainingArguments`; command-line arguments override it.
+"""
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+from transformers import (
+    DataCollatorForLanguageModeling,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
+from symbert.training import data as data_module
+from symbert.training.reporting import MetricsLogCallback, comparison_table, plot_comparison, plot_losses
+
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+@dataclass
+class ModelArguments:
+    size: str = field(default="tiny", metadata={"help": f"size preset: {', '.join(SIZE_PRESETS)}"})
+    attention_type: str = field(default="original", metadata={"help": f"one of {', '.join(ATTENTION_TYPES)}"})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": 'JSON object of SymBertConfig fields, e.g. \'{"pairwise_init": "identity"}\''}
+    )
+    compare: str | None = field(
+        default=None,
+        metadata={"help": "comma-separated attention types: train each (same seed and data order) into OUTPUT_DIR/<type>"},
+    )
+    target_eval_loss: float | None = field(
+        default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
+    )
+
+
+@dataclass
+class DataArguments:
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset id; default: the embedded corpus"})
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name"})
+    dataset_split: str = field(default="train")
+    train_files: list[str] | None = field(default=None, metadata={"help": "local .txt, .jsonl/.json or .parquet files"})
+    text_column: str = field(default="text")
+    streaming: bool = field(default=False, metadata={"help": "stream the dataset instead of downloading it whole"})
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "tokenizer name or path; default: bert-base-uncased, or for the embedded corpus a WordPiece "
+                  "tokenizer trained on it"},
+    )  # fmt: skip
+    tokenizer_vocab_size: int = field(default=8192, metadata={"help": "vocabulary of the tokenizer trained on the corpus"})
+    max_seq_length: int = field(default=512, metadata={"help": "tokens per block"})
+    eval_blocks: int = field(default=10_000, metadata={"help": "held-out blocks for the eval loss"})
+    mlm_probability: float = field(default=0.15)
+    global_batch_size: int | None = field(
+        default=None,
+        metadata={"help": "sets gradient_accumulation_steps = global / (per-device batch × processes)"},
+    )
+    precision: str = field(default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"})
+
+
+def recipe_path(recipe):
+    path = Path(recipe)
+    if path.suffix == ".json" and path.is_file():
+        return path
+    path = RECIPES_DIR / f"{recipe}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
+        raise ValueError(f"Unknown recipe {recipe!r}: not a .json file and not one of {', '.join(known)}.")
+    return path
+
+
+def parse_arguments(argv):
+    """Recipe values first, command line after them, so the command line wins."""
+    recipe_args = []
+    if "--recipe" in argv:
+        index = argv.index("--recipe")
+        if index + 1 >= len(argv):
+            raise ValueError("--recipe needs a name or a path to a JSON recipe file.")
+        recipe = json.loads(recipe_path(argv[index + 1]).read_text())
+        argv = argv[:index] + argv[index + 2 :]
+        for key, value in recipe.items():
+            if key.startswith("_"):  # comments
+                continue
+            values = value if isinstance(value, list) else [value]
+            recipe_args += [f"--{key}", *(json.dumps(v) if isinstance(v, (dict, bool)) else str(v) for v in values)]
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_args + argv)
+    return model_args, data_args, check_arguments(model_args, data_args, training_args)
+
+
+def check_arguments(model_args, data_args, training_args):
+    """Validate, then derive accumulation from the global batch and mixed precision from the hardware."""
+    for kind in [model_args.attention_type, *(model_args.compare or "").split(",")]:
+        if kind and kind not in ATTENTION_TYPES:
+            raise ValueError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
+    if model_args.size not in SIZE_PRESETS:
+        raise ValueError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
+    if data_args.precision not in ("auto", "bf16", "fp16", "fp32"):
+        raise ValueError(f"precision {data_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
+    for name in ("max_seq_length", "eval_blocks", "tokenizer_vocab_size"):
+        if getattr(data_args, name) <= 0:
+            raise ValueError(f"{name}={getattr(data_args, name)} must be positive.")
+
+    updates = {}
+    if data_args.global_batch_size is not None:
+        per_step = training_args.per_device_train_batch_size * training_args.world_size
+        if data_args.global_batch_size % per_step:
+            raise ValueError(
+                f"global_batch_size={data_args.global_batch_size} is not a multiple of per-device batch "
+                f"{training_args.per_device_train_batch_size} × {training_args.world_size} processes."
+            )
+        updates["gradient_accumulation_steps"] = data_args.global_batch_size // per_step
+    precision = data_args.precision
+    if precision == "auto":
+        on_gpu = torch.cuda.is_available() and not training_args.use_cpu
+        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
+    updates["bf16"], updates["fp16"] = precision == "bf16", precision == "fp16"
+    return replace(training_args, **updates)
+
+
+class SymBertPretrainingTrainer(Trainer):
+    def get_decay_parameter_names(self, model):
+        """As the Trainer (no decay on biases and LayerNorm), and none on multiplicative gains either: the δ scales
+        of `shared` and the head embeddings of `mhe_mul`."""
+        multiplicative = ("scale_q", "scale_k", "scale_v")
+        if model.config.attention_type == "mhe_mul":
+            multiplicative += ("head_embeddings",)
+        return [name for name in super().get_decay_parameter_names(model) if name.split(".")[-1] not in multiplicative]
+
+
+def build_model(model_args, vocab_size, tokenizer):
+    overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
+    config = SymBertConfig.from_preset(
+        model_args.size,
+        attention_type=model_args.attention_type,
+        vocab_size=vocab_size,
+        pad_token_id=tokenizer.pad_token_id,
+        **overrides,
+    )
+    return SymBertForMaskedLM(config)
+
+
+def pretrain(model_args, data_args, training_args):
+    """Train one attention type; returns the Trainer's log history."""
+    set_seed(training_args.seed)
+    with training_args.main_process_first(desc="tokenizer and data"):
+        tokenizer = data_module.load_tokenizer(data_args)
+        train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
+    model = build_model(model_args, len(tokenizer), tokenizer)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=data_args.mlm_probability)
+
+    trainer = SymBertPretrainingTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_blocks,
+        eval_dataset=eval_blocks,
+        data_collator=collator,
+        processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
+        callbacks=[MetricsLogCallback()],
+    )
+    resume = training_args.resume_from_checkpoint
+    if resume is None and os.path.isdir(training_args.output_dir):
+        resume = get_last_checkpoint(training_args.output_dir)
+    if resume and trainer.is_world_process_zero():
+        print(f"Resuming from {resume}")
+    trainer.train(resume_from_checkpoint=resume)
+    metrics = trainer.evaluate()
+    if trainer.is_world_process_zero():
+        print(f"{model_args.attention_type}: final eval loss {metrics['eval_loss']:.4f}")
+    trainer.save_model()  # final model, code and tokenizer in output_dir
+    trainer.save_state()
+    if trainer.is_world_process_zero():
+        plot_losses(trainer.state.log_history, Path(training_args.output_dir) / "loss.png", title=model_args.attention_type)
+    return trainer.state.log_history
+
+
+def fill_mask_example(folder, tokenizer):
+    from transformers import pipeline
+
+    fill_mask = pipeline("fill-mask", model=str(folder), tokenizer=str(folder), trust_remote_code=True, device="cpu")
+    sentence = f"The old man walked slowly along the {tokenizer.mask_token} of the river."
+    predictions = fill_mask(sentence, top_k=5)
+    return sentence, [(p["token_str"], round(p["score"], 3)) for p in predictions]
+
+
+def main(argv=None):
+    model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    output_dir = Path(training_args.output_dir)
+    is_main = training_args.process_index == 0
+    if not model_args.compare:
+        pretrain(model_args, data_args, training_args)
+        if is_main:
+            sentence, predictions = fill_mask_example(output_dir, data_module.load_tokenizer(data_args))
+            print(f"\nfill-mask: {sentence}\n  -> {predictions}")
+            print(f"\nResults in {output_dir}: model + code + tokenizer (load with "
+                  f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), "
+                  f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs")  # fmt: skip
+        return
+
+    runs = {}
+    for kind in model_args.compare.split(","):
+        run_args = replace(training_args, output_dir=str(output_dir / kind))
+        runs[kind] = pretrain(replace(model_args, attention_type=kind), data_args, run_args)
+    if is_main:
+        first = next(iter(runs.values()))
+        target = model_args.target_eval_loss
+        if target is None:
+            target = [e["eval_loss"] for e in first if "eval_loss" in e][-1]
+        table = comparison_table(runs, target)
+        (output_dir / "comparison.md").write_text(table + "\n")
+        plot_comparison(runs, output_dir / "comparison.png", target_loss=target)
+        print(f"\n{table}\nComparison in {output_dir}/comparison.md and comparison.png")
+
+
+if __name__ == "__main__":
+    main()
