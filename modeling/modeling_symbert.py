@@ -382,6 +382,8 @@ class SymBertPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True  # transformers 5
     _supports_flash_attn_2 = True  # transformers 4
     _supports_attention_backend = True
+    # Only the MLM head's loss takes the Trainer's `num_items_in_batch`; the task heads average per batch.
+    accepts_loss_kwargs = False
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -523,6 +525,8 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
     else:
         _tied_weights_keys = ["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"]
 
+    accepts_loss_kwargs = True
+
     def __init__(self, config):
         super().__init__(config)
         self.bert = SymBertModel(config, add_pooling_layer=False)
@@ -565,7 +569,9 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
         prediction_scores = self.cls(outputs.last_hidden_state)
         loss = None
         if labels is not None:
-            loss = CrossEntropyLoss()(prediction_scores.view(-1, self.config.vocab_size), labels.view(-1))
+            # transformers' MLM loss: with the Trainer's num_items_in_batch it averages over all masked tokens of
+            # the accumulated, all-device batch, not per micro-batch
+            loss = self.loss_function(prediction_scores, labels, vocab_size=self.config.vocab_size, **kwargs)
         output = MaskedLMOutput(
             loss=loss, logits=prediction_scores, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
