@@ -184,7 +184,22 @@ def pretrain(model_args, data_args, training_args):
     trainer.save_model()  # final model, code and tokenizer in output_dir
     trainer.save_state()
     if trainer.is_world_process_zero():
-        plot_losses(trainer.state.log_history, Path(training_args.output_dir) / "loss.png", title=model_args.attention_type)
+        output_dir = Path(training_args.output_dir)
+        plot_losses(trainer.state.log_history, output_dir / "loss.png", title=model_args.attention_type)
+        args = training_args
+        summary = {
+            "attention_type": model_args.attention_type,
+            "size": model_args.size,
+            "parameters": model.num_parameters(),
+            "world_size": args.world_size,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "global_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+            "max_seq_length": data_args.max_seq_length,
+            "steps": trainer.state.global_step,
+            "final_eval_loss": metrics["eval_loss"],
+        }
+        (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return trainer.state.log_history
 
 

@@ -1,0 +1,147 @@
+"""Training metrics: CSV/JSON logs, loss plots and the comparison of attention types.
+
+Everything works on a Trainer `log_history`: a list of dicts such as
+`{"loss": 2.1, "grad_norm": 1.3, "learning_rate": 1e-4, "epoch": 0.1, "step": 10}` or
+`{"eval_loss": 3.0, "epoch": 0.1, "step": 10}`.
+"""
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from transformers import TrainerCallback
+
+CSV_COLUMNS = ("step", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm")
+FIGURE_SIZE = (7.0, 4.5)  # inches
+FIGURE_DPI = 120
+
+
+class MetricsLogCallback(TrainerCallback):
+    """Keeps `metrics.csv` and `metrics.json` in the output folder up to date with `state.log_history`."""
+
+    def on_log(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            write_metrics(state.log_history, args.output_dir)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            write_metrics(state.log_history, args.output_dir)
+
+
+def write_metrics(log_history, output_dir):
+    """Rewrites `metrics.csv` and `metrics.json` in `output_dir` from the whole history.
+
+    Rewriting rather than appending keeps the files right after a resume, since the Trainer restores log_history.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    columns = list(CSV_COLUMNS)
+    for entry in log_history:
+        columns += [key for key, value in entry.items() if key not in columns and _is_number(value)]
+
+    def write_csv(file):
+        writer = csv.DictWriter(file, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(log_history)
+
+    _write_atomically(output_dir / "metrics.csv", write_csv)
+    _write_atomically(output_dir / "metrics.json", lambda file: json.dump(log_history, file, indent=2))
+
+
+def plot_losses(log_history, path, title=None):
+    """Saves a PNG of the train and eval loss against step; returns `path`."""
+    fig, ax = _new_figure("loss", title)
+    for key, label, marker in (("loss", "train loss", None), ("eval_loss", "eval loss", "o")):
+        steps, losses = _series(log_history, key)
+        if steps:
+            ax.plot(steps, losses, label=label, marker=marker)
+    if ax.lines:
+        ax.legend()
+    return _save(fig, path)
+
+
+def plot_comparison(runs, path, target_loss=None, title=None):
+    """Saves a PNG of the eval-loss curves of several runs ({name: log_history}) on one figure; returns `path`."""
+    fig, ax = _new_figure("eval loss", title)
+    for name, log_history in runs.items():
+        ax.plot(*_series(log_history, "eval_loss"), label=name, marker="o")
+    if target_loss is not None:
+        ax.axhline(target_loss, color="gray", linestyle="--", label=f"target {target_loss:.4g}")
+    if ax.lines:
+        ax.legend()
+    return _save(fig, path)
+
+
+def steps_to_reach(log_history, target_loss):
+    """The first step at which `eval_loss <= target_loss`, or None."""
+    for entry in log_history:
+        if "eval_loss" in entry and entry["eval_loss"] <= target_loss:
+            return entry["step"]
+    return None
+
+
+def comparison_table(runs, target_loss):
+    """A Markdown table of the final and best eval loss of each run and the step at which it reaches `target_loss`."""
+    rows = [
+        f"| run | final eval loss | best eval loss | step to reach {target_loss:.4g} |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, log_history in runs.items():
+        _, losses = _series(log_history, "eval_loss")
+        final, best = (f"{losses[-1]:.4f}", f"{min(losses):.4f}") if losses else ("-", "-")
+        step = steps_to_reach(log_history, target_loss)
+        rows.append(f"| {name} | {final} | {best} | {'not reached' if step is None else step} |")
+    return "\n".join(rows)
+
+
+def load_log_history(output_dir):
+    """The `log_history` of `output_dir/trainer_state.json`, else of its newest `checkpoint-N` folder."""
+    output_dir = Path(output_dir)
+    candidates = [output_dir / "trainer_state.json"]
+    checkpoints = [p for p in output_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
+    checkpoints.sort(key=lambda p: int(p.name.split("-")[1]), reverse=True)
+    candidates += [p / "trainer_state.json" for p in checkpoints]
+    # A run killed while saving can leave a newest checkpoint without its state: fall back to an older one.
+    for state_file in candidates:
+        if state_file.is_file():
+            return json.loads(state_file.read_text())["log_history"]
+    raise FileNotFoundError(f"no trainer_state.json in {output_dir} nor in any of its checkpoint-N folders")
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _series(log_history, key):
+    entries = [e for e in log_history if key in e]
+    return [e["step"] for e in entries], [e[key] for e in entries]
+
+
+def _write_atomically(path, write):
+    """Writes through a temporary file in the same folder, so a killed run never leaves a half-written file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "w", newline="") as file:
+        write(file)
+    os.replace(temporary, path)
+
+
+def _new_figure(ylabel, title):
+    # A bare Figure on the Agg canvas: no pyplot global state, no display needed.
+    fig = Figure(figsize=FIGURE_SIZE, dpi=FIGURE_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return fig, ax
+
+
+def _save(fig, path):
+    fig.savefig(path)
+    return path
