@@ -2,12 +2,15 @@
 
 import hashlib
 import os
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
+import numpy as np
+import torch
 from datasets import IterableDataset, load_dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, DataCollatorForLanguageModeling, PreTrainedTokenizerFast
 
 EMBEDDED_CORPUS = Path(__file__).parent / "corpus" / "english_prose.txt.gz"
 DEFAULT_TOKENIZER = "bert-base-uncased"
@@ -114,3 +117,23 @@ def load_blocks(data_args, tokenizer, seed=0):
         )
     split = blocks.train_test_split(test_size=data_args.eval_blocks, seed=seed)
     return split["train"], split["test"]
+
+
+@dataclass
+class ResumableMLMCollator(DataCollatorForLanguageModeling):
+    """BERT's dynamic masking (80/10/10), with each batch's masks drawn from a generator seeded by `mask_seed` and the
+    batch's token ids instead of the global RNG.
+
+    The Trainer collates a batch ahead of the checkpoint it saves, out of reach of the RNG state stored there, so with
+    the global RNG a resumed run would mask differently from an uninterrupted one. Seeded by content, every batch is
+    masked the same in both; shuffling still gives a block different masks in different epochs, and the held-out
+    blocks get the same masks at every evaluation, so eval losses along a run are comparable.
+    """
+
+    mask_seed: int = 0
+
+    def torch_call(self, examples):
+        ids = np.asarray([example["input_ids"] for example in examples], dtype=np.int64)
+        digest = hashlib.blake2b(ids.tobytes(), digest_size=8, key=self.mask_seed.to_bytes(8, "little")).digest()
+        self.generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
+        return super().torch_call(examples)

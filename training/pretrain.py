@@ -17,7 +17,6 @@ from pathlib import Path
 
 import torch
 from transformers import (
-    DataCollatorForLanguageModeling,
     HfArgumentParser,
     Trainer,
     TrainingArguments,
@@ -161,7 +160,9 @@ def pretrain(model_args, data_args, training_args):
         tokenizer = data_module.load_tokenizer(data_args)
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
     model = build_model(model_args, len(tokenizer), tokenizer)
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=data_args.mlm_probability)
+    collator = data_module.ResumableMLMCollator(
+        tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=training_args.seed
+    )
 
     trainer = SymBertPretrainingTrainer(
         model=model,
