@@ -29,6 +29,11 @@ def uses_embedded_corpus(data_args):
 def load_texts(data_args):
     """The raw texts: a Hub dataset, local files, or the embedded corpus."""
     if uses_embedded_corpus(data_args):
+        if not EMBEDDED_CORPUS.is_file():
+            raise FileNotFoundError(
+                f"The embedded corpus {EMBEDDED_CORPUS} is missing from this installation; "
+                "pass --train_files or --dataset_name."
+            )
         return load_dataset("text", data_files=str(EMBEDDED_CORPUS), split="train", streaming=data_args.streaming)
     if data_args.dataset_name is not None:
         dataset = load_dataset(
