@@ -229,3 +229,12 @@ def test_comparison_mode(corpus, tmp_path, capsys):
         assert json.loads((tmp_path / kind / "config.json").read_text())["attention_type"] == kind
         assert eval_losses(tmp_path / kind)[-1][0] == 4
     assert "Comparison in" in capsys.readouterr().out
+
+
+def test_embedded_corpus_ships_with_its_provenance(tmp_path):
+    _, data_args, _ = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])
+    assert data.uses_embedded_corpus(data_args)
+    texts = data.load_texts(data_args)
+    assert len(texts) == 15_143 and texts.column_names == ["text"]
+    assert data.EMBEDDED_CORPUS.stat().st_size <= 5 * 2**20
+    assert "public domain" in (data.EMBEDDED_CORPUS.parent / "SOURCE.md").read_text().lower()
