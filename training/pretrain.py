@@ -20,6 +20,7 @@ from transformers import (
     HfArgumentParser,
     Trainer,
     TrainingArguments,
+    pipeline,
     set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
@@ -204,11 +205,10 @@ def pretrain(model_args, data_args, training_args):
     return trainer.state.log_history
 
 
-def fill_mask_example(folder, tokenizer):
-    from transformers import pipeline
-
+def fill_mask_example(folder):
+    """Top-5 predictions of the model saved in `folder`, loaded from there with its own code and tokenizer."""
     fill_mask = pipeline("fill-mask", model=str(folder), tokenizer=str(folder), trust_remote_code=True, device="cpu")
-    sentence = f"The old man walked slowly along the {tokenizer.mask_token} of the river."
+    sentence = f"The old man walked slowly along the {fill_mask.tokenizer.mask_token} of the river."
     predictions = fill_mask(sentence, top_k=5)
     return sentence, [(p["token_str"], round(p["score"], 3)) for p in predictions]
 
@@ -220,7 +220,7 @@ def main(argv=None):
     if not model_args.compare:
         pretrain(model_args, data_args, training_args)
         if is_main:
-            sentence, predictions = fill_mask_example(output_dir, data_module.load_tokenizer(data_args))
+            sentence, predictions = fill_mask_example(output_dir)
             print(f"\nfill-mask: {sentence}\n  -> {predictions}")
             print(f"\nResults in {output_dir}: model + code + tokenizer (load with "
                   f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), "
