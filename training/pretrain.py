@@ -142,12 +142,12 @@ class SymBertPretrainingTrainer(Trainer):
         return [name for name in super().get_decay_parameter_names(model) if name.split(".")[-1] not in multiplicative]
 
 
-def build_model(model_args, vocab_size, tokenizer):
+def build_model(model_args, tokenizer):
     overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
     config = SymBertConfig.from_preset(
         model_args.size,
         attention_type=model_args.attention_type,
-        vocab_size=vocab_size,
+        vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         **overrides,
     )
@@ -160,7 +160,7 @@ def pretrain(model_args, data_args, training_args):
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
-    model = build_model(model_args, len(tokenizer), tokenizer)
+    model = build_model(model_args, tokenizer)
     collator = data_module.ResumableMLMCollator(
         tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=training_args.seed
     )
@@ -180,15 +180,18 @@ def pretrain(model_args, data_args, training_args):
     if resume and trainer.is_world_process_zero():
         print(f"Resuming from {resume}")
     trainer.train(resume_from_checkpoint=resume)
-    metrics = trainer.evaluate()
+    evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
+    if not evals or evals[-1]["step"] != trainer.state.global_step:  # masks are fixed: no need to evaluate twice
+        evals.append(trainer.evaluate())
+    final_eval_loss = evals[-1]["eval_loss"]
     if trainer.is_world_process_zero():
-        print(f"{model_args.attention_type}: final eval loss {metrics['eval_loss']:.4f}")
+        print(f"{model_args.attention_type}: final eval loss {final_eval_loss:.4f}")
     trainer.save_model()  # final model, code and tokenizer in output_dir
     trainer.save_state()
     if trainer.is_world_process_zero():
         output_dir = Path(training_args.output_dir)
         plot_losses(trainer.state.log_history, output_dir / "loss.png", title=model_args.attention_type)
-        args = training_args
+        args = trainer.args
         summary = {
             "attention_type": model_args.attention_type,
             "size": model_args.size,
@@ -199,7 +202,7 @@ def pretrain(model_args, data_args, training_args):
             "global_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
             "max_seq_length": data_args.max_seq_length,
             "steps": trainer.state.global_step,
-            "final_eval_loss": metrics["eval_loss"],
+            "final_eval_loss": final_eval_loss,
         }
         (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return trainer.state.log_history
