@@ -18,7 +18,6 @@ from torch import nn
 from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -34,8 +33,22 @@ from transformers.utils import logging
 
 try:  # transformers >= 5: these helpers skip tensors already loaded from a checkpoint
     from transformers import initialization as init
-except ImportError:
-    from torch.nn import init
+except ImportError:  # transformers 4.x: torch's initialisers, plus the copy_ that transformers 5 adds
+    from types import SimpleNamespace
+
+    init = SimpleNamespace(**vars(torch.nn.init), copy_=torch.Tensor.copy_)
+
+try:  # transformers >= 5
+    from transformers.masking_utils import create_bidirectional_mask
+except ImportError:  # transformers 4.x: the padding mask each attention implementation expects, as its encoders build it
+    from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
+
+    def create_bidirectional_mask(config, inputs_embeds, attention_mask):
+        if attention_mask is None or config._attn_implementation == "flash_attention_2":
+            return attention_mask
+        if config._attn_implementation == "sdpa":
+            return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype)
+        return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype)
 
 from .configuration_symbert import SymBertConfig
 
@@ -104,6 +117,12 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     return attn_output, attn_weights
 
 
+def _attention_function(implementation):
+    if hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers >= 5
+        return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+    return eager_attention_forward if implementation in ("eager", None) else ALL_ATTENTION_FUNCTIONS[implementation]
+
+
 class SymBertSelfAttention(nn.Module):
     """The forward every variant shares. A subclass defines its parameters and `project`, which maps hidden states
     [batch, seq, hidden] to per-head (query, key, value) tensors [batch, heads, seq, head_size]."""
@@ -127,9 +146,7 @@ class SymBertSelfAttention(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
         query, key, value = self.project(hidden_states)
-        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
+        attention_interface = _attention_function(self.config._attn_implementation)
         attn_output, attn_weights = attention_interface(
             self,
             query,
@@ -359,6 +376,9 @@ class SymBertLMPredictionHead(nn.Module):
         # The decoder weight is tied to the word embeddings; the output-only bias is tied to `bias`.
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def _tie_weights(self):  # called by transformers 4.x's tie_weights; 5.x ties the bias through _tied_weights_keys
+        self.decoder.bias = self.bias
 
     def forward(self, hidden_states):
         return self.decoder(self.transform(hidden_states))
