@@ -1,0 +1,203 @@
+"""The model card of a released SymBERT model.
+
+The YAML metadata is built with huggingface_hub's `ModelCardData` and `EvalResult`, so that the Hub (and
+`ModelCard.load`) reads back exactly the GLUE results written here; the Markdown body is `card_template.md`, a Jinja
+template rendered by `ModelCard.from_template`.
+"""
+
+import re
+from pathlib import Path
+
+import torch
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from symbert import SymBertConfig, SymBertForMaskedLM
+
+TEMPLATE = Path(__file__).with_name("card_template.md")
+GLUE_DATASET = "nyu-mll/glue"
+
+# The nine numbers of the GLUE score (glue_results.json "scores" names) ->
+# (display name, nyu-mll/glue config, split, metric type, what the number is)
+GLUE_SCORES = {
+    "cola": ("CoLA", "cola", "validation", "matthews_correlation", "Matthews correlation"),
+    "sst2": ("SST-2", "sst2", "validation", "accuracy", "accuracy"),
+    "mrpc": ("MRPC", "mrpc", "validation", "accuracy_f1_mean", "(accuracy + F1) / 2"),
+    "qqp": ("QQP", "qqp", "validation", "accuracy_f1_mean", "(accuracy + F1) / 2"),
+    "stsb": ("STS-B", "stsb", "validation", "pearson_spearman_mean", "(Pearson + Spearman) / 2"),
+    "mnli-m": ("MNLI-m", "mnli", "validation_matched", "accuracy", "accuracy"),
+    "mnli-mm": ("MNLI-mm", "mnli", "validation_mismatched", "accuracy", "accuracy"),
+    "qnli": ("QNLI", "qnli", "validation", "accuracy", "accuracy"),
+    "rte": ("RTE", "rte", "validation", "accuracy", "accuracy"),
+}
+
+FORMULAS = {
+    "original": "BERT's own self-attention: Q, K, V = X·W + b with three h×h projections; head i scores "
+    "`[Q]_i [K]_iᵀ / √d` and mixes the values `[V]_i`.",
+    "symmetric": "Head i scores `[Q]_i [Q]_iᵀ / √d`: the key projection *is* the query projection (weight and bias), "
+    "so every head's score matrix is symmetric; values `[V]_i` as in BERT. No `key` tensor: 2h² + 2h attention "
+    "parameters per layer instead of 3h² + 3h.",
+    "pairwise": "Head i scores `[Q]_i S_i [Q]_iᵀ / √d` with a learned, unconstrained d×d matrix S_i per head and layer "
+    "(K is Q, as in `symmetric`, but S_i makes the score asymmetric); values `[V]_i` as in BERT. 2h² + 2h + h²/n "
+    "attention parameters per layer.",
+    "shared": "One projection U = X·W_s + b_s gives Q = U⊙δ_q, K = U⊙δ_k, V = U⊙δ_v with learned vectors δ ∈ ℝ^h "
+    "(diagonal matrices); heads are split as in BERT and score `[Q]_i [K]_iᵀ / √d`. h² + 4h attention parameters per "
+    "layer.",
+    "mhe_add": "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses "
+    "q̃ + e_i^Q, k̃ + e_i^K and ṽ + e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters "
+    "per layer.",
+    "mhe_mul": "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses "
+    "q̃⊙e_i^Q, k̃⊙e_i^K and ṽ⊙e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters per "
+    "layer.",
+}
+
+# Choices the papers leave open, as this implementation fixes them (see the project's specification).
+OPEN_CHOICES = {
+    "original": ["Identical to BERT's self-attention; the only choices are the training recipe's."],
+    "symmetric": ["K is Q including the bias, as in the official code of Courtois et al. (2024)."],
+    "pairwise": [
+        "S_i is unconstrained (not symmetric), one per head and layer.",
+        "S_i is initialised {pairwise_init}; the paper's text leaves this open, its own runs used i.i.d. N(0, 1).",
+    ],
+    "shared": [
+        "The bias b_s is shared like W_s; δ_q, δ_k, δ_v start at ones and get no weight decay (multiplicative gains, "
+        "like LayerNorm weights); the paper does not say.",
+    ],
+    "mhe_add": [
+        "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's "
+        "3nd parameters over a single head; they start at N(0, 0.02²).",
+    ],
+    "mhe_mul": [
+        "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's "
+        "3nd parameters over a single head; they start at 1 + N(0, 0.02²) and get no weight decay.",
+    ],
+}
+
+CITATIONS = {
+    "devlin": """@inproceedings{devlin-etal-2019-bert,
+  title     = {{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding},
+  author    = {Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
+  booktitle = {Proceedings of NAACL-HLT 2019},
+  year      = {2019},
+  pages     = {4171--4186},
+  doi       = {10.18653/v1/N19-1423}
+}""",
+    "courtois": """@inproceedings{courtois-etal-2024-symmetric,
+  title     = {Symmetric Dot-Product Attention for Efficient Training of {BERT} Language Models},
+  author    = {Courtois, Martin and Ostendorff, Malte and Hennig, Leonhard and Rehm, Georg},
+  booktitle = {Findings of the Association for Computational Linguistics: ACL 2024},
+  year      = {2024},
+  pages     = {8002--8011},
+  doi       = {10.18653/v1/2024.findings-acl.476}
+}""",
+    "kowsher": """@inproceedings{kowsher-etal-2025-self,
+  title     = {Does Self-Attention Need Separate Weights in Transformers?},
+  author    = {Kowsher, Md and Prottasha, Nusrat Jahan and Yu, Chun-Nam and Garibay, Ozlem and Yousefi, Niloofar},
+  booktitle = {Proceedings of NAACL 2025 (Volume 3: Industry Track)},
+  year      = {2025},
+  pages     = {535--543},
+  doi       = {10.18653/v1/2025.naacl-industry.44}
+}""",
+    "xue": """@inproceedings{xue-aletras-2023-pit,
+  title     = {Pit One Against Many: Leveraging Attention-head Embeddings for Parameter-efficient Multi-head Attention},
+  author    = {Xue, Huiyin and Aletras, Nikolaos},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2023},
+  year      = {2023},
+  pages     = {10355--10373},
+  doi       = {10.18653/v1/2023.findings-emnlp.695}
+}""",
+}
+PAPERS = {
+    "original": ["devlin", "courtois"],  # BERT itself; its training and GLUE protocol here are Courtois et al.'s
+    "symmetric": ["courtois"],
+    "pairwise": ["courtois"],
+    "shared": ["kowsher"],
+    "mhe_add": ["xue"],
+    "mhe_mul": ["xue"],
+}
+
+
+def glue_eval_results(results):
+    """`EvalResult`s for the model-index: each GLUE task score present in a glue_results.json (mean over seeds, in
+    percent, on the nyu-mll/glue validation split) and, when all nine are there for every seed, the GLUE score."""
+    aggregates = results["aggregates"]
+    eval_results = []
+    for score, (display, config, split, metric_type, metric) in GLUE_SCORES.items():
+        task = aggregates["tasks"].get(score)
+        if task is None or task.get("mean") is None:
+            continue
+        eval_results.append(
+            EvalResult(
+                task_type="text-classification",
+                task_name="GLUE",
+                dataset_type=GLUE_DATASET,
+                dataset_name=f"GLUE {display}",
+                dataset_config=config,
+                dataset_split=split,
+                metric_type=metric_type,
+                metric_name=f"{display} {metric} (mean of {task['n']} seeds)",
+                metric_value=round(task["mean"], 2),
+            )
+        )
+    glue = aggregates["glue"]
+    if glue.get("complete") and glue.get("mean") is not None:
+        eval_results.append(
+            EvalResult(
+                task_type="text-classification",
+                task_name="GLUE",
+                dataset_type=GLUE_DATASET,
+                dataset_name="GLUE",
+                dataset_split="validation",
+                metric_type="glue_score",
+                metric_name=f"GLUE score: mean of the 9 task scores (mean of {glue['n_seeds']} seeds)",
+                metric_value=round(glue["mean"], 2),
+            )
+        )
+    return eval_results
+
+
+def card_data(model_name, attention_type, *, eval_results=None, datasets=None, extra_tags=()):
+    return ModelCardData(
+        language="en",
+        license="apache-2.0",
+        library_name="transformers",
+        pipeline_tag="fill-mask",
+        tags=["symbert", attention_type, "bert", "custom_code", *extra_tags],
+        datasets=datasets or None,
+        model_name=model_name if eval_results else None,
+        eval_results=eval_results or None,
+    )
+
+
+def parameter_counts(config):
+    """(this model's parameters, `original`'s with the same shape and vocabulary), counted on the meta device."""
+    counts = []
+    for attention_type in (config.attention_type, "original"):
+        settings = {**config.to_dict(), "attention_type": attention_type}
+        with torch.device("meta"):
+            counts.append(SymBertForMaskedLM(SymBertConfig(**settings)).num_parameters())
+    return tuple(counts)
+
+
+def glue_table(results):
+    """Markdown: per-task mean ± sample std over the seeds, then the GLUE score."""
+    tasks = results["aggregates"]["tasks"]
+    rows = ["| task | metric | mean ± std (%) | seeds |", "| --- | --- | ---: | ---: |"]
+    for score, (display, _, split, _, metric) in GLUE_SCORES.items():
+        if score in tasks and tasks[score].get("mean") is not None:
+            task = tasks[score]
+            rows.append(f"| {display} | {metric} | {task['mean']:.2f} ± {task['std']:.2f} | {task['n']} |")
+    glue = results["aggregates"]["glue"]
+    if glue.get("complete") and glue.get("mean") is not None:
+        rows.append(f"| **GLUE** | mean of the 9 scores | **{glue['mean']:.2f} ± {glue['std']:.2f}** | {glue['n_seeds']} |")
+    return "\n".join(rows)
+
+
+def render(model_name, data, **template_values):
+    """The card: `data` (ModelCardData) as YAML, the body from card_template.md."""
+    return ModelCard.from_template(data, template_path=str(TEMPLATE), model_name=model_name, **template_values)
+
+
+def files_named(card_text):
+    """Relative link and image targets in the card's Markdown: files that must be in the repository."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", card_text)
+    return sorted({t.split("#")[0] for t in targets if not re.match(r"[a-z]+://|#|mailto:", t)} - {""})

@@ -1,0 +1,699 @@
+"""Stage, validate and publish SymBERT models on the Hugging Face Hub.
+
+    symbert-release runs/small runs/base --namespace my-org                    # dry run: stage, validate, show
+    symbert-release runs/small runs/base --namespace my-org --push             # create the repositories and upload
+    symbert-release runs/base/pairwise --checkpoints 20000,100000 --namespace my-org   # + branches step-20000, ...
+    symbert-release --tiny_random --namespace my-org                           # one tiny random model per type
+
+MODELS are `symbert-pretrain` output folders, or folders holding them (e.g. a `--compare` output, or one folder per
+size): every folder below with a `training_summary.json` is a model. Each model needs its GLUE results file
+(`glue_results.json`, written by `symbert-glue`), found under the model folder or under the `--results` paths and
+matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main` (and
+`OUTPUT_DIR/<repo name>/step-N` per checkpoint), then validated: it loads in a fresh Python process that cannot import
+this project and reproduces the source model's logits, its card's metadata parses back into the same GLUE results, the
+GLUE results name its weights, and every file the card names is there. Nothing is pushed unless every model passes.
+
+With --push, every repository is uploaded in one commit on `main`, tagged `--tag` (the revision the card pins);
+each checkpoint becomes a branch `step-N` with one commit of its own; all repositories join the `--collection`.
+The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfApi`.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import torch
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, get_token
+from huggingface_hub.errors import RevisionNotFoundError
+from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.utils import validate_repo_id
+from huggingface_hub.utils.sha import git_hash, sha_fileobj
+from transformers import AutoTokenizer
+
+import symbert
+from symbert import SymBertConfig, SymBertForMaskedLM, modeling_symbert
+from symbert.hub_cards import card as cards
+from symbert.hub_cards import tiny_random
+from symbert.training.reporting import load_log_history, plot_losses
+
+RESULTS_FILE = "glue_results.json"
+GLUE_PLOT = "glue_vs_step.png"
+MODEL_FILES = ("config.json", "model.safetensors")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json")
+TRAINING_FILES = ("training_args.bin", "trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")
+LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
+# Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
+CHECK_TEXTS = ["The old man walked slowly along the {mask} of the river.", "She {mask} the letter twice before night."]
+
+
+@dataclass
+class Stage:
+    """One revision (`main` or `step-N`) of one repository, staged in `folder`."""
+
+    repo_id: str
+    revision: str
+    folder: Path
+    source: Path  # the model folder whose outputs the staged one must reproduce
+    eval_results: list = field(default_factory=list)  # what the card's model-index must parse back into
+
+
+def sha256(path):
+    with open(path, "rb") as file:
+        return sha_fileobj(file).hex()
+
+
+def read_json(path):
+    return json.loads(Path(path).read_text())
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+
+def find_models(paths):
+    """Pre-training output folders: each path itself, or every folder below it holding a training_summary.json."""
+    models = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise FileNotFoundError(f"model folder {str(path)!r} does not exist.")
+        if (path / "config.json").is_file():
+            models.append(path)
+            continue
+        found = sorted(p.parent for p in path.rglob("training_summary.json") if not p.parent.name.startswith("checkpoint-"))
+        if not found:
+            raise FileNotFoundError(
+                f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
+                "(no training_summary.json below it)."
+            )
+        models += found
+    return models
+
+
+def read_results_files(paths):
+    """{path: results} for every glue_results.json given or below the given folders, checked against the schema."""
+    files = []
+    for path in map(Path, paths):
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files += sorted(path.rglob(RESULTS_FILE))
+        else:
+            raise FileNotFoundError(f"results path {str(path)!r} does not exist.")
+    results = {}
+    for path in files:
+        try:
+            data = read_json(path)
+            sha = data["model"]["weights_sha256"]
+            data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (the keys the card needs)
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
+        if data.get("schema_version") != 1:
+            raise ValueError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
+        if not isinstance(sha, str) or len(sha) != 64:
+            raise ValueError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
+        results[path] = data
+    return results
+
+
+def match_results(model, weights_sha256, candidates):
+    """The one results file measured on these weights, else a clear error."""
+    matching = [path for path, data in candidates.items() if data["model"]["weights_sha256"] == weights_sha256]
+    if len(matching) == 1:
+        return matching[0]
+    if matching:
+        raise ValueError(
+            f"Several GLUE results files are for the weights of {model}: {', '.join(map(str, matching))}; pass the "
+            "one to release with --results."
+        )
+    others = "".join(
+        f"\n  {path}: weights_sha256 {data['model']['weights_sha256'][:16]}… ({data['model'].get('name_or_path')})"
+        for path, data in candidates.items()
+    )
+    raise FileNotFoundError(
+        f"No GLUE results file for {model} (its model.safetensors has sha256 {weights_sha256[:16]}…). Run "
+        f"`symbert-glue --model {model}` and pass its output with --results."
+        + (f" Results files found are for other weights:{others}" if others else "")
+    )
+
+
+def check_model_folder(folder):
+    """The files a release needs from a model folder; raises naming what is missing."""
+    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if not (folder / "tokenizer_config.json").is_file() or not any((folder / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
+        missing.append("tokenizer (tokenizer_config.json and tokenizer.json or vocab.txt)")
+    if missing:
+        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}.")
+    config = read_json(folder / "config.json")
+    if config.get("model_type") != "symbert" or "auto_map" not in config:
+        raise ValueError(f"{folder}/config.json is not a SymBERT config with an auto_map (model_type={config.get('model_type')!r}).")
+    return SymBertConfig.from_dict(config)
+
+
+def plan_models(args):
+    """[(model folder, config, results path, checkpoint folders)] for every model, every input checked before any
+    work is done."""
+    models = find_models(args.models)
+    extra_files = [Path(p) for p in args.results if Path(p).is_file()]
+    candidates = read_results_files([*args.results, *models])
+    steps = [int(s) for s in args.checkpoints.split(",")] if args.checkpoints else []
+    plans, repos, used = [], {}, set()
+    for model in models:
+        config = check_model_folder(model)
+        for name in TRAINING_FILES[:3]:
+            if not (model / name).is_file():
+                raise FileNotFoundError(f"{model} lacks {name}: is it a symbert-pretrain output folder?")
+        results = match_results(model, sha256(model / "model.safetensors"), candidates)
+        if candidates[results]["model"].get("attention_type") not in (None, config.attention_type):
+            raise ValueError(
+                f"{results} says attention_type={candidates[results]['model']['attention_type']!r} but {model} is "
+                f"{config.attention_type!r}."
+            )
+        used.add(results)
+        repo_id = f"{args.namespace}/{repo_name(args.name_template, model, config)}"
+        if repo_id in repos:
+            raise ValueError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
+        repos[repo_id] = model
+        checkpoints = []
+        for step in steps:
+            checkpoint = model / f"checkpoint-{step}"
+            if not checkpoint.is_dir():
+                available = sorted(int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit())
+                raise FileNotFoundError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
+            check_model_folder(checkpoint)
+            checkpoints.append(checkpoint)
+        plans.append((model, config, repo_id, results, candidates[results], checkpoints))
+    for path in extra_files:
+        if path not in used:
+            data = candidates[path]["model"]
+            raise ValueError(
+                f"{path} is the GLUE result of other weights (weights_sha256 {data['weights_sha256'][:16]}…, model "
+                f"{data.get('name_or_path')!r}) than any model being released."
+            )
+    return plans
+
+
+def repo_name(template, model, config):
+    summary = read_json(model / "training_summary.json")
+    name = template.format(size=summary.get("size", "custom"), attention_type=config.attention_type)
+    return name
+
+
+# ---------------------------------------------------------------------------------------------- staging
+
+
+def write_folder(folder, copies, texts):
+    """Build `folder` from copied files ({name: source path}) and written ones ({name: str}) next to it, then move
+    it into place: an interrupted staging never leaves a half-written folder."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    for name, source in copies.items():
+        shutil.copyfile(source, building / name)
+    for name, text in texts.items():
+        (building / name).write_text(text, encoding="utf-8")
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(building, folder)
+    return folder
+
+
+def code_files():
+    """The model code shipped with every release: this project's, the code the provenance commit names."""
+    modeling = Path(modeling_symbert.__file__)
+    return {"modeling_symbert.py": modeling, "configuration_symbert.py": modeling.with_name("configuration_symbert.py")}
+
+
+def model_files(folder):
+    files = {name: folder / name for name in (*MODEL_FILES, *TOKENIZER_FILES) if (folder / name).is_file()}
+    return {**files, **code_files()}
+
+
+def git_commit():
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(symbert.__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return result.stdout.strip() if result.returncode == 0 else "unknown"
+
+
+def library_versions():
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def provenance(folder_files, dataset, **extra):
+    tokenizer_file = folder_files.get("tokenizer.json") or folder_files["vocab.txt"]
+    return {
+        "git_commit": git_commit(),
+        "library_versions": library_versions(),
+        "dataset": dataset,
+        "tokenizer_sha256": sha256(tokenizer_file),
+        "weights_sha256": sha256(folder_files["model.safetensors"]),
+        **extra,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def training_info(model, args):
+    summary = read_json(model / "training_summary.json")
+    training_args = torch.load(model / "training_args.bin", weights_only=False)  # a TrainingArguments pickle
+    log_history = load_log_history(model)
+    runtime = next((e["train_runtime"] for e in reversed(log_history) if "train_runtime" in e), None)
+    world = summary.get("world_size", 1)
+    hardware = args.hardware or ("CPU" if training_args.use_cpu else "GPU (model not recorded)")
+    return {
+        "dataset": args.dataset,
+        "steps": summary["steps"],
+        "global_batch_size": summary["global_batch_size"],
+        "max_seq_length": summary["max_seq_length"],
+        "batch_layout": f"{summary['per_device_train_batch_size']} per device × {summary['gradient_accumulation_steps']} "
+        f"accumulation steps × {world} processes",
+        "tokens": summary["steps"] * summary["global_batch_size"] * summary["max_seq_length"],
+        "learning_rate": training_args.learning_rate,
+        "warmup_steps": int(training_args.warmup_steps),
+        "lr_scheduler_type": str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
+        "weight_decay": training_args.weight_decay,
+        "adam_beta1": training_args.adam_beta1,
+        "adam_beta2": training_args.adam_beta2,
+        "adam_epsilon": training_args.adam_epsilon,
+        "precision": "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32",
+        "seed": training_args.seed,
+        "hardware": hardware if world == 1 else f"{world} × {hardware}",
+        "runtime": "not recorded" if runtime is None else f"{runtime / 3600:.2f} h ({runtime:,.0f} s)",
+        "final_eval_loss": f"{summary['final_eval_loss']:.4f}",
+    }
+
+
+def protocol_text(protocol):
+    return (
+        f"{protocol.get('epochs')} epochs, learning rate {protocol.get('learning_rate')} with a "
+        f"{protocol.get('lr_scheduler_type')} schedule and warm-up ratio {protocol.get('warmup_ratio')}, batch "
+        f"{protocol.get('per_device_train_batch_size')}, max length {protocol.get('max_length')}, weight decay "
+        f"{protocol.get('weight_decay')}"
+    )
+
+
+def limitations(config, kind, results=None):
+    pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
+    items = [choice.format(pairwise_init=pairwise_init) for choice in cards.OPEN_CHOICES[config.attention_type]]
+    items.append("Every score is scaled by 1/√d and attention-probability dropout applies, as in BERT.")
+    if kind == "tiny_random":
+        items.insert(0, "Random weights: for testing code paths only, never for predictions.")
+    else:
+        items += [
+            "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
+            "starts untrained, as with any MLM-only BERT checkpoint.",
+            "English text only; the vocabulary is the tokenizer's it was trained with.",
+        ]
+    if results is not None:
+        seeds = results["protocol"].get("seeds")
+        items.append(f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds}.")
+    items.append("The model code runs from this repository: loading needs `trust_remote_code=True`.")
+    return items
+
+
+def card_values(config, repo_id, revision, kind, prov, size=None):
+    parameters, original = cards.parameter_counts(config)
+    change = "—" if parameters == original else f"{parameters - original:+,} ({100 * (parameters - original) / original:+.1f}%)"
+    return dict(
+        kind=kind, repo_id=repo_id, revision=revision, attention_type=config.attention_type, size=size,
+        formula=cards.FORMULAS[config.attention_type], parameters=parameters, original_parameters=original,
+        parameter_change=change, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size, head_size=config.hidden_size // config.num_attention_heads,
+        intermediate_size=config.intermediate_size, vocab_size=config.vocab_size,
+        max_positions=config.max_position_embeddings, provenance=prov,
+        citations="\n\n".join(cards.CITATIONS[key] for key in cards.PAPERS[config.attention_type]),
+    )  # fmt: skip
+
+
+def stage_model(model, config, repo_id, results_path, results, checkpoints, args, workdir):
+    """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s."""
+    name = repo_id.split("/")[1]
+    summary = read_json(model / "training_summary.json")
+    training = training_info(model, args)
+    datasets = [args.dataset] if "/" in args.dataset else None  # Hub ids only in the metadata
+    files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
+    files["loss.png"] = model / "loss.png"
+    if not files["loss.png"].is_file():  # an output from before the plot existed: draw it from the log
+        files["loss.png"] = plot_losses(load_log_history(model), Path(workdir) / f"{name}-loss.png", title=config.attention_type)
+    files[RESULTS_FILE] = results_path
+    if results_path.with_suffix(".md").is_file():
+        files["glue_results.md"] = results_path.with_suffix(".md")
+    glue_plot = Path(args.glue_vs_step) if args.glue_vs_step else next(
+        (p for p in (results_path.parent / GLUE_PLOT, model / GLUE_PLOT) if p.is_file()), None
+    )  # fmt: skip
+    if glue_plot is not None:
+        files[GLUE_PLOT] = glue_plot
+
+    prov = provenance(files, args.dataset, glue_results_sha256=sha256(results_path), training_steps=summary["steps"])
+    eval_results = cards.glue_eval_results(results)
+    data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
+    values = card_values(config, repo_id, args.tag, "release", prov, size=summary.get("size"))
+    card = cards.render(
+        name, data, **values, training=training, loss_plot="loss.png", glue_table=cards.glue_table(results),
+        seeds=", ".join(map(str, results["protocol"].get("seeds", []))), protocol=protocol_text(results["protocol"]),
+        glue_plot=GLUE_PLOT if glue_plot else None, limitations=limitations(config, "release", results),
+    )  # fmt: skip
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+    output = Path(args.output_dir) / name
+    stages = [Stage(repo_id, "main", write_folder(output / "main", files, texts), model, eval_results)]
+
+    for checkpoint in checkpoints:
+        step = int(checkpoint.name.split("-")[1])
+        branch = f"step-{step}"
+        run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
+        own_files = {n: checkpoint / n for n in ("trainer_state.json", "training_args.bin") if (checkpoint / n).is_file()}
+        checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
+        prov = provenance(checkpoint_files, args.dataset, training_steps=step)
+        data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
+        values = card_values(config, repo_id, branch, "checkpoint", prov, size=summary.get("size"))
+        card = cards.render(
+            f"{name} at step {step}", data, **values, step=f"{step:,} steps", training=training, loss_plot="loss.png",
+            limitations=limitations(config, "checkpoint"),
+        )  # fmt: skip
+        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+        stages.append(Stage(repo_id, branch, write_folder(output / branch, checkpoint_files, texts), checkpoint))
+    return stages
+
+
+def stage_tiny_random(args, workdir):
+    """One tiny random model per attention type, saved in `workdir` and staged from there."""
+    tokenizer = tiny_random.tiny_tokenizer()
+    stages = []
+    for attention_type in symbert.ATTENTION_TYPES:
+        source = tiny_random.save_tiny_random(attention_type, Path(workdir) / attention_type, tokenizer)
+        config = SymBertConfig.from_pretrained(source)
+        name = f"tiny-random-symbert-{attention_type}"
+        repo_id = f"{args.namespace}/{name}"
+        files = model_files(source)
+        prov = provenance(files, tiny_random.DATASET, seed=tiny_random.SEED)
+        data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
+        values = card_values(config, repo_id, args.tag, "tiny_random", prov)
+        card = cards.render(name, data, **values, limitations=limitations(config, "tiny_random"))
+        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+        stages.append(Stage(repo_id, "main", write_folder(Path(args.output_dir) / name / "main", files, texts), source))
+    return stages
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+# Runs in a fresh interpreter, in an empty directory, with `symbert` made unimportable: the staged folders must
+# load from their own files, as on a machine without this project.
+FRESH_PROCESS = """
+import importlib.abc, json, sys, traceback
+
+class BlockProject(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "symbert" or name.startswith("symbert."):
+            raise ModuleNotFoundError(f"No module named {name!r} (a released folder must not need the symbert package)")
+        return None
+
+sys.meta_path.insert(0, BlockProject())
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+folders, texts, output = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+report, logits = {}, {}
+for folder in folders:
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
+        inputs = tokenizer([t.format(mask=tokenizer.mask_token) for t in texts], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            logits[folder] = model(**inputs).logits
+        saved, state = load_file(f"{folder}/model.safetensors"), model.state_dict()
+        report[folder] = {
+            "input_ids": inputs["input_ids"].tolist(),
+            "module": type(model).__module__,
+            "reinitialised": [k for k, v in saved.items() if k in state and not torch.equal(state[k], v)],
+            "not_in_file": [k for k in state if k not in saved and not k.startswith("cls.predictions.decoder")],
+            "tied": model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight,
+        }
+    except Exception as error:
+        report[folder] = {"error": "".join(traceback.format_exception_only(error)).strip()}
+torch.save(logits, f"{output}/logits.pt")
+report["symbert_imported"] = any(m == "symbert" or m.startswith("symbert.") for m in sys.modules)
+with open(f"{output}/report.json", "w") as file:
+    json.dump(report, file)
+"""
+
+
+def load_in_fresh_process(folders):
+    """({folder: report}, {folder: logits}) from loading each folder with trust_remote_code=True elsewhere."""
+    with tempfile.TemporaryDirectory() as elsewhere:
+        env = {
+            **os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(Path(elsewhere) / "modules"), "PYTHONPATH": "",
+            "TOKENIZERS_PARALLELISM": "false",
+        }  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-c", FRESH_PROCESS, json.dumps([str(f.resolve()) for f in folders]), json.dumps(CHECK_TEXTS), elsewhere],
+            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"The fresh-process load check crashed:\n{result.stderr[-3000:]}")
+        report = read_json(Path(elsewhere) / "report.json")
+        logits = torch.load(Path(elsewhere) / "logits.pt", weights_only=True)
+    if report.pop("symbert_imported"):
+        raise RuntimeError("The fresh-process load check imported the symbert package; it must not.")
+    return {Path(k): v for k, v in report.items()}, {Path(k): v for k, v in logits.items()}
+
+
+def reference_outputs(source):
+    """(input ids, logits) of the source model, loaded with this project's classes."""
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = SymBertForMaskedLM.from_pretrained(source).eval()
+    inputs = tokenizer([t.format(mask=tokenizer.mask_token) for t in CHECK_TEXTS], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return inputs["input_ids"].tolist(), model(**inputs).logits
+
+
+def check_files(stage):
+    """Problems with the staged folder's card, GLUE results and provenance (everything but loading the model)."""
+    folder, problems = stage.folder, []
+    try:
+        card = ModelCard.load(folder / "README.md")
+    except Exception as error:  # a card that does not parse is a failed check, whatever the parser raises
+        return [f"README.md does not parse as a model card: {error}"]
+    if (card.data.library_name, card.data.pipeline_tag) != ("transformers", "fill-mask"):
+        problems.append(f"card metadata has library_name={card.data.library_name!r}, pipeline_tag={card.data.pipeline_tag!r}")
+    if (card.data.eval_results or []) != stage.eval_results:
+        problems.append("the card's model-index does not parse back into the GLUE results it was built from")
+    missing = [name for name in cards.files_named(card.text) if not (folder / name).is_file()]
+    if missing:
+        problems.append(f"the card names files that are not in the folder: {', '.join(missing)}")
+    weights = sha256(folder / "model.safetensors")
+    if stage.eval_results:
+        measured = read_json(folder / RESULTS_FILE)["model"]["weights_sha256"]
+        if measured != weights:
+            problems.append(f"{RESULTS_FILE} was measured on weights {measured[:16]}…, model.safetensors is {weights[:16]}…")
+    prov = read_json(folder / "provenance.json")
+    tokenizer_file = folder / "tokenizer.json" if (folder / "tokenizer.json").is_file() else folder / "vocab.txt"
+    if prov["weights_sha256"] != weights or prov["tokenizer_sha256"] != sha256(tokenizer_file):
+        problems.append("provenance.json's weights or tokenizer sha256 does not match the folder's files")
+    return problems
+
+
+def validate(stages):
+    """Raise listing every problem of every staged folder; return quietly if all pass."""
+    problems = {stage.folder: check_files(stage) for stage in stages}
+    reports, logits = load_in_fresh_process([stage.folder for stage in stages])
+    for stage in stages:
+        report = reports[stage.folder.resolve()]
+        if "error" in report:
+            problems[stage.folder].append(f"does not load with trust_remote_code=True in a fresh process: {report['error']}")
+            continue
+        if not report["module"].startswith("transformers_modules"):
+            problems[stage.folder].append(f"loaded its classes from {report['module']}, not from the folder's code")
+        if report["reinitialised"] or report["not_in_file"]:
+            problems[stage.folder].append(f"weights re-initialised on load: {(report['reinitialised'] + report['not_in_file'])[:5]}")
+        if not report["tied"]:
+            problems[stage.folder].append("the MLM decoder is not tied to the word embeddings after loading")
+        input_ids, expected = reference_outputs(stage.source)
+        got = logits[stage.folder.resolve()]
+        if report["input_ids"] != input_ids:
+            problems[stage.folder].append("its tokenizer encodes differently from the source model's")
+        elif got.shape != expected.shape or not torch.allclose(got, expected, rtol=1e-5, atol=1e-5):
+            difference = (got - expected).abs().max().item() if got.shape == expected.shape else f"shape {tuple(got.shape)}"
+            problems[stage.folder].append(f"does not reproduce the logits of {stage.source} (max difference {difference})")
+    failed = {folder: items for folder, items in problems.items() if items}
+    if failed:
+        lines = [f"{folder}:\n" + "\n".join(f"  - {item}" for item in items) for folder, items in failed.items()]
+        raise ValueError("Validation failed; nothing was pushed.\n" + "\n".join(lines))
+
+
+# ---------------------------------------------------------------------------------------------- pushing
+
+
+def staged_files(folder):
+    return sorted(p.name for p in folder.iterdir() if p.is_file())
+
+
+def remote_differs(api, stage):
+    """True unless the repository's revision holds exactly the staged files (compared by git/LFS hashes)."""
+    try:
+        remote = {f.path: f for f in api.list_repo_tree(stage.repo_id, revision=stage.revision, recursive=True) if isinstance(f, RepoFile)}
+    except RevisionNotFoundError:
+        return True
+    remote.pop(".gitattributes", None)
+    local = staged_files(stage.folder)
+    if sorted(remote) != local:
+        return True
+    for name in local:
+        path = stage.folder / name
+        same = remote[name].lfs.sha256 == sha256(path) if remote[name].lfs else remote[name].blob_id == git_hash(path.read_bytes())
+        if not same:
+            return True
+    return False
+
+
+def push(stages, api, args):
+    """Create, upload (one commit per revision), tag, branch and collect; every repository is checked first, so a
+    conflict stops the release before anything is written."""
+    repos = {}
+    for stage in stages:
+        repos.setdefault(stage.repo_id, []).append(stage)
+    to_push, conflicts = {}, []
+    for repo_id, repo_stages in repos.items():
+        exists = api.repo_exists(repo_id)
+        if exists and not any(remote_differs(api, stage) for stage in repo_stages):
+            print(f"{repo_id}: already holds exactly these files; nothing to upload")
+            continue
+        if exists and not args.force:
+            conflicts.append(repo_id)
+        elif exists and args.tag in {t.name for t in api.list_repo_refs(repo_id).tags}:
+            raise ValueError(f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed.")
+        to_push[repo_id] = (repo_stages, exists)
+    if conflicts:
+        raise ValueError(
+            f"These repositories exist with different content: {', '.join(conflicts)}. Pass --force to replace their "
+            "content (a new commit; the history stays), or choose another --namespace/--name_template. Nothing was pushed."
+        )
+
+    for repo_id, (repo_stages, existed) in to_push.items():
+        main, branches = repo_stages[0], repo_stages[1:]
+        api.create_repo(repo_id, repo_type="model", private=args.private, exist_ok=True)
+        stale = remote_files(api, repo_id, "main") - set(staged_files(main.folder)) if existed else set()
+        commit = api.create_commit(
+            repo_id, operations=operations(main.folder, delete=stale), revision="main",
+            commit_message=f"Release {repo_id.split('/')[1]} ({args.tag})",
+        )  # fmt: skip
+        api.create_tag(repo_id, tag=args.tag, revision=commit.oid)
+        print(f"{repo_id}: pushed main ({commit.oid[:10]}), tagged {args.tag}")
+        existing_branches = {b.name for b in api.list_repo_refs(repo_id).branches} if existed else set()
+        for stage in branches:
+            if stage.revision in existing_branches:
+                api.delete_branch(repo_id, branch=stage.revision)
+            api.create_branch(repo_id, branch=stage.revision, revision=commit.oid)
+            stale = set(staged_files(main.folder)) - set(staged_files(stage.folder))
+            api.create_commit(
+                repo_id, operations=operations(stage.folder, delete=stale), revision=stage.revision,
+                commit_message=f"Checkpoint {stage.revision}",
+            )  # fmt: skip
+            print(f"{repo_id}: pushed branch {stage.revision}")
+
+    if args.collection:
+        collection = api.create_collection(args.collection, namespace=args.namespace, exists_ok=True)
+        for repo_id in repos:
+            api.add_collection_item(collection.slug, repo_id, "model", exists_ok=True)
+        print(f"collection {collection.slug}: {len(repos)} models")
+
+
+def remote_files(api, repo_id, revision):
+    files = {f.path for f in api.list_repo_tree(repo_id, revision=revision, recursive=True) if isinstance(f, RepoFile)}
+    return files - {".gitattributes"}
+
+
+def operations(folder, delete=()):
+    adds = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in staged_files(folder)]
+    return adds + [CommitOperationDelete(path_in_repo=name) for name in sorted(delete)]
+
+
+def show(stages, args):
+    """What --push would do."""
+    for stage in stages:
+        files = staged_files(stage.folder)
+        size = sum((stage.folder / n).stat().st_size for n in files)
+        where = f"tag {args.tag}" if stage.revision == "main" else "a branch from main's commit"
+        print(f"\n{stage.repo_id} @ {stage.revision} ({where}): {len(files)} files, {size / 1e6:.1f} MB, staged in {stage.folder}")
+        for name in files:
+            print(f"    {name:<28} {(stage.folder / name).stat().st_size:>12,} bytes")
+    if args.collection:
+        print(f"\ncollection {args.collection!r} in {args.namespace}: {len({s.repo_id for s in stages})} models")
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(prog="symbert-release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="symbert-pretrain output folders, or folders holding them")
+    parser.add_argument("--namespace", required=True, help="Hub user or organisation that will own the repositories")
+    parser.add_argument("--results", nargs="*", default=[], help="glue_results.json files, or folders searched for them")
+    parser.add_argument("--dataset", help="pre-training data: a Hub dataset id (goes into the card's metadata) or a description")
+    parser.add_argument("--hardware", help='what it was trained on, e.g. "1 × NVIDIA H200" (default: from training_args.bin)')
+    parser.add_argument("--checkpoints", help="comma-separated steps whose checkpoint-N folders become branches step-N")
+    parser.add_argument("--glue_vs_step", help=f"GLUE-along-pre-training plot (default: {GLUE_PLOT} next to the results file)")
+    parser.add_argument("--name_template", default="symbert-{size}-{attention_type}", help="repository name")
+    parser.add_argument("--tag", default=f"v{version('symbert')}", help="tag of the release commit; the card pins it")
+    parser.add_argument("--collection", help='Hub collection title (default: "SymBERT", or "SymBERT tiny random")')
+    parser.add_argument("--output_dir", default="release", help="where the repositories are staged")
+    parser.add_argument("--tiny_random", action="store_true", help="stage one tiny random model per attention type")
+    parser.add_argument("--private", action="store_true", help="create the repositories private")
+    parser.add_argument("--force", action="store_true", help="replace the content of existing repositories that differ")
+    parser.add_argument("--push", action="store_true", help="upload; without it, a dry run")
+    args = parser.parse_args(argv)
+    if args.tiny_random == bool(args.models):
+        parser.error("give model folders, or --tiny_random (not both)")
+    if not args.tiny_random and not args.dataset:
+        parser.error("--dataset is required: the pre-training output does not record its data set")
+    if args.checkpoints and not all(s.strip().isdigit() for s in args.checkpoints.split(",")):
+        parser.error(f"--checkpoints {args.checkpoints!r} must be comma-separated step numbers, e.g. 20000,100000")
+    if args.collection is None:
+        args.collection = "SymBERT tiny random" if args.tiny_random else "SymBERT"
+    validate_repo_id(f"{args.namespace}/{args.name_template.format(size='small', attention_type='mhe_add')}")
+    return args
+
+
+def release(args):
+    """Stage and validate every model, then show (dry run) or push; returns the `Stage`s."""
+    token = None
+    if args.push:
+        token = get_token()  # HF_TOKEN, else the `hf auth login` token; handed to HfApi, never shown
+        if not token:
+            raise ValueError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged.")
+    with tempfile.TemporaryDirectory() as workdir:
+        if args.tiny_random:
+            stages = stage_tiny_random(args, workdir)
+        else:
+            stages = [stage for plan in plan_models(args) for stage in stage_model(*plan, args, workdir)]
+        validate(stages)
+        print(f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
+              "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out.")  # fmt: skip
+        if args.push:
+            push(stages, HfApi(token=token), args)
+        else:
+            show(stages, args)
+            print("\nDry run: nothing pushed. Run again with --push to upload.")
+    return stages
+
+
+def main(argv=None):
+    release(parse_arguments(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,345 @@
+"""Hub release: staging from tiny pre-trained models and synthetic GLUE results, validation (including results for
+other weights and a tampered staged folder), card metadata round trip, the push path against a recording stand-in
+for HfApi, and the tiny random models."""
+
+import hashlib
+import json
+import random
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx2
+import pytest
+import torch
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard
+from huggingface_hub.errors import RevisionNotFoundError
+from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.utils.sha import git_hash
+from safetensors.torch import load_file, save_file
+
+from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
+from symbert.hub_cards import release
+from symbert.hub_cards.release import Stage, parse_arguments
+from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
+from symbert.training import data
+from symbert.training.pretrain import main as pretrain
+
+NAMESPACE = "symbert-test"
+SEEDS = ["1", "2", "3"]
+# Synthetic per-seed scores (percent) of the nine GLUE numbers; each model gets its own offset.
+BASE_SCORES = {"cola": 20.0, "sst2": 85.0, "mrpc": 80.0, "qqp": 84.0, "stsb": 80.0, "mnli-m": 75.0, "mnli-mm": 76.0, "qnli": 83.0, "rte": 55.0}
+SECRET = "hf_thisIsNotARealTokenButMustNeverBeShown"
+WORDS = "the a river man woman house walked slowly along bank old young city night light water stone road".split()
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_results(model_folder, path, offset=0.0, sha=None):
+    """A glue_results.json in the format symbert-glue writes (schema_version 1), for the weights in `model_folder`."""
+    scores = {name: {seed: base + offset + 0.7 * int(seed) for seed in SEEDS} for name, base in BASE_SCORES.items()}
+    per_seed = {seed: statistics.mean(scores[name][seed] for name in BASE_SCORES) for seed in SEEDS}
+    results = {
+        "schema_version": 1,
+        "model": {
+            "name_or_path": str(model_folder), "revision": None, "weights_sha256": sha or sha256(model_folder / "model.safetensors"),
+            "attention_type": json.loads((model_folder / "config.json").read_text())["attention_type"], "num_parameters": 1,
+        },
+        "protocol": {
+            "epochs": 5, "learning_rate": 1e-05, "lr_scheduler_type": "linear", "warmup_ratio": 0.1,
+            "per_device_train_batch_size": 16, "max_length": 128, "weight_decay": 0.0, "seeds": [int(s) for s in SEEDS],
+            "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"],
+        },
+        "runs": {"mrpc": {seed: {"accuracy": 0.8, "f1": 0.85, "score": scores["mrpc"][seed]} for seed in SEEDS}},
+        "scores": scores,
+        "aggregates": {
+            "tasks": {name: {"mean": statistics.mean(s.values()), "std": statistics.stdev(s.values()), "n": 3} for name, s in scores.items()},
+            "glue": {"mean": statistics.mean(per_seed.values()), "std": statistics.stdev(per_seed.values()), "per_seed": per_seed,
+                     "n_seeds": 3, "complete": True},
+        },
+        "created": "2026-11-22T23:00:00Z",
+        "library_versions": {"transformers": "5", "torch": "2", "symbert": "0.1.0"},
+    }  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
+    return results
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    """Two tiny pre-trained models (original, pairwise) with checkpoints, their GLUE results, and a dry-run release."""
+    root = tmp_path_factory.mktemp("family")
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
+    (root / "train.txt").write_text("\n".join(lines) + "\n")
+    data.train_wordpiece(lines, vocab_size=120).save_pretrained(root / "tokenizer")
+    pretrain([
+        "--recipe", "cpu-demo", "--output_dir", str(root / "runs"), "--compare", "original,pairwise",
+        "--train_files", str(root / "train.txt"), "--tokenizer", str(root / "tokenizer"), "--max_seq_length", "32",
+        "--eval_blocks", "4", "--per_device_train_batch_size", "4", "--max_steps", "2", "--warmup_steps", "1",
+        "--eval_steps", "2", "--save_steps", "1", "--logging_steps", "1", "--eval_on_start", "false",
+        "--report_to", "none", "--disable_tqdm", "true",
+    ])  # fmt: skip
+    results = {kind: write_results(root / "runs" / kind, root / "glue" / kind / "glue_results.json", offset=i) for i, kind in enumerate(("original", "pairwise"))}
+    args = [str(root / "runs"), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--dataset", "local sentences",
+            "--checkpoints", "1", "--output_dir", str(root / "staged")]  # fmt: skip
+    stages = release.release(parse_arguments(args))
+    return SimpleNamespace(root=root, runs=root / "runs", staged=root / "staged", results=results, stages=stages, args=args)
+
+
+def test_dry_run_stages_each_model_and_checkpoint(family, capsys):
+    assert [(s.repo_id, s.revision) for s in family.stages] == [
+        (f"{NAMESPACE}/symbert-tiny-original", "main"), (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
+        (f"{NAMESPACE}/symbert-tiny-pairwise", "main"), (f"{NAMESPACE}/symbert-tiny-pairwise", "step-1"),
+    ]  # fmt: skip
+    main = family.staged / "symbert-tiny-pairwise" / "main"
+    assert sorted(p.name for p in main.iterdir()) == sorted([
+        "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
+        "tokenizer.json", "tokenizer_config.json", "glue_results.json", "loss.png", "metrics.csv", "metrics.json",
+        "trainer_state.json", "training_args.bin", "training_summary.json", "provenance.json",
+    ])  # fmt: skip
+    source = family.runs / "pairwise"
+    for name in ("model.safetensors", "tokenizer.json", "config.json", "training_args.bin", "loss.png"):
+        assert (main / name).read_bytes() == (source / name).read_bytes(), name
+    assert json.loads((main / "config.json").read_text())["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
+    assert json.loads((main / "glue_results.json").read_text()) == family.results["pairwise"]
+
+    branch = family.staged / "symbert-tiny-pairwise" / "step-1"
+    assert (branch / "model.safetensors").read_bytes() == (source / "checkpoint-1" / "model.safetensors").read_bytes()
+    assert not (branch / "glue_results.json").exists() and not (branch / "optimizer.pt").exists()
+    assert json.loads((branch / "trainer_state.json").read_text())["global_step"] == 1
+
+    provenance = json.loads((main / "provenance.json").read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(release.__file__).parent, capture_output=True, text=True).stdout.strip()
+    assert provenance["git_commit"] == (head or "unknown")
+    assert provenance["library_versions"]["torch"] == torch.__version__
+    assert provenance["tokenizer_sha256"] == sha256(source / "tokenizer.json")
+    assert provenance["weights_sha256"] == sha256(source / "model.safetensors") == family.results["pairwise"]["model"]["weights_sha256"]
+    assert provenance["dataset"] == "local sentences"
+
+
+def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
+    card = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "main" / "README.md")
+    assert (card.data.library_name, card.data.pipeline_tag, card.data.license, card.data.language) == ("transformers", "fill-mask", "apache-2.0", "en")
+    assert {"symbert", "pairwise"} <= set(card.data.tags)
+    scores = family.results["pairwise"]["scores"]
+    by_name = {result.dataset_name: result for result in card.data.eval_results}
+    assert len(by_name) == 10 and card.data.model_name == "symbert-tiny-pairwise"
+    for display, name, config, split, metric in [
+        ("CoLA", "cola", "cola", "validation", "matthews_correlation"),
+        ("MRPC", "mrpc", "mrpc", "validation", "accuracy_f1_mean"),
+        ("MNLI-m", "mnli-m", "mnli", "validation_matched", "accuracy"),
+        ("MNLI-mm", "mnli-mm", "mnli", "validation_mismatched", "accuracy"),
+    ]:
+        result = by_name[f"GLUE {display}"]
+        assert (result.dataset_type, result.dataset_config, result.dataset_split, result.metric_type) == ("nyu-mll/glue", config, split, metric)
+        assert result.metric_value == round(sum(scores[name].values()) / 3, 2)
+    glue_per_seed = [sum(scores[name][seed] for name in BASE_SCORES) / 9 for seed in SEEDS]
+    glue_mean = sum(glue_per_seed) / 3
+    assert by_name["GLUE"].metric_value == round(glue_mean, 2) == 73.29  # 638/9 (base) + 1 (offset) + 0.7 × 2 (mean seed)
+    assert card.data.eval_results == family.stages[2].eval_results  # parses back into what it was built from
+
+    body = card.text
+    glue_std = statistics.stdev(glue_per_seed)
+    assert f"**{glue_mean:.2f} ± {glue_std:.2f}**" in body and "| RTE | accuracy | 57.40 ± 0.70 | 3 |" in body
+    config = SymBertConfig.from_pretrained(family.runs / "pairwise")
+    ours = SymBertForMaskedLM(config).num_parameters()
+    original = SymBertForMaskedLM(SymBertConfig.from_pretrained(family.runs / "original")).num_parameters()
+    assert f"| this model (`pairwise`) | {ours:,} |" in body and f"| `original` (BERT) of the same shape and vocabulary | {original:,} |" in body
+    assert 'repo, revision = "symbert-test/symbert-tiny-pairwise", "v0.1.0"' in body and "trust_remote_code=True" in body
+    assert "[Q]_i S_i [Q]_iᵀ" in body and "courtois-etal-2024-symmetric" in body and "xue-aletras" not in body
+    assert "| steps | 2 |" in body and "| tokens seen | 256 |" in body  # 2 steps × 4 blocks × 32 tokens
+    assert "![Train and eval loss against step](loss.png)" in body
+
+    branch = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "step-1" / "README.md")
+    assert branch.data.eval_results is None and "intermediate-checkpoint" in branch.data.tags
+    assert 'repo, revision = "symbert-test/symbert-tiny-pairwise", "step-1"' in branch.text
+    original_card = ModelCard.load(family.staged / "symbert-tiny-original" / "main" / "README.md").text
+    assert "devlin-etal-2019-bert" in original_card and "courtois-etal-2024-symmetric" in original_card
+
+
+def test_validation_catches_a_tampered_staged_folder(family, tmp_path):
+    folder = tmp_path / "main"
+    shutil.copytree(family.staged / "symbert-tiny-pairwise" / "main", folder)
+    weights = load_file(folder / "model.safetensors")
+    weights["bert.encoder.layer.0.attention.self.pairwise"] += 0.5
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    card = folder / "README.md"
+    card.write_text(card.read_text() + "\n![GLUE](glue_missing.png)\n")
+    stage = Stage(f"{NAMESPACE}/symbert-tiny-pairwise", "main", folder, family.runs / "pairwise", family.stages[2].eval_results)
+    with pytest.raises(ValueError) as error:
+        release.validate([stage])
+    message = str(error.value)
+    assert "Validation failed; nothing was pushed." in message and str(folder) in message
+    assert "does not reproduce the logits of" in message
+    assert "glue_results.json was measured on weights" in message
+    assert "the card names files that are not in the folder: glue_missing.png" in message
+    assert "provenance.json's weights or tokenizer sha256 does not match" in message
+
+
+def test_results_for_other_weights_are_refused(family, tmp_path):
+    pairwise, original_results = family.runs / "pairwise", family.root / "glue" / "original" / "glue_results.json"
+    output = tmp_path / "staged"
+    base = ["--namespace", NAMESPACE, "--dataset", "x", "--output_dir", str(output)]
+    with pytest.raises(FileNotFoundError, match=r"No GLUE results file for .*pairwise .*Results files found are for other weights:\n.*original"):
+        release.main([str(pairwise), "--results", str(original_results), *base])
+    pairwise_results = family.root / "glue" / "pairwise" / "glue_results.json"
+    with pytest.raises(ValueError, match=r"original/glue_results.json is the GLUE result of other weights .* than any model being released"):
+        release.main([str(pairwise), "--results", str(pairwise_results), str(original_results), *base])
+    forged = tmp_path / "forged" / "glue_results.json"  # right hash, wrong attention type
+    write_results(family.runs / "original", forged, sha=sha256(pairwise / "model.safetensors"))
+    with pytest.raises(ValueError, match="says attention_type='original' but .* is 'pairwise'"):
+        release.main([str(pairwise), "--results", str(forged), *base])
+    assert not output.exists()  # refused before anything was staged
+
+
+def test_bad_input_is_refused_before_any_work(family, tmp_path, monkeypatch):
+    output = tmp_path / "staged"
+    base = ["--namespace", NAMESPACE, "--dataset", "x", "--output_dir", str(output)]
+    no_tokenizer = tmp_path / "no-tokenizer"
+    shutil.copytree(family.runs / "pairwise", no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*", "checkpoint-*"))
+    with pytest.raises(FileNotFoundError, match=r"no-tokenizer lacks tokenizer \(tokenizer_config.json and tokenizer.json"):
+        release.main([str(no_tokenizer), "--results", str(family.root / "glue"), *base])
+    with pytest.raises(FileNotFoundError, match="No GLUE results file for"):
+        release.main([str(family.runs / "pairwise"), "--results", str(tmp_path), *base])
+    with pytest.raises(FileNotFoundError, match=r"has no checkpoint-7; its checkpoints: \[1, 2\]"):
+        release.main([str(family.runs / "pairwise"), "--results", str(family.root / "glue"), "--checkpoints", "7", *base])
+    newer = tmp_path / "newer" / "glue_results.json"
+    write_results(family.runs / "pairwise", newer)
+    newer.write_text(newer.read_text().replace('"schema_version": 1', '"schema_version": 2'))
+    with pytest.raises(ValueError, match="has schema_version=2; this release tool reads 1"):
+        release.main([str(family.runs / "pairwise"), "--results", str(newer), *base])
+    monkeypatch.setattr(release, "get_token", lambda: None)
+    with pytest.raises(ValueError, match="--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`"):
+        release.main([*family.args[:-1], str(output), "--push"])
+    assert not output.exists()
+
+
+class RecordingHfApi:
+    """Stands in for HfApi: answers from `remote` ({repo_id: {revision: {path: bytes}}}) and records every call that
+    would write to the Hub."""
+
+    def __init__(self, remote=None, tags=()):
+        self.remote, self.tags, self.calls, self.tokens = remote or {}, list(tags), [], []
+
+    def __call__(self, token=None):  # used as the HfApi class
+        self.tokens.append(token)
+        return self
+
+    def repo_exists(self, repo_id, **kwargs):
+        return repo_id in self.remote
+
+    def list_repo_tree(self, repo_id, revision=None, recursive=False, **kwargs):
+        if revision not in self.remote[repo_id]:
+            raise RevisionNotFoundError("no such revision", response=httpx2.Response(404, request=httpx2.Request("GET", "https://hf.co")))
+        files = self.remote[repo_id][revision]
+        return [RepoFile(path=path, size=len(content), oid=git_hash(content)) for path, content in files.items()]
+
+    def list_repo_refs(self, repo_id, **kwargs):
+        return SimpleNamespace(tags=[SimpleNamespace(name=t) for t in self.tags], branches=[SimpleNamespace(name=b) for b in self.remote[repo_id]])
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def create_commit(self, repo_id, operations, *, commit_message, revision=None, **kwargs):
+        added = {op.path_in_repo: Path(op.path_or_fileobj).read_bytes() for op in operations if isinstance(op, CommitOperationAdd)}
+        deleted = sorted(op.path_in_repo for op in operations if isinstance(op, CommitOperationDelete))
+        self.calls.append(("create_commit", repo_id, revision, added, deleted))
+        return SimpleNamespace(oid=hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest())
+
+    def create_tag(self, repo_id, *, tag, revision=None, **kwargs):
+        self.calls.append(("create_tag", repo_id, tag, revision))
+
+    def create_branch(self, repo_id, *, branch, revision=None, **kwargs):
+        self.calls.append(("create_branch", repo_id, branch, revision))
+
+    def delete_branch(self, repo_id, *, branch, **kwargs):
+        self.calls.append(("delete_branch", repo_id, branch))
+
+    def create_collection(self, title, *, namespace=None, exists_ok=False, **kwargs):
+        self.calls.append(("create_collection", title, namespace, exists_ok))
+        return SimpleNamespace(slug=f"{namespace}/{title.lower()}-0123456789abcdef")
+
+    def add_collection_item(self, collection_slug, item_id, item_type, **kwargs):
+        self.calls.append(("add_collection_item", collection_slug, item_id, item_type))
+
+    def of(self, kind):
+        return [call[1:] for call in self.calls if call[0] == kind]
+
+
+def test_push_creates_repositories_commits_branches_and_collection(family, tmp_path, monkeypatch, capsys):
+    api = RecordingHfApi()
+    monkeypatch.setattr(release, "HfApi", api)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    output = tmp_path / "staged"
+    release.main([*family.args[:-1], str(output), "--push"])
+    repos = [f"{NAMESPACE}/symbert-tiny-original", f"{NAMESPACE}/symbert-tiny-pairwise"]
+    assert api.tokens == [SECRET]  # handed to HfApi ...
+    printed = capsys.readouterr()
+    assert SECRET not in printed.out + printed.err  # ... and never shown
+    assert not any(SECRET.encode() in p.read_bytes() for p in output.rglob("*") if p.is_file())
+
+    assert [call[0] for call in api.of("create_repo")] == repos
+    commits = api.of("create_commit")
+    assert [(repo, revision) for repo, revision, *_ in commits] == [(r, rev) for r in repos for rev in ("main", "step-1")]
+    for repo, revision, added, deleted in commits:
+        folder = output / repo.split("/")[1] / revision
+        assert added == {p.name: p.read_bytes() for p in folder.iterdir()}, (repo, revision)
+        if revision == "main":
+            assert deleted == []
+        else:  # the branch starts from main's commit: files only the final model has go
+            assert deleted == ["glue_results.json", "metrics.json", "training_summary.json"]
+    main_oids = {repo: hashlib.sha1(f"{repo}@main".encode()).hexdigest() for repo in repos}
+    assert api.of("create_tag") == [(repo, "v0.1.0", main_oids[repo]) for repo in repos]
+    assert api.of("create_branch") == [(repo, "step-1", main_oids[repo]) for repo in repos]
+    assert api.of("create_collection") == [("SymBERT", NAMESPACE, True)]
+    assert api.of("add_collection_item") == [(f"{NAMESPACE}/symbert-0123456789abcdef", repo, "model") for repo in repos]
+
+
+def test_existing_repository_with_other_content_needs_force(family, capsys):
+    args = parse_arguments(family.args)
+    pairwise_main = next(s for s in family.stages if s.repo_id.endswith("pairwise") and s.revision == "main")
+    stages = [pairwise_main]
+    repo = pairwise_main.repo_id
+    staged = {p.name: p.read_bytes() for p in pairwise_main.folder.iterdir()}
+
+    api = RecordingHfApi(remote={repo: {"main": {**staged, "README.md": b"an older card"}}})
+    with pytest.raises(ValueError, match=f"These repositories exist with different content: {repo}. Pass --force"):
+        release.push(stages, api, args)
+    assert api.calls == []  # nothing written
+
+    api = RecordingHfApi(remote={repo: {"main": {**staged, ".gitattributes": b"*.safetensors filter=lfs"}}})
+    release.push(stages, api, args)
+    assert api.of("create_commit") == [] and "already holds exactly these files" in capsys.readouterr().out
+
+    args.force = True
+    api = RecordingHfApi(remote={repo: {"main": {**staged, "old.bin": b"stale"}}})
+    release.push(stages, api, args)
+    ((_, revision, added, deleted),) = api.of("create_commit")
+    assert revision == "main" and added == staged and deleted == ["old.bin"]
+
+    api = RecordingHfApi(remote={repo: {"main": {"README.md": b"x"}}}, tags=["v0.1.0"])
+    with pytest.raises(ValueError, match="already has the tag 'v0.1.0'; pass a new --tag"):
+        release.push(stages, api, args)
+    assert api.calls == []
+
+
+def test_tiny_random_models_for_every_attention_type(tmp_path, capsys):
+    output = tmp_path / "tiny"
+    stages = release.release(parse_arguments(["--tiny_random", "--namespace", NAMESPACE, "--output_dir", str(output)]))
+    assert [s.repo_id for s in stages] == [f"{NAMESPACE}/tiny-random-symbert-{kind}" for kind in ATTENTION_TYPES]
+    tokenizer = tiny_tokenizer()
+    for stage, kind in zip(stages, ATTENTION_TYPES, strict=True):
+        config = json.loads((stage.folder / "config.json").read_text())
+        assert config["attention_type"] == kind and config["hidden_size"] == 32 and config["vocab_size"] == len(tokenizer)
+        assert (stage.folder / "model.safetensors").stat().st_size < 300_000
+        card = ModelCard.load(stage.folder / "README.md")
+        assert {"tiny-random", kind} <= set(card.data.tags) and card.data.eval_results is None
+        assert "randomly initialised" in card.text
+        again = save_tiny_random(kind, tmp_path / "again" / kind, tokenizer)  # same seed, same weights
+        assert sha256(again / "model.safetensors") == sha256(stage.folder / "model.safetensors")
+    assert "collection 'SymBERT tiny random' in symbert-test: 6 models" in capsys.readouterr().out
