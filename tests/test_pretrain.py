@@ -202,10 +202,18 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
         torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
 
 
-def test_two_process_ddp(corpus, tmp_path):
+LAUNCHERS = {
+    "torchrun": ("-m", "torch.distributed.run", "--nproc_per_node", "2"),
+    "accelerate": ("-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                   "--mixed_precision", "no", "--dynamo_backend", "no"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_process_ddp(corpus, tmp_path, launcher):
     output_dir = tmp_path / "ddp"
     args = run_args(corpus, output_dir, "--global_batch_size", "16", "--logging_steps", "1", "--learning_rate", "3e-3")
-    result = run_cli(args, launcher=("-m", "torch.distributed.run", "--nproc_per_node", "2"))
+    result = run_cli(args, launcher=LAUNCHERS[launcher])
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((output_dir / "training_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["gradient_accumulation_steps"] == 2
@@ -238,3 +246,69 @@ def test_embedded_corpus_ships_with_its_provenance(tmp_path):
     assert len(texts) == 15_143 and texts.column_names == ["text"]
     assert data.EMBEDDED_CORPUS.stat().st_size <= 5 * 2**20
     assert "public domain" in (data.EMBEDDED_CORPUS.parent / "SOURCE.md").read_text().lower()
+
+
+def test_streaming_local_files(corpus, tmp_path):
+    _, data_args, _ = parse_arguments(run_args(corpus, tmp_path, "--streaming", "true"))
+    tokenizer = data.load_tokenizer(data_args)
+    train, held_out = data.load_blocks(data_args, tokenizer)
+    held_out_blocks = [tuple(b["input_ids"]) for b in held_out]
+    train_blocks = [tuple(b["input_ids"]) for b in train]
+    total = sum(len(ids) for ids in tokenizer((corpus / "train.txt").read_text().splitlines())["input_ids"])
+    assert len(held_out_blocks) == 8 and len(train_blocks) + 8 == total // 32
+    assert {len(b) for b in train_blocks + held_out_blocks} == {32}
+    assert not set(held_out_blocks) & set(train_blocks)
+
+    output_dir = tmp_path / "run"
+    main(run_args(corpus, output_dir, "--streaming", "true", "--save_steps", "100"))
+    losses = eval_losses(output_dir)
+    assert [step for step, _ in losses] == [4, 8] and losses[-1][1] < 6.0  # ln(200) = 5.3 is chance on 200 tokens
+    assert (output_dir / "model.safetensors").is_file()
+
+
+def contents(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else None
+
+
+@pytest.mark.parametrize(
+    "case, extra, error, message",
+    [
+        ("empty corpus", [], ValueError, "The training data are empty: train_files .*empty.txt hold no text"),
+        ("missing column", ["--text_column", "body"], ValueError, r"text_column 'body' is not in the dataset"),
+        ("missing file", ["--train_files", "nope.txt"], FileNotFoundError, "train_files not found: nope.txt"),
+        ("vocab mismatch", ["--config_overrides", '{"vocab_size": 1000}'], ValueError,
+         "The tokenizer has [0-9]+ tokens but the model's vocab_size is 1000"),
+        ("too long", ["--max_seq_length", "1024"], ValueError,
+         "max_seq_length=1024 is above the model's max_position_embeddings=512"),
+        ("bad overrides", ["--config_overrides", "{hidden_size: 64}"], ValueError, "is not a JSON object"),
+        ("finished run", [], FileExistsError, "already holds a finished run; pass --overwrite_output_dir true"),
+    ],
+)  # fmt: skip
+def test_bad_input_stops_before_training_and_writes_nothing(corpus, tmp_path, case, extra, error, message):
+    output_dir = tmp_path / "run"
+    if case == "empty corpus":
+        (tmp_path / "empty.txt").write_text("\n  \n\n")
+        extra = ["--train_files", str(tmp_path / "empty.txt")]
+    if case == "finished run":
+        output_dir.mkdir()
+        (output_dir / "training_summary.json").write_text("{}")
+        (output_dir / "checkpoint-4").mkdir()
+    before = contents(output_dir)
+    with pytest.raises(error, match=message):
+        main(run_args(corpus, output_dir, *extra))
+    assert contents(output_dir) == before
+
+
+def test_overwrite_and_resume_checks(corpus, tmp_path):
+    output_dir = tmp_path / "run"
+    (output_dir / "checkpoint-1000").mkdir(parents=True)
+    (output_dir / "training_summary.json").write_text("{}")
+    main(run_args(corpus, output_dir, "--overwrite_output_dir", "true", "--max_steps", "4"))
+    assert sorted(p.name for p in output_dir.glob("checkpoint-*")) == ["checkpoint-4"]  # the old run's are gone
+
+    other = tmp_path / "other"
+    with pytest.raises(ValueError, match="Cannot resume from .*checkpoint-4: its attention_type is 'original' but this run's is 'pairwise'"):
+        main(run_args(corpus, other, "--attention_type", "pairwise", "--resume_from_checkpoint", str(output_dir / "checkpoint-4")))
+    with pytest.raises(FileNotFoundError, match="resume_from_checkpoint='.*nowhere' is not a Trainer checkpoint"):
+        main(run_args(corpus, other, "--resume_from_checkpoint", str(tmp_path / "nowhere")))
+    assert not other.exists()

@@ -50,10 +50,20 @@ def load_texts(data_args):
                 f"train_files must all be one of {', '.join(LOCAL_FORMATS)} (optionally compressed): {data_args.train_files}"
             )
         dataset = load_dataset(formats.pop(), data_files=[str(f) for f in files], split="train", streaming=data_args.streaming)
-    columns = dataset.column_names or []
+    columns = dataset.column_names
+    if columns is None:  # a stream whose features are unknown until read: look at its first example
+        columns = list(next(iter(dataset), {}))
     if columns and data_args.text_column not in columns:
         raise ValueError(f"text_column {data_args.text_column!r} is not in the dataset; its columns are {columns}.")
     return dataset
+
+
+def describe_source(data_args):
+    if uses_embedded_corpus(data_args):
+        return "the embedded corpus"
+    if data_args.dataset_name is not None:
+        return f"dataset {data_args.dataset_name!r} (config {data_args.dataset_config!r}, split {data_args.dataset_split!r})"
+    return f"train_files {', '.join(data_args.train_files)}"
 
 
 def train_wordpiece(texts, vocab_size):
@@ -81,10 +91,15 @@ def train_wordpiece(texts, vocab_size):
 
 def load_tokenizer(data_args):
     """The named tokenizer; for the embedded corpus (and no name given), one trained on it and cached."""
-    if data_args.tokenizer is not None:
-        return AutoTokenizer.from_pretrained(data_args.tokenizer)
-    if not uses_embedded_corpus(data_args):
-        return AutoTokenizer.from_pretrained(DEFAULT_TOKENIZER)
+    if data_args.tokenizer is not None or not uses_embedded_corpus(data_args):
+        name = data_args.tokenizer or DEFAULT_TOKENIZER
+        try:
+            return AutoTokenizer.from_pretrained(name)
+        except OSError as error:
+            raise OSError(
+                f"Tokenizer {name!r} is neither a local tokenizer folder nor on the Hub or in the local Hugging Face "
+                f"cache ({error.__class__.__name__}); pass --tokenizer PATH to a saved tokenizer."
+            ) from error
     digest = hashlib.sha256(EMBEDDED_CORPUS.read_bytes()).hexdigest()[:16]
     folder = cache_dir() / "tokenizers" / f"wordpiece-{data_args.tokenizer_vocab_size}-{digest}"
     if not (folder / "tokenizer.json").is_file():
@@ -106,18 +121,27 @@ def load_blocks(data_args, tokenizer, seed=0):
     texts = load_texts(data_args)
     block_size = data_args.max_seq_length
     # Each text gets [CLS] ... [SEP]; blocks then span text boundaries, as in the paper.
-    column_names = texts.column_names
+    column_names = texts.column_names or list(next(iter(texts), {}))  # a stream may not know its columns
 
     def tokenize(batch):
         return {"input_ids": tokenizer(batch[data_args.text_column], add_special_tokens=True)["input_ids"]}
 
+    def has_text(batch):
+        return [bool(text and text.strip()) for text in batch[data_args.text_column]]
+
+    # Blank lines would only add [CLS] [SEP] pairs to the blocks.
+    texts = texts.filter(has_text, batched=True)
     tokens = texts.map(tokenize, batched=True, remove_columns=column_names)
     blocks = tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
     if isinstance(blocks, IterableDataset):
+        if next(iter(blocks), None) is None:
+            raise ValueError(f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens.")
         return blocks.skip(data_args.eval_blocks), blocks.take(data_args.eval_blocks)
+    if len(texts) == 0:
+        raise ValueError(f"The training data are empty: {describe_source(data_args)} hold no text.")
     if len(blocks) <= data_args.eval_blocks:
         raise ValueError(
-            f"The data give {len(blocks)} blocks of {block_size} tokens, not more than eval_blocks="
+            f"{describe_source(data_args)} give {len(blocks)} blocks of {block_size} tokens, not more than eval_blocks="
             f"{data_args.eval_blocks}; lower eval_blocks or max_seq_length, or add data."
         )
     split = blocks.train_test_split(test_size=data_args.eval_blocks, seed=seed)

@@ -11,6 +11,8 @@ A recipe (a JSON file in training/recipes/, or any path) gives defaults for ever
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +25,7 @@ from transformers import (
     pipeline,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
 from symbert.training import data as data_module
@@ -46,6 +48,11 @@ class ModelArguments:
     target_eval_loss: float | None = field(
         default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "train from scratch into an output folder that already holds a finished run (its "
+                  "checkpoints are deleted); without it such a folder is an error, and an unfinished run resumes"},
+    )  # fmt: skip
 
 
 @dataclass
@@ -114,6 +121,13 @@ def check_arguments(model_args, data_args, training_args):
     for name in ("max_seq_length", "eval_blocks", "tokenizer_vocab_size"):
         if getattr(data_args, name) <= 0:
             raise ValueError(f"{name}={getattr(data_args, name)} must be positive.")
+    config = model_config(model_args)  # validates the size and overrides before any data is read
+    if data_args.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"max_seq_length={data_args.max_seq_length} is above the model's max_position_embeddings="
+            f"{config.max_position_embeddings}; use at most {config.max_position_embeddings} or raise "
+            "max_position_embeddings in --config_overrides."
+        )
 
     updates = {}
     if data_args.global_batch_size is not None:
@@ -142,25 +156,75 @@ class SymBertPretrainingTrainer(Trainer):
         return [name for name in super().get_decay_parameter_names(model) if name.split(".")[-1] not in multiplicative]
 
 
-def build_model(model_args, tokenizer):
-    overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
-    config = SymBertConfig.from_preset(
-        model_args.size,
-        attention_type=model_args.attention_type,
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        **overrides,
-    )
-    return SymBertForMaskedLM(config)
+def model_config(model_args, tokenizer=None):
+    """The preset, the attention type and the overrides; vocabulary and padding id from the tokenizer when given."""
+    try:
+        overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
+    except json.JSONDecodeError as error:
+        raise ValueError(f"config_overrides={model_args.config_overrides!r} is not a JSON object: {error}") from None
+    if not isinstance(overrides, dict):
+        raise ValueError(f"config_overrides={model_args.config_overrides!r} must be a JSON object of config fields.")
+    settings = {"attention_type": model_args.attention_type, **overrides}
+    if tokenizer is not None:
+        vocab_size = settings.setdefault("vocab_size", len(tokenizer))
+        if vocab_size != len(tokenizer):
+            raise ValueError(
+                f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; they must "
+                "be equal: drop vocab_size from --config_overrides or pass a matching --tokenizer."
+            )
+        settings.setdefault("pad_token_id", tokenizer.pad_token_id)
+    return SymBertConfig.from_preset(model_args.size, **settings)
+
+
+def resume_checkpoint(model_args, training_args):
+    """The checkpoint to resume from, or None for a fresh run; raises (and writes nothing) if the output folder
+    holds a finished run and neither resume nor overwrite was asked."""
+    if training_args.resume_from_checkpoint:
+        checkpoint = Path(training_args.resume_from_checkpoint)
+        if not (checkpoint / "trainer_state.json").is_file():
+            raise FileNotFoundError(f"resume_from_checkpoint={str(checkpoint)!r} is not a Trainer checkpoint folder.")
+        return str(checkpoint)
+    output_dir = Path(training_args.output_dir)
+    if model_args.overwrite_output_dir or not output_dir.is_dir():
+        return None
+    if (output_dir / "training_summary.json").is_file():
+        raise FileExistsError(
+            f"output_dir={str(output_dir)!r} already holds a finished run; pass --overwrite_output_dir true to train "
+            "again from scratch there, --resume_from_checkpoint DIR to continue one, or choose another folder."
+        )
+    return get_last_checkpoint(output_dir)  # an interrupted run resumes by itself
+
+
+def check_checkpoint_matches(checkpoint, config):
+    """A resumed run must train the same model as the checkpoint: same attention type, vocabulary and shapes."""
+    saved = json.loads((Path(checkpoint) / "config.json").read_text())
+    for name in ("attention_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if saved.get(name) != getattr(config, name):
+            raise ValueError(
+                f"Cannot resume from {checkpoint}: its {name} is {saved.get(name)!r} but this run's is "
+                f"{getattr(config, name)!r}. Use the same arguments as the interrupted run, or another output_dir."
+            )
+
+
+def remove_stale_checkpoints(output_dir):
+    """With --overwrite_output_dir, old checkpoints must go, or a later automatic resume would pick them up."""
+    for checkpoint in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+        shutil.rmtree(checkpoint)
 
 
 def pretrain(model_args, data_args, training_args):
     """Train one attention type; returns the Trainer's log history."""
     set_seed(training_args.seed)
+    resume = resume_checkpoint(model_args, training_args)
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
+        config = model_config(model_args, tokenizer)
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
-    model = build_model(model_args, tokenizer)
+    if resume:
+        check_checkpoint_matches(resume, config)
+    elif model_args.overwrite_output_dir and training_args.process_index == 0:
+        remove_stale_checkpoints(training_args.output_dir)
+    model = SymBertForMaskedLM(config)
     collator = data_module.ResumableMLMCollator(
         tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=training_args.seed
     )
@@ -174,9 +238,6 @@ def pretrain(model_args, data_args, training_args):
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=[MetricsLogCallback()],
     )
-    resume = training_args.resume_from_checkpoint
-    if resume is None and os.path.isdir(training_args.output_dir):
-        resume = get_last_checkpoint(training_args.output_dir)
     if resume and trainer.is_world_process_zero():
         print(f"Resuming from {resume}")
     trainer.train(resume_from_checkpoint=resume)
@@ -208,12 +269,45 @@ def pretrain(model_args, data_args, training_args):
     return trainer.state.log_history
 
 
+FILL_MASK_SCRIPT = """
+import json, sys
+from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+folder = sys.argv[1]
+model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # else it asks: config.json maps custom code
+fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+sentence = f"The old man walked slowly along the {tokenizer.mask_token} of the river."
+predictions = [(p["token_str"], round(p["score"], 3)) for p in fill_mask(sentence, top_k=5)]
+print(json.dumps({"class": type(model).__name__, "sentence": sentence, "predictions": predictions}))
+"""
+
+
 def fill_mask_example(folder):
-    """Top-5 predictions of the model saved in `folder`, loaded from there with its own code and tokenizer."""
-    fill_mask = pipeline("fill-mask", model=str(folder), tokenizer=str(folder), trust_remote_code=True, device="cpu")
-    sentence = f"The old man walked slowly along the {fill_mask.tokenizer.mask_token} of the river."
-    predictions = fill_mask(sentence, top_k=5)
-    return sentence, [(p["token_str"], round(p["score"], 3)) for p in predictions]
+    """Top-5 predictions of the model saved in `folder`, loaded there by a fresh Python process with
+    `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`, so from the folder's own code and
+    tokenizer, as a user without this project would load it."""
+    result = subprocess.run(
+        [sys.executable, "-c", FILL_MASK_SCRIPT, str(Path(folder).resolve())],
+        capture_output=True, text=True, cwd=Path(folder).resolve(), env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"Loading {folder} in a fresh process failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def report(output_dir, log_history):
+    """What the main job prints at the end: eval loss before and after, a fill-mask example, where the results are."""
+    evals = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
+    (first_step, first_loss), (last_step, last_loss) = evals[0], evals[-1]
+    example = fill_mask_example(output_dir)
+    predictions = ", ".join(f"{token} ({score})" for token, score in example["predictions"])
+    print(f"\nEval loss: {first_loss:.4f} at step {first_step} -> {last_loss:.4f} at step {last_step}")
+    print(f"\nfill-mask ({example['class']} loaded from {output_dir} in a fresh process with trust_remote_code=True):")
+    print(f"  {example['sentence']}\n  -> {predictions}")
+    print(f"\nResults in {output_dir}: model + code + tokenizer (load with "
+          f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), training_summary.json, "
+          f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs")  # fmt: skip
 
 
 def main(argv=None):
@@ -221,13 +315,9 @@ def main(argv=None):
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
     if not model_args.compare:
-        pretrain(model_args, data_args, training_args)
+        log_history = pretrain(model_args, data_args, training_args)
         if is_main:
-            sentence, predictions = fill_mask_example(output_dir)
-            print(f"\nfill-mask: {sentence}\n  -> {predictions}")
-            print(f"\nResults in {output_dir}: model + code + tokenizer (load with "
-                  f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), "
-                  f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs")  # fmt: skip
+            report(output_dir, log_history)
         return
 
     runs = {}
