@@ -1,0 +1,158 @@
+"""One side of the transformers compatibility matrix (run by `run_matrix.sh`, not by pytest).
+
+    python tests/compat/check_compat.py save DIR          # with `symbert` installed: every head and variant
+    python tests/compat/check_compat.py load DIR REPORT   # fresh process, `symbert` blocked: trust_remote_code=True
+
+`save` writes DIR/<attention_type>/<auto class>/ (model folder + inputs.pt + expected.pt) with the transformers
+installed here. Every parameter gets a random offset before saving, so a tensor that is re-initialised on load (zeros,
+ones or fresh random values) shows up both in the outputs and in the tensor comparison. `load` loads each folder with
+the Auto class named by its folder, compares the outputs and every tensor of model.safetensors with the loaded
+model, checks that the MLM decoder is tied to the word embeddings (weight and bias) after loading and after
+`resize_token_embeddings`, writes the details to REPORT (JSON), prints one Markdown table row and exits 1 on failure.
+"""
+
+import importlib.abc
+import json
+import os
+import sys
+
+ATTENTION_TYPES = ("original", "symmetric", "pairwise", "shared", "mhe_add", "mhe_mul")
+AUTO_CLASSES = (
+    "AutoModel",
+    "AutoModelForMaskedLM",
+    "AutoModelForSequenceClassification",
+    "AutoModelForTokenClassification",
+    "AutoModelForQuestionAnswering",
+    "AutoModelForMultipleChoice",
+)
+VOCAB_SIZE = 99
+
+
+class BlockProject(importlib.abc.MetaPathFinder):
+    """Makes `import symbert` fail, so loading must use the code saved in the folder."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "symbert" or name.startswith("symbert."):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by check_compat.py load)")
+        return None
+
+
+def model_inputs(torch, auto_name):
+    generator = torch.Generator().manual_seed(5)
+    input_ids = torch.randint(1, VOCAB_SIZE, (4, 9), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 6:] = 0
+    attention_mask[3, 4:] = 0
+    input_ids[attention_mask == 0] = 0
+    if auto_name == "AutoModelForMultipleChoice":  # [batch, choices, seq]
+        return {"input_ids": input_ids.view(2, 2, 9), "attention_mask": attention_mask.view(2, 2, 9)}
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def save(root):
+    import torch
+    import transformers
+
+    import symbert
+
+    for attention_type in ATTENTION_TYPES:
+        for index, auto_name in enumerate(AUTO_CLASSES):
+            torch.manual_seed(index)
+            config = symbert.SymBertConfig.from_preset(
+                "tiny", attention_type=attention_type, vocab_size=VOCAB_SIZE, max_position_embeddings=64,
+                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3,
+            )  # fmt: skip
+            model = symbert.AUTO_CLASSES[getattr(transformers, auto_name)](config).eval()
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    parameter.add_(0.05 * torch.randn_like(parameter))
+            folder = os.path.join(root, attention_type, auto_name)
+            model.save_pretrained(folder)
+            inputs = model_inputs(torch, auto_name)
+            with torch.no_grad():
+                expected = list(model(**inputs).to_tuple())
+            torch.save(inputs, os.path.join(folder, "inputs.pt"))
+            torch.save(expected, os.path.join(folder, "expected.pt"))
+    with open(os.path.join(root, "saved_by.txt"), "w") as file:
+        file.write(transformers.__version__)
+
+
+def mlm_tied(model):
+    head, embeddings = model.cls.predictions, model.get_input_embeddings()
+    return head.decoder.weight is embeddings.weight and head.decoder.bias is head.bias
+
+
+def check_folder(torch, transformers, load_file, folder, auto_name):
+    model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
+    with torch.no_grad():
+        outputs = list(model(**torch.load(os.path.join(folder, "inputs.pt"))).to_tuple())
+    expected = torch.load(os.path.join(folder, "expected.pt"))
+    saved = load_file(os.path.join(folder, "model.safetensors"))
+    state = model.state_dict()
+    result = {
+        "class": type(model).__name__,
+        "remote_code": type(model).__module__.startswith("transformers_modules"),
+        "outputs_identical": len(outputs) == len(expected) and all(map(torch.equal, outputs, expected)),
+        "max_abs_diff": max((got - want).abs().max().item() for got, want in zip(outputs, expected)),
+        "changed_on_load": [name for name, tensor in saved.items() if not torch.equal(state[name], tensor)],
+        "not_in_file": [name for name in state if name not in saved and not name.startswith("cls.predictions.decoder")],
+    }
+    if auto_name == "AutoModelForMaskedLM":
+        result["tied_after_load"] = mlm_tied(model)
+        model.resize_token_embeddings(VOCAB_SIZE + 7)
+        result["tied_after_resize"] = mlm_tied(model) and model.cls.predictions.decoder.out_features == VOCAB_SIZE + 7
+    result["ok"] = (
+        result["remote_code"]
+        and result["outputs_identical"]
+        and not result["changed_on_load"]
+        and not result["not_in_file"]
+        and result.get("tied_after_load", True)
+        and result.get("tied_after_resize", True)
+    )
+    return result
+
+
+def load(root, report_path):
+    sys.meta_path.insert(0, BlockProject())
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+
+    results = {
+        f"{attention_type}/{auto_name}": check_folder(
+            torch, transformers, load_file, os.path.join(root, attention_type, auto_name), auto_name
+        )
+        for attention_type in ATTENTION_TYPES
+        for auto_name in AUTO_CLASSES
+    }
+    assert not any(m == "symbert" or m.startswith("symbert.") for m in sys.modules), "the project was imported"
+    with open(os.path.join(root, "saved_by.txt")) as file:
+        saved_by = file.read()
+    report = {"saved_by": saved_by, "loaded_by": transformers.__version__, "torch": torch.__version__, "cases": results}
+    with open(report_path + ".tmp", "w") as file:
+        json.dump(report, file, indent=1)
+    os.replace(report_path + ".tmp", report_path)
+
+    def count(key):
+        cases = [r for r in results.values() if key in r]
+        return f"{sum(bool(r[key]) for r in cases)}/{len(cases)}"
+
+    changed = sum(len(r["changed_on_load"]) + len(r["not_in_file"]) for r in results.values())
+    max_diff = max(r["max_abs_diff"] for r in results.values())
+    ok = all(r["ok"] for r in results.values())
+    print(
+        f"| {saved_by} | {transformers.__version__} | {count('remote_code')} | {count('outputs_identical')} "
+        f"({max_diff:.1e}) | {changed} | {count('tied_after_load')} | {count('tied_after_resize')} | "
+        f"{'pass' if ok else 'FAIL'} |"
+    )
+    return ok
+
+
+if __name__ == "__main__":
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command == "save" and len(sys.argv) == 3:
+        save(sys.argv[2])
+    elif command == "load" and len(sys.argv) == 4:
+        sys.exit(0 if load(sys.argv[2], sys.argv[3]) else 1)
+    else:
+        sys.exit(f"usage: {sys.argv[0]} save DIR | load DIR REPORT.json (got {sys.argv[1:]})")
