@@ -339,6 +339,17 @@ def card_values(config, repo_id, revision, kind, prov, size=None):
     )  # fmt: skip
 
 
+def find_glue_plot(args, results_path, model):
+    """--glue_vs_step, else the sweep plot next to the results file, in the model folder, or under --results."""
+    if args.glue_vs_step:
+        if not Path(args.glue_vs_step).is_file():
+            raise FileNotFoundError(f"--glue_vs_step {args.glue_vs_step!r} does not exist.")
+        return Path(args.glue_vs_step)
+    nearby = [results_path.parent / GLUE_PLOT, model / GLUE_PLOT]
+    under_results = [p for folder in map(Path, args.results) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))]
+    return next((p for p in [*nearby, *under_results] if p.is_file()), None)
+
+
 def stage_model(model, config, repo_id, results_path, results, checkpoints, args, workdir):
     """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s."""
     name = repo_id.split("/")[1]
@@ -352,9 +363,7 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
     files[RESULTS_FILE] = results_path
     if results_path.with_suffix(".md").is_file():
         files["glue_results.md"] = results_path.with_suffix(".md")
-    glue_plot = Path(args.glue_vs_step) if args.glue_vs_step else next(
-        (p for p in (results_path.parent / GLUE_PLOT, model / GLUE_PLOT) if p.is_file()), None
-    )  # fmt: skip
+    glue_plot = find_glue_plot(args, results_path, model)
     if glue_plot is not None:
         files[GLUE_PLOT] = glue_plot
 

@@ -2,7 +2,9 @@
 other weights and a tampered staged folder), card metadata round trip, the push path against a recording stand-in
 for HfApi, and the tiny random models."""
 
+import contextlib
 import hashlib
+import io
 import json
 import random
 import shutil
@@ -71,7 +73,8 @@ def write_results(model_folder, path, offset=0.0, sha=None):
 
 @pytest.fixture(scope="module")
 def family(tmp_path_factory):
-    """Two tiny pre-trained models (original, pairwise) with checkpoints, their GLUE results, and a dry-run release."""
+    """Two tiny pre-trained models (original, pairwise) with checkpoints and their GLUE results, released with
+    `--push` against a recording stand-in for HfApi (the dry-run path is the tiny random test's)."""
     root = tmp_path_factory.mktemp("family")
     rng = random.Random(0)
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
@@ -85,13 +88,19 @@ def family(tmp_path_factory):
         "--report_to", "none", "--disable_tqdm", "true",
     ])  # fmt: skip
     results = {kind: write_results(root / "runs" / kind, root / "glue" / kind / "glue_results.json", offset=i) for i, kind in enumerate(("original", "pairwise"))}
+    shutil.copyfile(root / "runs" / "comparison.png", root / "glue" / "glue_vs_step.png")  # stands in for the sweep's plot
     args = [str(root / "runs"), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--dataset", "local sentences",
             "--checkpoints", "1", "--output_dir", str(root / "staged")]  # fmt: skip
-    stages = release.release(parse_arguments(args))
-    return SimpleNamespace(root=root, runs=root / "runs", staged=root / "staged", results=results, stages=stages, args=args)
+    api, printed = RecordingHfApi(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(release, "HfApi", api)
+        patch.setenv("HF_TOKEN", SECRET)
+        stages = release.release(parse_arguments([*args, "--push"]))
+    return SimpleNamespace(root=root, runs=root / "runs", staged=root / "staged", results=results, stages=stages,
+                           args=args, api=api, printed=printed.getvalue())  # fmt: skip
 
 
-def test_dry_run_stages_each_model_and_checkpoint(family, capsys):
+def test_stages_each_model_and_checkpoint(family):
     assert [(s.repo_id, s.revision) for s in family.stages] == [
         (f"{NAMESPACE}/symbert-tiny-original", "main"), (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
         (f"{NAMESPACE}/symbert-tiny-pairwise", "main"), (f"{NAMESPACE}/symbert-tiny-pairwise", "step-1"),
@@ -99,7 +108,7 @@ def test_dry_run_stages_each_model_and_checkpoint(family, capsys):
     main = family.staged / "symbert-tiny-pairwise" / "main"
     assert sorted(p.name for p in main.iterdir()) == sorted([
         "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
-        "tokenizer.json", "tokenizer_config.json", "glue_results.json", "loss.png", "metrics.csv", "metrics.json",
+        "tokenizer.json", "tokenizer_config.json", "glue_results.json", "glue_vs_step.png", "loss.png", "metrics.csv", "metrics.json",
         "trainer_state.json", "training_args.bin", "training_summary.json", "provenance.json",
     ])  # fmt: skip
     source = family.runs / "pairwise"
@@ -154,6 +163,7 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     assert "[Q]_i S_i [Q]_iᵀ" in body and "courtois-etal-2024-symmetric" in body and "xue-aletras" not in body
     assert "| steps | 2 |" in body and "| tokens seen | 256 |" in body  # 2 steps × 4 blocks × 32 tokens
     assert "![Train and eval loss against step](loss.png)" in body
+    assert "![GLUE score of checkpoints along pre-training](glue_vs_step.png)" in body
 
     branch = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "step-1" / "README.md")
     assert branch.data.eval_results is None and "intermediate-checkpoint" in branch.data.tags
@@ -271,16 +281,11 @@ class RecordingHfApi:
         return [call[1:] for call in self.calls if call[0] == kind]
 
 
-def test_push_creates_repositories_commits_branches_and_collection(family, tmp_path, monkeypatch, capsys):
-    api = RecordingHfApi()
-    monkeypatch.setattr(release, "HfApi", api)
-    monkeypatch.setenv("HF_TOKEN", SECRET)
-    output = tmp_path / "staged"
-    release.main([*family.args[:-1], str(output), "--push"])
+def test_push_creates_repositories_commits_branches_and_collection(family):
+    api, output = family.api, family.staged
     repos = [f"{NAMESPACE}/symbert-tiny-original", f"{NAMESPACE}/symbert-tiny-pairwise"]
     assert api.tokens == [SECRET]  # handed to HfApi ...
-    printed = capsys.readouterr()
-    assert SECRET not in printed.out + printed.err  # ... and never shown
+    assert SECRET not in family.printed and "pushed branch step-1" in family.printed  # ... and never shown
     assert not any(SECRET.encode() in p.read_bytes() for p in output.rglob("*") if p.is_file())
 
     assert [call[0] for call in api.of("create_repo")] == repos
@@ -292,7 +297,7 @@ def test_push_creates_repositories_commits_branches_and_collection(family, tmp_p
         if revision == "main":
             assert deleted == []
         else:  # the branch starts from main's commit: files only the final model has go
-            assert deleted == ["glue_results.json", "metrics.json", "training_summary.json"]
+            assert deleted == ["glue_results.json", "glue_vs_step.png", "metrics.json", "training_summary.json"]
     main_oids = {repo: hashlib.sha1(f"{repo}@main".encode()).hexdigest() for repo in repos}
     assert api.of("create_tag") == [(repo, "v0.1.0", main_oids[repo]) for repo in repos]
     assert api.of("create_branch") == [(repo, "step-1", main_oids[repo]) for repo in repos]
@@ -342,4 +347,5 @@ def test_tiny_random_models_for_every_attention_type(tmp_path, capsys):
         assert "randomly initialised" in card.text
         again = save_tiny_random(kind, tmp_path / "again" / kind, tokenizer)  # same seed, same weights
         assert sha256(again / "model.safetensors") == sha256(stage.folder / "model.safetensors")
-    assert "collection 'SymBERT tiny random' in symbert-test: 6 models" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "collection 'SymBERT tiny random' in symbert-test: 6 models" in printed and "Dry run: nothing pushed." in printed
