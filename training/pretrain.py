@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -264,6 +264,9 @@ def pretrain(model_args, data_args, training_args):
             "max_seq_length": data_args.max_seq_length,
             "steps": trainer.state.global_step,
             "final_eval_loss": final_eval_loss,
+            # provenance for the model cards (symbert-release): the data and the machine
+            "data_arguments": asdict(data_args),
+            "hardware": torch.cuda.get_device_name() if args.device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)",
         }
         (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return trainer.state.log_history
