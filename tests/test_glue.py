@@ -1,0 +1,304 @@
+"""GLUE: scoring against hand-computed values and the paper's Table 3, data in the official TSV layout, the whole
+suite on a tiny model, restart, the checkpoint sweep and bad input."""
+
+import csv
+import hashlib
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from datasets import load_from_disk
+
+from symbert import SymBertForMaskedLM
+from symbert.training import data, glue
+from symbert.training.glue_data import TASKS, load_task
+
+from conftest import tiny_config
+
+WORDS = "the a cat dog sat ran on under house river old new big small red blue said saw went came".split()
+MAX_LENGTH = "32"  # tiny_config has 64 positions
+FAST = ["--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1", "--disable_tqdm", "true"]
+EIGHT_TASKS = "cola,sst2,mrpc,qqp,stsb,mnli,qnli,rte"
+
+
+def sentence(rng):
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12)))
+
+
+def write_glue_tsv(root, rows=24, seed=0):
+    """The eight tasks and wnli in GLUE's official TSV layout (headers, label spellings, MNLI's two dev files)."""
+    rng = random.Random(seed)
+    nli = ("entailment", "neutral", "contradiction")
+
+    def write(folder, name, header, make_row):
+        path = root / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = ([] if header is None else [header]) + ["\t".join(map(str, make_row(i))) for i in range(rows)]
+        path.write_text("\n".join(lines) + "\n")
+
+    for split in ("train.tsv", "dev.tsv"):
+        write("CoLA", split, None, lambda i: ("gj04", i % 2, "*" if i % 2 == 0 else "", sentence(rng)))
+        write("SST-2", split, "sentence\tlabel", lambda i: (sentence(rng), i % 2))
+        write("MRPC", split, "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+              lambda i: (i % 2, 100 + i, 200 + i, sentence(rng), sentence(rng)))
+        write("QQP", split, "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+              lambda i: (i, 2 * i, 2 * i + 1, sentence(rng) + "?", sentence(rng) + "?", (i // 2) % 2))
+        write("STS-B", split, "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+              lambda i: (i, "main-news", "f", "2012", i, "s", "s", sentence(rng), sentence(rng), round(i * 5 / (rows - 1), 3)))
+        write("QNLI", split, "index\tquestion\tsentence\tlabel",
+              lambda i: (i, sentence(rng) + "?", sentence(rng), ("entailment", "not_entailment")[i % 2]))
+        write("RTE", split, "index\tsentence1\tsentence2\tlabel",
+              lambda i: (i, f'"{sentence(rng)}', sentence(rng), ("entailment", "not_entailment")[i % 2]))
+        write("WNLI", split, "index\tsentence1\tsentence2\tlabel", lambda i: (i, sentence(rng), sentence(rng), i % 2))
+    mnli = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1"
+    write("MNLI", "train.tsv", mnli + "\tgold_label",
+          lambda i: (i, i, f"{i}e", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng), nli[i % 3], nli[i % 3]))
+    for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
+        write("MNLI", name, mnli + "\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label",
+              lambda i: (i, i, f"{i}n", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng), *[nli[i % 3]] * 6))
+    with open(root / "QQP" / "train.tsv", "a") as file:
+        file.write("999\t1\t2\ta corrupted row with too few fields\n")  # as in the real QQP train.tsv: skipped
+    return root  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """A tiny pairwise SymBERT with a WordPiece tokenizer, and GLUE-shaped TSV data for every task."""
+    root = tmp_path_factory.mktemp("glue")
+    rng = random.Random(1)
+    tokenizer = data.train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
+    config = tiny_config("pairwise", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    SymBertForMaskedLM(config).save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    write_glue_tsv(root / "data")
+    return root
+
+
+def suite_args(assets, output_dir, *extra):
+    return ["--model", str(assets / "model"), "--data_dir", str(assets / "data"), "--output_dir", str(output_dir),
+            "--max_length", MAX_LENGTH, *FAST, *extra]  # fmt: skip
+
+
+@pytest.fixture
+def fake_fine_tune(monkeypatch):
+    """Replaces training by fixed metrics (from `accuracies[model folder name]`, default 0.5) and counts the calls."""
+    calls, accuracies = [], {}
+
+    def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_args):
+        calls.append((model_name, task, seed))
+        accuracy = accuracies.get("/".join(Path(model_name).parts[-2:]), 0.5)
+        accuracy += 0.01 * (seed - 1)
+        return {"accuracy": accuracy, "f1": accuracy, "score": 100 * accuracy}
+
+    monkeypatch.setattr(glue, "fine_tune", fine_tune)
+    return calls, accuracies
+
+
+# Scoring
+
+
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ([85.30, 44.35, 81.66, 82.07, 88.86, 59.42, 87.30, 88.76, 90.92], 78.74),  # base original
+        ([78.36, 35.22, 78.66, 79.05, 87.70, 53.43, 84.47, 86.90, 89.56], 74.82),  # base symmetric
+        ([87.83, 46.91, 81.60, 82.02, 88.89, 60.58, 86.88, 88.78, 90.78], 79.36),  # base pairwise
+        ([81.04, 21.39, 77.16, 77.76, 86.08, 54.87, 82.20, 85.45, 88.49], 72.72),  # small original
+        ([76.81, 10.29, 75.25, 75.72, 85.13, 55.74, 77.83, 82.79, 86.90], 69.61),  # small symmetric
+        ([82.34, 24.21, 76.37, 76.89, 86.67, 56.25, 84.13, 84.97, 88.60], 73.38),  # small pairwise
+    ],
+)
+def test_glue_score_of_table_3(row, expected):
+    table_order = ("mrpc", "cola", "mnli-m", "mnli-mm", "qqp", "rte", "stsb", "qnli", "sst2")
+    assert round(glue.glue_score(dict(zip(table_order, row))), 2) == expected
+
+
+def test_scorer_against_hand_computed_values():
+    # cola: TP 2, TN 1, FP 1, FN 0 → MCC = (2·1 − 1·0) / √(3·2·2·1) = 2/√12
+    cola = glue.run_metrics("cola", {"validation": ([1, 0, 1, 1], [1, 0, 0, 1])})
+    assert cola["matthews_correlation"] == pytest.approx(2 / 12**0.5) and cola["score"] == pytest.approx(100 / 3**0.5)
+    # mrpc: 3 of 5 right; precision 2/3, recall 2/3 → F1 2/3; score (0.6 + 2/3)/2
+    mrpc = glue.run_metrics("mrpc", {"validation": ([1, 1, 0, 1, 0], [1, 0, 0, 1, 1])})
+    assert mrpc["accuracy"] == pytest.approx(0.6) and mrpc["f1"] == pytest.approx(2 / 3)
+    assert mrpc["score"] == pytest.approx(100 * (0.6 + 2 / 3) / 2)
+    # stsb: ranks agree (Spearman 1); Pearson = 6.5 / √(5 · 8.75)
+    stsb = glue.run_metrics("stsb", {"validation": ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0])})
+    assert stsb["pearson"] == pytest.approx(6.5 / (5 * 8.75) ** 0.5) and stsb["spearmanr"] == pytest.approx(1.0)
+    assert stsb["score"] == pytest.approx(100 * (6.5 / 43.75**0.5 + 1) / 2)
+    mnli = glue.run_metrics(
+        "mnli", {"validation_matched": ([0, 1, 2, 2], [0, 1, 2, 0]), "validation_mismatched": ([0, 0], [0, 1])}
+    )
+    assert mnli == {"accuracy_matched": 0.75, "accuracy_mismatched": 0.5}
+    assert glue.task_scores("mnli", mnli) == {"mnli-m": 75.0, "mnli-mm": 50.0}
+    assert glue.run_metrics("rte", {"validation": ([0, 1, 1, 1], [0, 1, 0, 0])}) == {"accuracy": 0.5, "score": 50.0}
+
+
+def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
+    seed_1 = dict.fromkeys(glue.GLUE_SCORES, 70.0)
+    seed_2 = {**dict.fromkeys(glue.GLUE_SCORES, 70.0), "cola": 79.0}  # GLUE 71
+    scores = {name: {"1": seed_1[name], "2": seed_2[name]} for name in glue.GLUE_SCORES}
+    aggregates = glue.aggregate(scores, [1, 2])
+    assert aggregates["tasks"]["cola"] == {"mean": 74.5, "std": pytest.approx(4.5 * 2**0.5), "n": 2}
+    assert aggregates["tasks"]["rte"] == {"mean": 70.0, "std": 0.0, "n": 2}
+    assert aggregates["glue"] == {"mean": 70.5, "std": pytest.approx(0.5 * 2**0.5), "per_seed": {"1": 70.0, "2": 71.0},
+                                  "n_seeds": 2, "complete": True}  # fmt: skip
+    del scores["rte"]["2"]
+    incomplete = glue.aggregate(scores, [1, 2])["glue"]
+    assert incomplete == {"mean": None, "std": None, "per_seed": {"1": 70.0}, "n_seeds": 1, "complete": False}
+
+
+# Data
+
+
+def test_tsv_layout_gives_the_hub_columns_and_label_ids(assets, tmp_path):
+    mnli = load_task("mnli", assets / "data")
+    assert list(mnli) == ["train", "validation_matched", "validation_mismatched"]
+    assert mnli["train"].column_names == ["premise", "hypothesis", "label", "idx"]
+    assert mnli["validation_mismatched"]["label"][:4] == [0, 1, 2, 0]  # entailment, neutral, contradiction
+    rte = load_task("rte", assets / "data")
+    assert rte["validation"]["label"][:2] == [0, 1] and rte["train"]["sentence1"][0].startswith('"')  # no quoting
+    assert load_task("stsb", assets / "data")["train"]["label"][-1] == 5.0
+    assert len(load_task("qqp", assets / "data")["train"]) == 24  # the corrupted row is skipped
+    cola = load_task("cola", assets / "data")["train"]
+    assert cola.column_names == ["sentence", "label", "idx"] and cola["label"][:2] == [0, 1]
+    # a save_to_disk folder per task reads the same
+    rte.save_to_disk(str(tmp_path / "rte"))
+    saved = load_task("rte", tmp_path)
+    assert saved["train"].to_dict() == rte["train"].to_dict()
+
+
+def broken_copy(assets, tmp_path, folder, edit):
+    shutil.copytree(assets / "data", tmp_path / "data")
+    edit(tmp_path / "data" / folder)
+    return ["--data_dir", str(tmp_path / "data")]
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("unknown task", r"Unknown GLUE task\(s\) boolq; allowed: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli"),
+        ("missing model", r"Model '.*/no-such-model' not found"),
+        ("missing split", r"mnli: .*dev_mismatched.tsv is missing"),
+        ("missing column", r"rte: column 'sentence2' missing from .*RTE/dev.tsv"),
+        ("unknown label", r"qnli: .*label 'maybe' is neither an id nor one of entailment, not_entailment"),
+        ("label out of range", r"cola train: label 2 at row 0 is outside the task's range; allowed: 0..1"),
+        ("stsb out of range", r"stsb validation: label 5.5 at row 1 is outside the task's range; allowed: a similarity in \[0, 5\]"),
+        ("too long", r"max_length=128 exceeds the model's max_position_embeddings=64"),
+    ],
+)  # fmt: skip
+def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, case, message):
+    def replace_in(name, old, new):
+        return lambda folder: (folder / name).write_text((folder / name).read_text().replace(old, new, 1))
+
+    args = suite_args(assets, tmp_path / "out", "--tasks", "sst2,mrpc,qqp,stsb,mnli,qnli,rte,cola")
+    extra = {
+        "unknown task": lambda: ["--tasks", "rte,boolq"],
+        "missing model": lambda: ["--model", str(tmp_path / "no-such-model")],
+        "missing split": lambda: broken_copy(assets, tmp_path, "MNLI", lambda f: (f / "dev_mismatched.tsv").unlink()),
+        "missing column": lambda: broken_copy(assets, tmp_path, "RTE", replace_in("dev.tsv", "sentence2", "hypothesis")),
+        "unknown label": lambda: broken_copy(assets, tmp_path, "QNLI", replace_in("train.tsv", "\tentailment", "\tmaybe")),
+        "label out of range": lambda: broken_copy(assets, tmp_path, "CoLA", replace_in("train.tsv", "gj04\t0", "gj04\t2")),
+        "stsb out of range": lambda: broken_copy(assets, tmp_path, "STS-B", replace_in("dev.tsv", "\t0.217", "\t5.5")),
+        "too long": lambda: ["--max_length", "128"],
+    }[case]()
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        glue.main(args + extra)
+    assert fake_fine_tune[0] == []  # nothing trained
+    assert not (tmp_path / "out" / "glue_results.json").exists()
+
+
+def test_paper_protocol_is_the_default(tmp_path):
+    glue_args, args, tasks, seeds = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
+    assert tasks == EIGHT_TASKS.split(",") and seeds == [1, 2, 3, 4, 5] and glue_args.max_length == 128
+    assert (args.num_train_epochs, args.learning_rate, args.lr_scheduler_type, args.warmup_steps) == (5, 1e-5, "linear", 0.1)
+    assert (args.per_device_train_batch_size, args.weight_decay) == (16, 0.0)
+    assert args.train_sampling_strategy == "group_by_length" and args.save_strategy == "no"
+
+
+# The whole suite, restart, sweep
+
+
+def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
+    output_dir = tmp_path / "out"
+    glue.main(suite_args(assets, output_dir, "--tasks", EIGHT_TASKS + ",wnli", "--seeds", "1"))
+    results = json.loads((output_dir / "glue_results.json").read_text())
+
+    weights = assets / "model" / "model.safetensors"
+    model = SymBertForMaskedLM.from_pretrained(assets / "model")
+    assert results["model"] == {"name_or_path": str(assets / "model"), "revision": None,
+                                "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+                                "attention_type": "pairwise", "num_parameters": model.num_parameters()}  # fmt: skip
+    assert results["schema_version"] == 1 and results["protocol"]["seeds"] == [1]
+    assert results["protocol"]["tasks"] == [*EIGHT_TASKS.split(","), "wnli"] and results["protocol"]["max_steps"] == 2
+    assert set(results["runs"]["mnli"]["1"]) == {"accuracy_matched", "accuracy_mismatched"}
+    assert set(results["runs"]["stsb"]["1"]) == {"pearson", "spearmanr", "score"}
+    assert set(results["runs"]["mrpc"]["1"]) == {"accuracy", "f1", "score"}
+    assert list(results["scores"]) == [*glue.GLUE_SCORES[:5], "mnli-m", "mnli-mm", "qnli", "rte", "wnli"]
+    for task, by_seed in results["runs"].items():  # scores follow from the stored metrics
+        for name, value in glue.task_scores(task, by_seed["1"]).items():
+            assert results["scores"][name]["1"] == value and results["aggregates"]["tasks"][name]["n"] == 1
+    nine = {name: results["scores"][name]["1"] for name in glue.GLUE_SCORES}
+    assert results["aggregates"]["glue"] == {"mean": glue.glue_score(nine), "std": 0.0, "n_seeds": 1, "complete": True,
+                                             "per_seed": {"1": glue.glue_score(nine)}}  # fmt: skip
+    assert results["aggregates"]["tasks"]["stsb"]["mean"] == results["runs"]["stsb"]["1"]["score"]
+    assert 0 <= results["runs"]["rte"]["1"]["accuracy"] <= 1
+    assert (output_dir / "runs" / "mnli" / "seed-1.json").is_file()
+    assert not list(output_dir.rglob("checkpoint-*"))  # no per-pair checkpoints kept
+    markdown = (output_dir / "glue_results.md").read_text()
+    assert f"{results['aggregates']['glue']['mean']:.2f} (0.00)" in markdown
+    assert "rte seed 1: rte " in capsys.readouterr().out
+
+
+def test_rerun_skips_finished_pairs(assets, tmp_path, fake_fine_tune):
+    calls, _ = fake_fine_tune
+    output_dir = tmp_path / "out"
+    glue.main(suite_args(assets, output_dir, "--tasks", "rte,mrpc", "--seeds", "1,2"))
+    assert len(calls) == 4
+    glue.main(suite_args(assets, output_dir, "--tasks", "rte,mrpc", "--seeds", "1,2"))
+    assert len(calls) == 4  # all done: nothing trained
+    (output_dir / "runs" / "mrpc" / "seed-2.json").unlink()  # as if killed while training mrpc seed 2
+    glue.main(suite_args(assets, output_dir, "--tasks", "rte,mrpc", "--seeds", "1,2,3"))
+    assert [(task, seed) for _, task, seed in calls[4:]] == [("rte", 3), ("mrpc", 2), ("mrpc", 3)]
+    results = json.loads((output_dir / "glue_results.json").read_text())
+    assert results["scores"]["rte"] == pytest.approx({"1": 50.0, "2": 51.0, "3": 52.0})
+    assert results["aggregates"]["tasks"]["rte"] == pytest.approx({"mean": 51.0, "std": 1.0, "n": 3})
+    with pytest.raises(ValueError, match="was made with another model or protocol"):
+        glue.main(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1", "--learning_rate", "2e-5"))
+    assert len(calls) == 7
+
+
+def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune):
+    calls, accuracies = fake_fine_tune
+    for name in ("original", "pairwise"):
+        for step in (100, 200, 300):
+            shutil.copytree(assets / "model", tmp_path / name / f"checkpoint-{step}")
+    accuracies.update({"original/checkpoint-100": 0.50, "original/checkpoint-200": 0.75, "original/checkpoint-300": 0.80,
+                       "pairwise/checkpoint-100": 0.60, "pairwise/checkpoint-200": 0.70, "pairwise/checkpoint-300": 0.70})  # fmt: skip
+    args = ["--pretraining_dirs", str(tmp_path / "original"), str(tmp_path / "pairwise"), "--tasks", "rte",
+            "--seeds", "1,2", "--data_dir", str(assets / "data"), "--output_dir", str(tmp_path / "sweep"),
+            "--max_length", MAX_LENGTH, *FAST]  # fmt: skip
+
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint for step\(s\) 250; it has 100, 200, 300"):
+        glue.main(args + ["--steps", "100,250"])
+    assert calls == []
+    glue.main(args)
+    assert len(calls) == 12
+
+    with open(tmp_path / "sweep" / "glue_vs_step.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert list(rows[0]) == ["model", "step", "glue", "rte"]
+    # seeds 1 and 2 score accuracy and accuracy + 0.01: the mean is accuracy + 0.005
+    expected = [("original", 100, 50.5), ("original", 200, 75.5), ("original", 300, 80.5),
+                ("pairwise", 100, 60.5), ("pairwise", 200, 70.5), ("pairwise", 300, 70.5)]  # fmt: skip
+    assert [(r["model"], int(r["step"]), pytest.approx(float(r["glue"]))) for r in rows] == expected
+    # 95% of the final score, crossed between the two steps around it: step 100 + 100 · (target − low) / (high − low)
+    original_target, pairwise_target = 0.95 * 80.5, 0.95 * 70.5
+    assert glue.crossing_step([100, 200, 300], [50.5, 75.5, 80.5]) == pytest.approx(200 + 100 * (original_target - 75.5) / 5)
+    assert glue.crossing_step([100, 200, 300], [60.5, 70.5, 70.5]) == pytest.approx(100 + 100 * (pairwise_target - 60.5) / 10)
+    assert glue.crossing_step([1, 2], [90.0, 80.0]) == 1.0 and glue.crossing_step([1, 2], [-30.0, -20.0]) is None
+    summary = (tmp_path / "sweep" / "glue_vs_step.md").read_text()
+    assert f"| original | 300 | 80.50 | {original_target:.2f} | 219.5 |" in summary
+    assert (tmp_path / "sweep" / "glue_vs_step.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "sweep" / "pairwise" / "step-200" / "glue_results.json").is_file()

@@ -1,0 +1,537 @@
+"""GLUE fine-tuning and scoring by the paper's protocol, over seeds and along pre-training checkpoints.
+
+    symbert-glue --model outputs/cpu-demo --tasks rte,mrpc --seeds 1,2 --output_dir glue/demo
+    symbert-glue --model outputs/cpu-demo --data_dir glue_data --output_dir glue/demo      # offline: local GLUE data
+    symbert-glue --pretraining_dirs runs/original runs/pairwise --steps 10000,30000,65000 --output_dir glue/sweep
+
+Defaults are the paper's protocol (PAPER_PROTOCOL): 5 epochs, lr 1e-5, linear schedule, warm-up ratio 0.1, batch 16,
+max length 128, weight decay 0, seeds 1-5, the eight tasks; the final model is scored on the dev sets. Any
+`TrainingArguments` field can be overridden on the command line (e.g. `--max_steps 10`, `--bf16 true`).
+
+Output folder: `runs/<task>/seed-<n>.json` (one per finished pair, written atomically; a rerun skips them),
+`glue_results.json` (schema: training/GLUE_RESULTS.md) and `glue_results.md`, rebuilt from the run files after
+every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`) and `glue_vs_step.csv`,
+`glue_vs_step.md`, `glue_vs_step.png`.
+"""
+
+import csv
+import json
+import statistics
+import sys
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError
+from huggingface_hub.utils.sha import sha_fileobj
+from safetensors import safe_open
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+
+import symbert  # noqa: F401  (registers SymBERT with the Auto classes)
+from symbert.training.glue_data import HUB_DATASET, TASKS, load_task
+from symbert.training.reporting import _new_figure, _save, _write_atomically
+
+SCHEMA_VERSION = 1
+PAPER_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
+GLUE_SCORES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli-m", "mnli-mm", "qnli", "rte")  # the nine of the mean
+PAPER_PROTOCOL = {
+    "num_train_epochs": 5,
+    "learning_rate": 1e-5,
+    "lr_scheduler_type": "linear",
+    "warmup_steps": 0.1,  # below 1: a ratio of the total steps
+    "per_device_train_batch_size": 16,
+    "weight_decay": 0.0,
+    # not part of the paper's protocol: length-grouped batches (with dynamic padding, short GLUE sentences are not
+    # padded to 128), no checkpoints per pair (disk), no evaluation during training (the final model is scored)
+    "train_sampling_strategy": "group_by_length",
+    "save_strategy": "no",
+    "eval_strategy": "no",
+    "per_device_eval_batch_size": 64,
+    "logging_steps": 100,
+    "report_to": "none",
+}
+SWEEP_FRACTION = 0.95
+
+
+@dataclass
+class GlueArguments:
+    model: str | None = field(default=None, metadata={"help": "model folder or Hub id to fine-tune"})
+    revision: str | None = field(default=None, metadata={"help": "Hub revision of --model"})
+    tasks: str = field(default=",".join(PAPER_TASKS), metadata={"help": f"comma-separated: {', '.join(TASKS)}"})
+    seeds: str = field(default="1,2,3,4,5", metadata={"help": "comma-separated integers"})
+    data_dir: str | None = field(
+        default=None,
+        metadata={"help": f"local GLUE data (TSV files or save_to_disk folders); default: the Hub's {HUB_DATASET}"},
+    )
+    max_length: int = field(default=128, metadata={"help": "tokens per example (truncated beyond)"})
+    pretraining_dirs: list[str] | None = field(
+        default=None, metadata={"help": "pre-training output folders: score their checkpoint-N folders (the sweep)"}
+    )
+    steps: str | None = field(default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"})
+
+
+def parse_arguments(argv):
+    """The paper's protocol first, then the command line, so the command line wins."""
+    defaults = [item for key, value in PAPER_PROTOCOL.items() for item in (f"--{key}", str(value))]
+    parser = HfArgumentParser((GlueArguments, TrainingArguments))
+    glue_args, training_args = parser.parse_args_into_dataclasses(defaults + list(argv))
+    tasks, seeds = check_arguments(glue_args, training_args)
+    return glue_args, training_args, tasks, seeds
+
+
+def check_arguments(glue_args, training_args):
+    tasks = [task.strip() for task in glue_args.tasks.split(",") if task.strip()]
+    unknown = [task for task in tasks if task not in TASKS]
+    if unknown or not tasks:
+        raise ValueError(f"Unknown GLUE task(s) {', '.join(unknown) or '(none given)'}; allowed: {', '.join(TASKS)}.")
+    try:
+        seeds = [int(seed) for seed in glue_args.seeds.split(",")]
+    except ValueError:
+        raise ValueError(f"--seeds {glue_args.seeds!r} must be comma-separated integers, e.g. 1,2,3,4,5.") from None
+    if (glue_args.model is None) == (glue_args.pretraining_dirs is None):
+        raise ValueError("Pass exactly one of --model (one model) and --pretraining_dirs (the checkpoint sweep).")
+    if glue_args.steps is not None and glue_args.pretraining_dirs is None:
+        raise ValueError("--steps selects checkpoints of --pretraining_dirs; it needs --pretraining_dirs.")
+    if glue_args.max_length <= 0:
+        raise ValueError(f"max_length={glue_args.max_length} must be positive.")
+    if training_args.output_dir is None:
+        raise ValueError("--output_dir is required.")
+    return list(dict.fromkeys(tasks)), list(dict.fromkeys(seeds))
+
+
+# Scoring: the spec's formulas on scikit-learn's and scipy's metrics. Metrics are fractions, scores percent.
+
+
+def split_metrics(task, predictions, labels):
+    """The task's metrics on one dev split, from predicted classes (or similarities, for stsb) and gold labels."""
+    if task == "cola":
+        return {"matthews_correlation": float(matthews_corrcoef(labels, predictions))}
+    if task == "stsb":
+        return {"pearson": float(pearsonr(predictions, labels)[0]), "spearmanr": float(spearmanr(predictions, labels)[0])}
+    metrics = {"accuracy": float(accuracy_score(labels, predictions))}
+    if task in ("mrpc", "qqp"):
+        metrics["f1"] = float(f1_score(labels, predictions))
+    return metrics
+
+
+def task_scores(task, metrics):
+    """{score name: percent} for one (task, seed): mnli gives mnli-m and mnli-mm, every other task one score."""
+    if task == "mnli":
+        return {"mnli-m": 100 * metrics["accuracy_matched"], "mnli-mm": 100 * metrics["accuracy_mismatched"]}
+    if task == "cola":
+        return {task: 100 * metrics["matthews_correlation"]}
+    if task in ("mrpc", "qqp"):
+        return {task: 100 * (metrics["accuracy"] + metrics["f1"]) / 2}
+    if task == "stsb":
+        return {task: 100 * (metrics["pearson"] + metrics["spearmanr"]) / 2}
+    return {task: 100 * metrics["accuracy"]}
+
+
+def run_metrics(task, per_split):
+    """A pair's raw metrics from {split: (predictions, labels)}; mnli's keys get the split's suffix (_matched)."""
+    if task == "mnli":
+        return {
+            f"{name}_{split.removeprefix('validation_')}": value
+            for split, (predictions, labels) in per_split.items()
+            for name, value in split_metrics(task, predictions, labels).items()
+        }
+    (predictions, labels), = per_split.values()  # fmt: skip
+    metrics = split_metrics(task, predictions, labels)
+    return {**metrics, "score": task_scores(task, metrics)[task]}
+
+
+def glue_score(scores):
+    """One seed's GLUE score: the plain mean of the nine scores (mnli counts twice; wnli never)."""
+    missing = [name for name in GLUE_SCORES if name not in scores]
+    if missing:
+        raise ValueError(f"The GLUE score needs all nine scores; missing: {', '.join(missing)}.")
+    return statistics.fmean(scores[name] for name in GLUE_SCORES)
+
+
+def mean_and_std(values):
+    """Mean and sample standard deviation (ddof 1; 0.0 for a single value)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def aggregate(scores, seeds):
+    """`aggregates` of the results file from {score name: {seed: percent}} and the protocol's seeds."""
+    tasks = {}
+    for name, by_seed in scores.items():
+        mean, std = mean_and_std(list(by_seed.values()))
+        tasks[name] = {"mean": mean, "std": std, "n": len(by_seed)}
+    per_seed = {
+        str(seed): glue_score({name: scores[name][str(seed)] for name in GLUE_SCORES})
+        for seed in seeds
+        if all(str(seed) in scores.get(name, {}) for name in GLUE_SCORES)
+    }
+    complete = bool(seeds) and len(per_seed) == len(seeds)
+    mean, std = mean_and_std(list(per_seed.values())) if complete else (None, None)
+    glue = {"mean": mean, "std": std, "per_seed": per_seed, "n_seeds": len(per_seed), "complete": complete}
+    return {"tasks": tasks, "glue": glue}
+
+
+# Fine-tuning
+
+
+def tokenize(task, data, tokenizer, max_length):
+    text_columns = TASKS[task].text_columns
+
+    def encode(batch):
+        return tokenizer(*(batch[column] for column in text_columns), truncation=True, max_length=max_length)
+
+    # Unpadded: DataCollatorWithPadding pads each batch to its own longest example.
+    return {
+        split: dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c != "label"])
+        for split, dataset in data.items()
+    }
+
+
+def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_args):
+    """Fine-tune a fresh copy of the model on the task's train split with `seed`; the pair's metrics on its dev splits."""
+    spec = TASKS[task]
+    set_seed(seed)  # the classifier head is initialised here, before the Trainer seeds anything
+    labels = {} if spec.label_names is None else {"id2label": dict(enumerate(spec.label_names))}
+    model = AutoModelForSequenceClassification.from_pretrained(
+        model_name,
+        revision=revision,
+        trust_remote_code=True,
+        num_labels=spec.num_labels,
+        problem_type="regression" if spec.label_names is None else "single_label_classification",
+        **labels,
+    )
+    trainer = Trainer(
+        model=model,
+        args=replace(training_args, seed=seed),
+        train_dataset=tokenized["train"],
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    per_split = {}
+    for split in spec.eval_splits:
+        output = trainer.predict(tokenized[split])
+        logits = output.predictions
+        predictions = logits.squeeze(-1) if spec.label_names is None else logits.argmax(-1)
+        per_split[split] = (predictions, output.label_ids)
+    return run_metrics(task, per_split)
+
+
+# The suite: one model, tasks × seeds, restartable
+
+
+def check_model(name, revision=None):
+    """The model's config, or a clear error when `name` is neither a local model folder nor a loadable Hub model."""
+    path = Path(name)
+    if path.exists() and not (path / "config.json").is_file():
+        raise FileNotFoundError(f"Model folder {name!r} has no config.json: not a saved model.")
+    if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise FileNotFoundError(f"Model {name!r} not found: no such folder (and not a Hub model id).")
+    try:
+        return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
+    except (OSError, ValueError) as error:
+        raise FileNotFoundError(f"Model {name!r} not found: not a local folder nor a loadable Hub model ({error}).")
+
+
+def model_info(name, revision, config):
+    """The `model` entry of the results file: its weights file's sha256 identifies exactly what was scored."""
+    if Path(name).is_dir():
+        weights = Path(name) / "model.safetensors"
+        weights = weights if weights.is_file() else None
+    else:
+        try:
+            weights = Path(hf_hub_download(name, "model.safetensors", revision=revision))
+            revision = weights.parent.name  # the cache's snapshots/<commit>/ folder: the exact revision
+        except EntryNotFoundError:  # sharded or .bin weights: no single file to hash
+            weights = None
+    sha256 = num_parameters = None
+    if weights is not None:
+        with open(weights, "rb") as file:
+            sha256 = sha_fileobj(file).hex()
+        with safe_open(weights, framework="np") as tensors:
+            num_parameters = sum(int(np.prod(tensors.get_slice(key).get_shape())) for key in tensors.keys())
+    return {
+        "name_or_path": name,
+        "revision": revision,
+        "weights_sha256": sha256,
+        "attention_type": getattr(config, "attention_type", "original"),  # a plain BERT is the original attention
+        "num_parameters": num_parameters,
+    }
+
+
+def pair_protocol(glue_args, training_args):
+    """Everything that makes one (task, seed) result: a finished pair is reused only when all of it matches."""
+    warmup = training_args.warmup_steps
+    return {
+        "epochs": training_args.num_train_epochs,
+        "max_steps": training_args.max_steps,
+        "learning_rate": training_args.learning_rate,
+        "lr_scheduler_type": str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
+        "warmup_ratio": warmup if warmup < 1 else None,
+        "warmup_steps": int(warmup) if warmup >= 1 else None,
+        "per_device_train_batch_size": training_args.per_device_train_batch_size,
+        "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
+        "world_size": training_args.world_size,
+        "max_length": glue_args.max_length,
+        "weight_decay": training_args.weight_decay,
+        "data": glue_args.data_dir or HUB_DATASET,
+    }
+
+
+def write_json(path, value):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, lambda file: file.write(json.dumps(value, indent=2) + "\n"))
+
+
+def read_runs(output_dir, model, protocol):
+    """The finished pairs under `output_dir/runs`: {(task, seed): record}; all must be of this model and protocol."""
+    runs = {}
+    for path in sorted((output_dir / "runs").glob("*/seed-*.json")):
+        record = json.loads(path.read_text())
+        made_with = (record["model"]["name_or_path"], record["model"]["weights_sha256"], record["protocol"])
+        if made_with != (model["name_or_path"], model["weights_sha256"], protocol):
+            raise ValueError(
+                f"{path} was made with another model or protocol ({made_with[0]}, {made_with[2]}) than this run "
+                f"({model['name_or_path']}, {protocol}); use another --output_dir or remove {output_dir / 'runs'}."
+            )
+        runs[record["task"], record["seed"]] = record
+    return runs
+
+
+def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
+    """Fine-tune and score `model_name` on tasks × seeds into `output_dir`; returns the results (glue_results.json)."""
+    output_dir = Path(output_dir)
+    config = check_model(model_name, glue_args.revision)
+    if glue_args.max_length > config.max_position_embeddings:
+        raise ValueError(
+            f"max_length={glue_args.max_length} exceeds the model's max_position_embeddings="
+            f"{config.max_position_embeddings}."
+        )
+    tokenizer = AutoTokenizer.from_pretrained(model_name, revision=glue_args.revision)
+    model = model_info(model_name, glue_args.revision, config)
+    protocol = pair_protocol(glue_args, training_args)
+    runs = read_runs(output_dir, model, protocol)
+    todo = {task: [seed for seed in seeds if (task, seed) not in runs] for task in tasks}
+    data = {task: load_task(task, glue_args.data_dir) for task, left in todo.items() if left}  # all checked first
+
+    for task, left in todo.items():
+        done = [seed for seed in seeds if seed not in left]
+        if done:
+            print(f"{task}: seed(s) {', '.join(map(str, done))} already done in {output_dir}, skipped")
+        if not left:
+            continue
+        tokenized = tokenize(task, data[task], tokenizer, glue_args.max_length)
+        for seed in left:
+            work_dir = output_dir / "runs" / task / f"seed-{seed}"
+            metrics = fine_tune(
+                model_name, glue_args.revision, task, tokenized, tokenizer, seed,
+                replace(training_args, output_dir=str(work_dir)),
+            )  # fmt: skip
+            record = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol}
+            write_json(work_dir.with_suffix(".json"), record)
+            runs[task, seed] = record
+            scores = ", ".join(f"{name} {value:.2f}" for name, value in task_scores(task, metrics).items())
+            print(f"{task} seed {seed}: {scores}")
+            write_results(output_dir, build_results(model, protocol, runs, tasks, seeds))
+    results = build_results(model, protocol, runs, tasks, seeds)
+    write_results(output_dir, results)
+    return results
+
+
+def build_results(model, protocol, runs, tasks, seeds):
+    """The results file from the finished pairs (this command's and earlier ones' in the same folder)."""
+    tasks = list(dict.fromkeys([*tasks, *(task for task, _ in runs)]))
+    seeds = sorted({*seeds, *(seed for _, seed in runs)})
+    metrics, scores = {}, {}
+    for (task, seed), record in sorted(runs.items(), key=lambda item: (tasks.index(item[0][0]), item[0][1])):
+        metrics.setdefault(task, {})[str(seed)] = record["metrics"]
+        for name, value in task_scores(task, record["metrics"]).items():
+            scores.setdefault(name, {})[str(seed)] = value
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": model,
+        "protocol": {**protocol, "seeds": seeds, "tasks": tasks},
+        "runs": metrics,
+        "scores": scores,
+        "aggregates": aggregate(scores, seeds),
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "library_versions": {package: package_version(package) for package in ("symbert", "transformers", "torch")},
+    }
+
+
+def package_version(package):
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def score_columns(scores):
+    """The score names in the paper's order, wnli last (it is never part of the GLUE score)."""
+    return [name for name in (*GLUE_SCORES, "wnli") if name in scores]
+
+
+def results_markdown(results):
+    scores, aggregates = results["scores"], results["aggregates"]
+    names = score_columns(scores)
+    glue = aggregates["glue"]
+    seeds = results["protocol"]["seeds"]
+    header = ["model", *names, "GLUE"]
+    cells = [f"{aggregates['tasks'][name]['mean']:.2f} ({aggregates['tasks'][name]['std']:.2f})" for name in names]
+    glue_cell = f"{glue['mean']:.2f} ({glue['std']:.2f})" if glue["complete"] else "incomplete"
+    lines = [
+        f"# GLUE: {results['model']['name_or_path']}",
+        "",
+        f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}; GLUE is the mean of "
+        "the nine scores cola, sst2, mrpc, qqp, stsb, mnli-m, mnli-mm, qnli, rte (wnli excluded) and its std the "
+        "sample std of the per-seed GLUE scores.",
+        "",
+        table(header, [[results["model"]["name_or_path"], *cells, glue_cell]]),
+        "",
+        "Per seed:",
+        "",
+    ]
+    rows = []
+    for seed in map(str, seeds):
+        per_seed = glue["per_seed"].get(seed)
+        rows.append([seed, *(f"{scores[n][seed]:.2f}" if seed in scores[n] else "-" for n in names),
+                     "-" if per_seed is None else f"{per_seed:.2f}"])  # fmt: skip
+    lines.append(table(["seed", *names, "GLUE"], rows))
+    return "\n".join(lines) + "\n"
+
+
+def table(header, rows):
+    """A Markdown table: the first column left-aligned, the numbers right-aligned."""
+    alignment = ["---"] + ["---:"] * (len(header) - 1)
+    return "\n".join("| " + " | ".join(row) + " |" for row in [header, alignment, *rows])
+
+
+def write_results(output_dir, results):
+    write_json(output_dir / "glue_results.json", results)
+    _write_atomically(output_dir / "glue_results.md", lambda file: file.write(results_markdown(results)))
+
+
+# The sweep: the suite on checkpoints along pre-training (the paper's Figure 3)
+
+
+def sweep_checkpoints(pretraining_dirs, steps):
+    """{model name: {step: checkpoint folder}}, every folder checked before any training."""
+    names = [Path(folder).name for folder in pretraining_dirs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--pretraining_dirs must have distinct folder names (they name the models): {names}.")
+    wanted = None if steps is None else [int(step) for step in steps.split(",")]
+    checkpoints = {}
+    for name, folder in zip(names, map(Path, pretraining_dirs)):
+        found = {int(p.name.split("-")[1]): p for p in folder.glob("checkpoint-*") if p.name.split("-")[1].isdigit()}
+        if not found:
+            raise FileNotFoundError(f"No checkpoint-N folders in {folder}.")
+        missing = [step for step in wanted or [] if step not in found]
+        if missing:
+            raise FileNotFoundError(
+                f"{folder}: no checkpoint for step(s) {', '.join(map(str, missing))}; it has {', '.join(map(str, sorted(found)))}."
+            )
+        checkpoints[name] = {step: found[step] for step in sorted(wanted or found)}
+        for path in checkpoints[name].values():
+            check_model(str(path))
+    return checkpoints
+
+
+def seed_averaged_score(results):
+    """The sweep's score of one checkpoint: the GLUE mean when all nine scores are there, otherwise the same mean
+    (over seeds of the per-seed mean) over the scores that are (e.g. rte alone)."""
+    scores = {name: by_seed for name, by_seed in results["scores"].items() if name in GLUE_SCORES}
+    seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
+    return statistics.fmean(statistics.fmean(s[seed] for s in scores.values() if seed in s) for seed in seeds)
+
+
+def crossing_step(steps, scores, fraction=SWEEP_FRACTION):
+    """The step, linearly interpolated, at which `scores` first reaches `fraction` of its last value; None if never."""
+    target = fraction * scores[-1]
+    first = next((i for i, score in enumerate(scores) if score >= target), None)
+    if first is None or first == 0:
+        return None if first is None else float(steps[0])
+    return float(np.interp(target, scores[first - 1 : first + 1], steps[first - 1 : first + 1]))
+
+
+def run_sweep(glue_args, training_args, tasks, seeds):
+    output_dir = Path(training_args.output_dir)
+    checkpoints = sweep_checkpoints(glue_args.pretraining_dirs, glue_args.steps)
+    rows = []
+    for name, by_step in checkpoints.items():
+        for step, folder in by_step.items():
+            print(f"\n{name} step {step}: {folder}")
+            suite_dir = output_dir / name / f"step-{step}"
+            results = run_suite(str(folder), glue_args, training_args, tasks, seeds, suite_dir)
+            means = {score: aggregate["mean"] for score, aggregate in results["aggregates"]["tasks"].items()}
+            rows.append({"model": name, "step": step, "glue": seed_averaged_score(results), **means})
+    columns = ["model", "step", "glue", *score_columns(rows[0])]
+
+    def write_csv(file):
+        writer = csv.DictWriter(file, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+    _write_atomically(output_dir / "glue_vs_step.csv", write_csv)
+    curves = {name: ([r["step"] for r in rows if r["model"] == name], [r["glue"] for r in rows if r["model"] == name])
+              for name in checkpoints}  # fmt: skip
+    summary = sweep_markdown(curves, tasks)
+    _write_atomically(output_dir / "glue_vs_step.md", lambda file: file.write(summary))
+    plot_sweep(curves, output_dir / "glue_vs_step.png")
+    print(f"\n{summary}\nSweep in {output_dir}: glue_vs_step.csv, glue_vs_step.md, glue_vs_step.png")
+    return rows
+
+
+def sweep_markdown(curves, tasks):
+    percent = f"{SWEEP_FRACTION:.0%}"
+    header = ["model", "final step", "final score", f"{percent} of final", f"step reaching {percent} (interpolated)"]
+    rows = []
+    for name, (steps, scores) in curves.items():
+        crossing = crossing_step(steps, scores)
+        target = SWEEP_FRACTION * scores[-1]
+        rows.append([name, str(steps[-1]), f"{scores[-1]:.2f}", f"{target:.2f}",
+                     "not reached" if crossing is None else f"{crossing:.1f}"])  # fmt: skip
+    return (
+        f"Score along pre-training (tasks {', '.join(tasks)}; GLUE when all eight tasks are run, otherwise the "
+        "mean of the scores run), mean over seeds.\n\n" + table(header, rows) + "\n"
+    )
+
+
+def plot_sweep(curves, path):
+    """GLUE score against pre-training step, one line per model, with its 95%-of-final line and crossing step."""
+    fig, ax = _new_figure("GLUE score (dev, %)", "GLUE along pre-training")
+    for name, (steps, scores) in curves.items():
+        (line,) = ax.plot(steps, scores, marker="o", label=name)
+        target = SWEEP_FRACTION * scores[-1]
+        ax.axhline(target, color=line.get_color(), linestyle="--", linewidth=1, label=f"{SWEEP_FRACTION:.0%} of {name}")
+        crossing = crossing_step(steps, scores)
+        if crossing is not None:
+            ax.axvline(crossing, color=line.get_color(), linestyle=":", linewidth=1)
+    ax.legend()
+    return _save(fig, path)
+
+
+def main(argv=None):
+    glue_args, training_args, tasks, seeds = parse_arguments(sys.argv[1:] if argv is None else argv)
+    if glue_args.pretraining_dirs:
+        run_sweep(glue_args, training_args, tasks, seeds)
+        return
+    output_dir = Path(training_args.output_dir)
+    results = run_suite(glue_args.model, glue_args, training_args, tasks, seeds, output_dir)
+    print(f"\n{results_markdown(results)}\nResults in {output_dir}: glue_results.json, glue_results.md, runs/")
+
+
+if __name__ == "__main__":
+    main()
