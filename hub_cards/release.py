@@ -51,6 +51,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 TRAINING_FILES = ("training_args.bin", "trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
 # Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
+EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
 CHECK_TEXTS = ["The old man walked slowly along the {mask} of the river.", "She {mask} the letter twice before night."]
 
 
@@ -176,6 +177,7 @@ def plan_models(args):
                 f"{config.attention_type!r}."
             )
         used.add(results)
+        dataset_of(model, args)
         repo_id = f"{args.namespace}/{repo_name(args.name_template, model, config)}"
         if repo_id in repos:
             raise ValueError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
@@ -197,6 +199,21 @@ def plan_models(args):
                 f"{data.get('name_or_path')!r}) than any model being released."
             )
     return plans
+
+
+def dataset_of(model, args):
+    """(description, Hub dataset id or None) of the pre-training data: --dataset, else what symbert-pretrain recorded."""
+    if args.dataset:
+        return args.dataset, args.dataset if "/" in args.dataset else None  # Hub ids have a namespace
+    data = read_json(model / "training_summary.json").get("data_arguments")
+    if data is None:
+        raise ValueError(f"{model}/training_summary.json does not record the pre-training data (an older output); pass --dataset.")
+    if data.get("dataset_name"):
+        config = f" ({data['dataset_config']})" if data.get("dataset_config") else ""
+        return f"{data['dataset_name']}{config}, split {data.get('dataset_split')}", data["dataset_name"]
+    if data.get("train_files"):
+        return "local files: " + ", ".join(Path(f).name for f in data["train_files"]), None
+    return EMBEDDED_CORPUS, None
 
 
 def repo_name(template, model, config):
@@ -273,9 +290,9 @@ def training_info(model, args):
     log_history = load_log_history(model)
     runtime = next((e["train_runtime"] for e in reversed(log_history) if "train_runtime" in e), None)
     world = summary.get("world_size", 1)
-    hardware = args.hardware or ("CPU" if training_args.use_cpu else "GPU (model not recorded)")
+    hardware = args.hardware or summary.get("hardware") or ("CPU" if training_args.use_cpu else "GPU (model not recorded)")
     return {
-        "dataset": args.dataset,
+        "dataset": dataset_of(model, args)[0],
         "steps": summary["steps"],
         "global_batch_size": summary["global_batch_size"],
         "max_seq_length": summary["max_seq_length"],
@@ -355,7 +372,8 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
     name = repo_id.split("/")[1]
     summary = read_json(model / "training_summary.json")
     training = training_info(model, args)
-    datasets = [args.dataset] if "/" in args.dataset else None  # Hub ids only in the metadata
+    dataset, hub_dataset = dataset_of(model, args)
+    datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
     files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
     files["loss.png"] = model / "loss.png"
     if not files["loss.png"].is_file():  # an output from before the plot existed: draw it from the log
@@ -367,7 +385,7 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
     if glue_plot is not None:
         files[GLUE_PLOT] = glue_plot
 
-    prov = provenance(files, args.dataset, glue_results_sha256=sha256(results_path), training_steps=summary["steps"])
+    prov = provenance(files, dataset, glue_results_sha256=sha256(results_path), training_steps=summary["steps"])
     eval_results = cards.glue_eval_results(results)
     data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
     values = card_values(config, repo_id, args.tag, "release", prov, size=summary.get("size"))
@@ -386,7 +404,7 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
         run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
         own_files = {n: checkpoint / n for n in ("trainer_state.json", "training_args.bin") if (checkpoint / n).is_file()}
         checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
-        prov = provenance(checkpoint_files, args.dataset, training_steps=step)
+        prov = provenance(checkpoint_files, dataset, training_steps=step)
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
         values = card_values(config, repo_id, branch, "checkpoint", prov, size=summary.get("size"))
         card = cards.render(
@@ -652,8 +670,8 @@ def parse_arguments(argv):
     parser.add_argument("models", nargs="*", help="symbert-pretrain output folders, or folders holding them")
     parser.add_argument("--namespace", required=True, help="Hub user or organisation that will own the repositories")
     parser.add_argument("--results", nargs="*", default=[], help="glue_results.json files, or folders searched for them")
-    parser.add_argument("--dataset", help="pre-training data: a Hub dataset id (goes into the card's metadata) or a description")
-    parser.add_argument("--hardware", help='what it was trained on, e.g. "1 × NVIDIA H200" (default: from training_args.bin)')
+    parser.add_argument("--dataset", help="pre-training data, a Hub dataset id or a description (default: as recorded by symbert-pretrain)")
+    parser.add_argument("--hardware", help='what it was trained on, e.g. "NVIDIA H200" (default: as recorded by symbert-pretrain)')
     parser.add_argument("--checkpoints", help="comma-separated steps whose checkpoint-N folders become branches step-N")
     parser.add_argument("--glue_vs_step", help=f"GLUE-along-pre-training plot (default: {GLUE_PLOT} next to the results file)")
     parser.add_argument("--name_template", default="symbert-{size}-{attention_type}", help="repository name")
@@ -667,8 +685,6 @@ def parse_arguments(argv):
     args = parser.parse_args(argv)
     if args.tiny_random == bool(args.models):
         parser.error("give model folders, or --tiny_random (not both)")
-    if not args.tiny_random and not args.dataset:
-        parser.error("--dataset is required: the pre-training output does not record its data set")
     if args.checkpoints and not all(s.strip().isdigit() for s in args.checkpoints.split(",")):
         parser.error(f"--checkpoints {args.checkpoints!r} must be comma-separated step numbers, e.g. 20000,100000")
     if args.collection is None:

@@ -89,8 +89,8 @@ def family(tmp_path_factory):
     ])  # fmt: skip
     results = {kind: write_results(root / "runs" / kind, root / "glue" / kind / "glue_results.json", offset=i) for i, kind in enumerate(("original", "pairwise"))}
     shutil.copyfile(root / "runs" / "comparison.png", root / "glue" / "glue_vs_step.png")  # stands in for the sweep's plot
-    args = [str(root / "runs"), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--dataset", "local sentences",
-            "--checkpoints", "1", "--output_dir", str(root / "staged")]  # fmt: skip
+    args = [str(root / "runs"), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--checkpoints", "1",
+            "--output_dir", str(root / "staged")]  # fmt: skip
     api, printed = RecordingHfApi(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(release, "HfApi", api)
@@ -128,7 +128,7 @@ def test_stages_each_model_and_checkpoint(family):
     assert provenance["library_versions"]["torch"] == torch.__version__
     assert provenance["tokenizer_sha256"] == sha256(source / "tokenizer.json")
     assert provenance["weights_sha256"] == sha256(source / "model.safetensors") == family.results["pairwise"]["model"]["weights_sha256"]
-    assert provenance["dataset"] == "local sentences"
+    assert provenance["dataset"] == "local files: train.txt"  # as symbert-pretrain recorded it
 
 
 def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
@@ -161,6 +161,8 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     assert f"| this model (`pairwise`) | {ours:,} |" in body and f"| `original` (BERT) of the same shape and vocabulary | {original:,} |" in body
     assert 'repo, revision = "symbert-test/symbert-tiny-pairwise", "v0.1.0"' in body and "trust_remote_code=True" in body
     assert "[Q]_i S_i [Q]_iᵀ" in body and "courtois-etal-2024-symmetric" in body and "xue-aletras" not in body
+    hardware = json.loads((family.runs / "pairwise" / "training_summary.json").read_text())["hardware"]
+    assert "| data | local files: train.txt |" in body and f"| hardware | {hardware} |" in body and hardware.startswith("CPU")
     assert "| steps | 2 |" in body and "| tokens seen | 256 |" in body  # 2 steps × 4 blocks × 32 tokens
     assert "![Train and eval loss against step](loss.png)" in body
     assert "![GLUE score of checkpoints along pre-training](glue_vs_step.png)" in body
@@ -218,6 +220,12 @@ def test_bad_input_is_refused_before_any_work(family, tmp_path, monkeypatch):
         release.main([str(family.runs / "pairwise"), "--results", str(tmp_path), *base])
     with pytest.raises(FileNotFoundError, match=r"has no checkpoint-7; its checkpoints: \[1, 2\]"):
         release.main([str(family.runs / "pairwise"), "--results", str(family.root / "glue"), "--checkpoints", "7", *base])
+    older = tmp_path / "older"  # an output from before symbert-pretrain recorded its data
+    shutil.copytree(family.runs / "pairwise", older, ignore=shutil.ignore_patterns("checkpoint-*"))
+    summary = json.loads((older / "training_summary.json").read_text())
+    (older / "training_summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "data_arguments"}))
+    with pytest.raises(ValueError, match="older/training_summary.json does not record the pre-training data .*; pass --dataset"):
+        release.main([str(older), "--results", str(family.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)])
     newer = tmp_path / "newer" / "glue_results.json"
     write_results(family.runs / "pairwise", newer)
     newer.write_text(newer.read_text().replace('"schema_version": 1', '"schema_version": 2'))
