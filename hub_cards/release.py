@@ -50,8 +50,8 @@ MODEL_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json")
 TRAINING_FILES = ("training_args.bin", "trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
-# Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
 EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
+# Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
 CHECK_TEXTS = ["The old man walked slowly along the {mask} of the river.", "She {mask} the letter twice before night."]
 
 
@@ -78,16 +78,20 @@ def read_json(path):
 # ---------------------------------------------------------------------------------------------- inputs
 
 
-def find_models(paths):
-    """Pre-training output folders: each path itself, or every folder below it holding a training_summary.json."""
-    models = []
+def find_models(paths, staging_dir):
+    """Pre-training output folders: each path itself, or every folder below it holding a training_summary.json
+    (outside checkpoints and outside the staging folder)."""
+    models, staging_dir = [], Path(staging_dir).resolve()
     for path in map(Path, paths):
         if not path.is_dir():
             raise FileNotFoundError(f"model folder {str(path)!r} does not exist.")
         if (path / "config.json").is_file():
             models.append(path)
             continue
-        found = sorted(p.parent for p in path.rglob("training_summary.json") if not p.parent.name.startswith("checkpoint-"))
+        found = sorted(
+            p.parent for p in path.rglob("training_summary.json")
+            if not p.parent.name.startswith("checkpoint-") and staging_dir not in p.resolve().parents
+        )  # fmt: skip
         if not found:
             raise FileNotFoundError(
                 f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
@@ -102,9 +106,9 @@ def read_results_files(paths):
     files = []
     for path in map(Path, paths):
         if path.is_file():
-            files.append(path)
+            files.append(path.resolve())
         elif path.is_dir():
-            files += sorted(path.rglob(RESULTS_FILE))
+            files += sorted(p.resolve() for p in path.rglob(RESULTS_FILE))
         else:
             raise FileNotFoundError(f"results path {str(path)!r} does not exist.")
     results = {}
@@ -112,7 +116,7 @@ def read_results_files(paths):
         try:
             data = read_json(path)
             sha = data["model"]["weights_sha256"]
-            data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (the keys the card needs)
+            data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (keys read later)
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise ValueError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
         if data.get("schema_version") != 1:
@@ -124,14 +128,16 @@ def read_results_files(paths):
 
 
 def match_results(model, weights_sha256, candidates):
-    """The one results file measured on these weights, else a clear error."""
+    """The results file measured on these weights (of several, the one with the most runs), else a clear error."""
     matching = [path for path, data in candidates.items() if data["model"]["weights_sha256"] == weights_sha256]
-    if len(matching) == 1:
-        return matching[0]
-    if matching:
+    if matching:  # e.g. a sweep that ended on the final checkpoint next to the full suite: take the fuller one
+        runs = {path: sum(len(by_seed) for by_seed in candidates[path]["scores"].values()) for path in matching}
+        fullest = [path for path in matching if runs[path] == max(runs.values())]
+        if len(fullest) == 1:
+            return fullest[0]
         raise ValueError(
-            f"Several GLUE results files are for the weights of {model}: {', '.join(map(str, matching))}; pass the "
-            "one to release with --results."
+            f"Several GLUE results files with as many runs are for the weights of {model}: "
+            f"{', '.join(map(str, fullest))}; pass the one to release with --results."
         )
     others = "".join(
         f"\n  {path}: weights_sha256 {data['model']['weights_sha256'][:16]}… ({data['model'].get('name_or_path')})"
@@ -158,10 +164,10 @@ def check_model_folder(folder):
 
 
 def plan_models(args):
-    """[(model folder, config, results path, checkpoint folders)] for every model, every input checked before any
-    work is done."""
-    models = find_models(args.models)
-    extra_files = [Path(p) for p in args.results if Path(p).is_file()]
+    """[(model folder, config, repo id, results path, results, checkpoint folders)] for every model; every input is
+    checked before any work is done."""
+    models = find_models(args.models, args.output_dir)
+    extra_files = [Path(p).resolve() for p in args.results if Path(p).is_file()]
     candidates = read_results_files([*args.results, *models])
     steps = [int(s) for s in args.checkpoints.split(",")] if args.checkpoints else []
     plans, repos, used = [], {}, set()
@@ -217,9 +223,8 @@ def dataset_of(model, args):
 
 
 def repo_name(template, model, config):
-    summary = read_json(model / "training_summary.json")
-    name = template.format(size=summary.get("size", "custom"), attention_type=config.attention_type)
-    return name
+    size = read_json(model / "training_summary.json").get("size", "custom")
+    return template.format(size=size, attention_type=config.attention_type)
 
 
 # ---------------------------------------------------------------------------------------------- staging
@@ -569,22 +574,28 @@ def staged_files(folder):
     return sorted(p.name for p in folder.iterdir() if p.is_file())
 
 
-def remote_differs(api, stage):
-    """True unless the repository's revision holds exactly the staged files (compared by git/LFS hashes)."""
+def remote_files(api, repo_id, revision):
+    """{path: RepoFile} of a revision on the Hub ({} if it does not exist), without .gitattributes."""
     try:
-        remote = {f.path: f for f in api.list_repo_tree(stage.repo_id, revision=stage.revision, recursive=True) if isinstance(f, RepoFile)}
+        tree = api.list_repo_tree(repo_id, revision=revision, recursive=True)
+        return {f.path: f for f in tree if isinstance(f, RepoFile) and f.path != ".gitattributes"}
     except RevisionNotFoundError:
-        return True
-    remote.pop(".gitattributes", None)
+        return {}
+
+
+def remote_state(api, stage):
+    """The stage's revision on the Hub: empty, the same files (by git or LFS hash) as staged, or different."""
+    remote = remote_files(api, stage.repo_id, stage.revision)
+    if not remote:
+        return "empty"
     local = staged_files(stage.folder)
     if sorted(remote) != local:
-        return True
+        return "different"
     for name in local:
-        path = stage.folder / name
-        same = remote[name].lfs.sha256 == sha256(path) if remote[name].lfs else remote[name].blob_id == git_hash(path.read_bytes())
-        if not same:
-            return True
-    return False
+        path, file = stage.folder / name, remote[name]
+        if (file.lfs.sha256 != sha256(path)) if file.lfs else (file.blob_id != git_hash(path.read_bytes())):
+            return "different"
+    return "same"
 
 
 def push(stages, api, args):
@@ -596,10 +607,11 @@ def push(stages, api, args):
     to_push, conflicts = {}, []
     for repo_id, repo_stages in repos.items():
         exists = api.repo_exists(repo_id)
-        if exists and not any(remote_differs(api, stage) for stage in repo_stages):
+        states = {remote_state(api, stage) for stage in repo_stages} if exists else {"empty"}
+        if states == {"same"}:
             print(f"{repo_id}: already holds exactly these files; nothing to upload")
             continue
-        if exists and not args.force:
+        if "different" in states and not args.force:
             conflicts.append(repo_id)
         elif exists and args.tag in {t.name for t in api.list_repo_refs(repo_id).tags}:
             raise ValueError(f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed.")
@@ -613,7 +625,7 @@ def push(stages, api, args):
     for repo_id, (repo_stages, existed) in to_push.items():
         main, branches = repo_stages[0], repo_stages[1:]
         api.create_repo(repo_id, repo_type="model", private=args.private, exist_ok=True)
-        stale = remote_files(api, repo_id, "main") - set(staged_files(main.folder)) if existed else set()
+        stale = set(remote_files(api, repo_id, "main")) - set(staged_files(main.folder)) if existed else set()
         commit = api.create_commit(
             repo_id, operations=operations(main.folder, delete=stale), revision="main",
             commit_message=f"Release {repo_id.split('/')[1]} ({args.tag})",
@@ -637,11 +649,6 @@ def push(stages, api, args):
         for repo_id in repos:
             api.add_collection_item(collection.slug, repo_id, "model", exists_ok=True)
         print(f"collection {collection.slug}: {len(repos)} models")
-
-
-def remote_files(api, repo_id, revision):
-    files = {f.path for f in api.list_repo_tree(repo_id, revision=revision, recursive=True) if isinstance(f, RepoFile)}
-    return files - {".gitattributes"}
 
 
 def operations(folder, delete=()):

@@ -202,6 +202,12 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
     pairwise_results = family.root / "glue" / "pairwise" / "glue_results.json"
     with pytest.raises(ValueError, match=r"original/glue_results.json is the GLUE result of other weights .* than any model being released"):
         release.main([str(pairwise), "--results", str(pairwise_results), str(original_results), *base])
+    sweep = tmp_path / "sweep" / "pairwise" / "step-2" / "glue_results.json"  # fewer runs on the same weights
+    results = write_results(pairwise, sweep)
+    results["scores"] = {"rte": results["scores"]["rte"]}
+    sweep.write_text(json.dumps(results))
+    (plan,) = release.plan_models(parse_arguments([str(pairwise), "--results", str(pairwise_results), str(sweep.parents[2]), *base]))
+    assert plan[3] == pairwise_results.resolve()
     forged = tmp_path / "forged" / "glue_results.json"  # right hash, wrong attention type
     write_results(family.runs / "original", forged, sha=sha256(pairwise / "model.safetensors"))
     with pytest.raises(ValueError, match="says attention_type='original' but .* is 'pairwise'"):
@@ -335,6 +341,12 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
     ((_, revision, added, deleted),) = api.of("create_commit")
     assert revision == "main" and added == staged and deleted == ["old.bin"]
 
+    args.force = False
+    api = RecordingHfApi(remote={repo: {"main": {".gitattributes": b"*.bin filter=lfs"}}})  # created, never filled
+    release.push(stages, api, args)
+    assert [call[:2] for call in api.of("create_commit")] == [(repo, "main")]
+
+    args.force = True
     api = RecordingHfApi(remote={repo: {"main": {"README.md": b"x"}}}, tags=["v0.1.0"])
     with pytest.raises(ValueError, match="already has the tag 'v0.1.0'; pass a new --tag"):
         release.push(stages, api, args)
