@@ -1,0 +1,94 @@
+"""Export a saved SymBERT model to ONNX, with dynamic batch and sequence axes, and check it with onnxruntime.
+
+    symbert-onnx MODEL_DIR OUTPUT.onnx [--head model|sequence-classification] [--dynamo]
+
+Uses torch's TorchScript-based exporter by default (about 2 s for a tiny model on CPU); `--dynamo` uses the
+torch.export-based one (onnxscript), which is about ten times slower. After exporting, the ONNX model is run in
+onnxruntime on a padded batch of a different size and length than the export example and compared with PyTorch.
+"""
+
+import argparse
+import os
+import warnings
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+
+HEADS = {"model": AutoModel, "sequence-classification": AutoModelForSequenceClassification}
+OUTPUT_NAMES = {"model": ["last_hidden_state", "pooler_output"], "sequence-classification": ["logits"]}
+INPUT_NAMES = ["input_ids", "attention_mask"]
+TOLERANCE = 1e-4
+
+
+def example_inputs(config, batch, length, seed=0):
+    """Random ids with the last rows right-padded, so the exported mask handling is exercised."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(1, config.vocab_size, (batch, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    for row in range(1, batch):
+        attention_mask[row, length - row :] = 0
+    return input_ids, attention_mask
+
+
+def export_onnx(model, path, output_names, dynamo=False):
+    """Write `model` (SymBertModel or a task head, in eval mode) to `path` with dynamic batch and sequence axes."""
+    model.eval()
+    input_ids, attention_mask = example_inputs(model.config, batch=2, length=8)
+    tmp_path = f"{path}.tmp"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and deprecation warnings about code paths the export does not take
+        if dynamo:
+            batch = torch.export.Dim("batch")
+            sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
+            axes = {0: batch, 1: sequence}
+            torch.onnx.export(
+                model, (), tmp_path, kwargs={"input_ids": input_ids, "attention_mask": attention_mask},
+                input_names=INPUT_NAMES, output_names=output_names, dynamo=True, external_data=False,
+                dynamic_shapes={"input_ids": axes, "attention_mask": axes},
+            )  # fmt: skip
+        else:
+            axes = {0: "batch", 1: "sequence"}
+            torch.onnx.export(
+                model, (input_ids, attention_mask), tmp_path, input_names=INPUT_NAMES, output_names=output_names,
+                dynamic_axes={name: axes for name in INPUT_NAMES}, dynamo=False,
+            )  # fmt: skip
+    os.replace(tmp_path, path)
+
+
+def max_difference(model, path, batch=3, length=13):
+    """Largest absolute difference between onnxruntime and PyTorch outputs on a padded [batch, length] input."""
+    import onnxruntime
+
+    input_ids, attention_mask = example_inputs(model.config, batch, length, seed=1)
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
+    with torch.no_grad():
+        want = model.eval()(input_ids=input_ids, attention_mask=attention_mask).to_tuple()
+    if len(got) != len(want):
+        raise RuntimeError(f"the ONNX model has {len(got)} outputs, PyTorch {len(want)}")
+    return max((torch.from_numpy(g) - w).abs().max().item() for g, w in zip(got, want))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", help="a saved SymBERT folder (or Hub id)")
+    parser.add_argument("output", help="the .onnx file to write")
+    parser.add_argument("--head", choices=sorted(HEADS), default="model")
+    parser.add_argument("--dynamo", action="store_true", help="use the torch.export-based exporter")
+    args = parser.parse_args(argv)
+    if not args.output.endswith(".onnx"):
+        parser.error(f"output={args.output!r} must end with .onnx")
+
+    config = AutoConfig.from_pretrained(args.model_dir, trust_remote_code=True)
+    if config.model_type != "symbert":
+        parser.error(f"{args.model_dir!r} is a {config.model_type!r} model, not a SymBERT one")
+    model = HEADS[args.head].from_pretrained(args.model_dir, trust_remote_code=True)
+    export_onnx(model, args.output, OUTPUT_NAMES[args.head], dynamo=args.dynamo)
+    difference = max_difference(model, args.output)
+    print(f"wrote {args.output}; onnxruntime vs PyTorch on a [3, 13] padded batch: max abs diff {difference:.2e}")
+    if difference > TOLERANCE:
+        raise SystemExit(f"max abs diff {difference:.2e} exceeds {TOLERANCE:.0e}")
+
+
+if __name__ == "__main__":
+    main()

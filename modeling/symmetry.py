@@ -1,0 +1,158 @@
+"""How symmetric is each attention head's learned score form? For any BERT or SymBERT checkpoint.
+
+    symbert-symmetry MODEL_DIR_OR_HUB_ID [--output_dir DIR]
+
+Head i of a layer scores tokens x, y with a bilinear form x·M_i·yᵀ (biases aside). Its symmetry is the share of M_i's
+energy in its symmetric part, ||(M_i + M_iᵀ)/2||_F² / ||M_i||_F²: 1 for a symmetric form, 0 for an antisymmetric
+one, about 0.5 for a random matrix. M_i per `attention_type` (W_* are the h→out weights, [·]_i head i's rows):
+
+- original (and BERT): M_i = [W_q]_iᵀ [W_k]_i, an h×h matrix.
+- pairwise: the learned d×d matrix S_i.
+- mhe_mul: W̃_qᵀ diag(e_i^Q ⊙ e_i^K) W̃_k; mhe_add: W̃_qᵀ W̃_k (the head embeddings only add linear terms).
+- symmetric (Q·Qᵀ) and shared (U·diag(δ_q ⊙ δ_k)·Uᵀ): symmetric by construction, reported as 1.
+
+Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat map symmetry.png to --output_dir
+(default: the model folder).
+"""
+
+import argparse
+import csv
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+SYMMETRIC_BY_CONSTRUCTION = ("symmetric", "shared")
+SUPPORTED = ("original", "pairwise", "mhe_add", "mhe_mul") + SYMMETRIC_BY_CONSTRUCTION
+
+
+def symmetric_share(matrix):
+    """||(M + Mᵀ)/2||_F² / ||M||_F² for a square matrix (or a stack of them, over the last two dimensions)."""
+    symmetric = (matrix + matrix.transpose(-1, -2)) / 2
+    return symmetric.square().sum((-1, -2)) / matrix.square().sum((-1, -2))
+
+
+def score_forms(weights, num_heads, attention_type):
+    """The per-head matrices M_i [heads, ·, ·] of one layer, from its self-attention tensors (name → tensor)."""
+    if attention_type == "original":
+        query, key = (weights[name].unflatten(0, (num_heads, -1)) for name in ("query.weight", "key.weight"))
+        return query.transpose(1, 2) @ key  # [heads, h, d] @ [heads, d, h]
+    if attention_type == "pairwise":
+        return weights["pairwise"]
+    query, key = weights["query.weight"], weights["key.weight"]  # single-head [d, h]
+    if attention_type == "mhe_mul":
+        scales = weights["head_embeddings"][0] * weights["head_embeddings"][1]  # [heads, d]
+        return query.T @ (scales[:, :, None] * key)
+    return (query.T @ key).expand(num_heads, -1, -1)  # mhe_add
+
+
+def checkpoint_folder(model):
+    """A local folder holding config.json and the weights of `model` (a folder, or a Hub id to download)."""
+    folder = Path(model)
+    if not folder.is_dir():
+        if folder.exists() or model.count("/") > 1:
+            raise ValueError(f"{model!r} is neither a model folder nor a Hub id")
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(model, allow_patterns=["config.json", "*.safetensors", "pytorch_model*.bin"]))
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} has no config.json; pass a saved BERT or SymBERT model folder")
+    return folder
+
+
+def read_weights(folder):
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        return {name: tensor for file in files for name, tensor in load_file(file).items()}
+    files = sorted(folder.glob("pytorch_model*.bin"))
+    if not files:
+        raise ValueError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
+    return {name: tensor for file in files for name, tensor in torch.load(file, weights_only=True).items()}
+
+
+def analyse(model):
+    """A [layers, heads] tensor of symmetric shares, and the checkpoint's attention type."""
+    folder = checkpoint_folder(model)
+    config = json.loads((folder / "config.json").read_text())
+    model_type = config.get("model_type")
+    if model_type not in ("bert", "symbert"):
+        raise ValueError(f"model_type={model_type!r} is not supported; allowed: bert, symbert")
+    attention_type = config.get("attention_type", "original") if model_type == "symbert" else "original"
+    if attention_type not in SUPPORTED:
+        raise ValueError(f"attention_type={attention_type!r} is not supported; allowed: {', '.join(SUPPORTED)}")
+    layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
+    if attention_type in SYMMETRIC_BY_CONSTRUCTION:
+        return torch.ones(layers, heads), attention_type
+
+    state = read_weights(folder)
+    shares = torch.empty(layers, heads)
+    for layer in range(layers):
+        marker = f"encoder.layer.{layer}.attention.self."
+        weights = {name.split(marker, 1)[1]: tensor.double() for name, tensor in state.items() if marker in name}
+        if not weights:
+            raise ValueError(f"no tensors named '...{marker}*' in {model!r}: not a BERT-style checkpoint")
+        shares[layer] = symmetric_share(score_forms(weights, heads, attention_type)).float()
+    return shares, attention_type
+
+
+def markdown_table(shares):
+    header = "| layer | " + " | ".join(f"head {h}" for h in range(shares.shape[1])) + " | mean |"
+    rule = "|---:|" + "---:|" * (shares.shape[1] + 1)
+    rows = [
+        f"| {layer} | " + " | ".join(f"{v:.3f}" for v in row.tolist()) + f" | {row.mean().item():.3f} |"
+        for layer, row in enumerate(shares)
+    ]
+    return "\n".join([header, rule, *rows])
+
+
+def write_outputs(shares, title, output_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, png_path = output_dir / "symmetry.csv", output_dir / "symmetry.png"
+    cells = [(layer, head, value) for layer, row in enumerate(shares.tolist()) for head, value in enumerate(row)]
+    with open(f"{csv_path}.tmp", "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["layer", "head", "symmetric_share"])
+        writer.writerows((layer, head, f"{value:.6f}") for layer, head, value in cells)
+    os.replace(f"{csv_path}.tmp", csv_path)
+
+    figure, axes = plt.subplots(figsize=(1.0 + 0.6 * shares.shape[1], 1.0 + 0.45 * shares.shape[0]))
+    image = axes.imshow(shares.numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
+    for layer, head, value in cells:
+        axes.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value < 0.6 else "black")
+    axes.set_xlabel("head")
+    axes.set_ylabel("layer")
+    axes.set_title(title, fontsize=9)
+    figure.colorbar(image, ax=axes, label="symmetric share of the score form")
+    figure.tight_layout()
+    figure.savefig(f"{png_path}.tmp.png", dpi=120)
+    plt.close(figure)
+    os.replace(f"{png_path}.tmp.png", png_path)
+    return csv_path, png_path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="a saved BERT or SymBERT folder, or a Hub id")
+    parser.add_argument("--output_dir", help="where to write symmetry.csv and symmetry.png (default: the model folder)")
+    args = parser.parse_args(argv)
+    output_dir = Path(args.output_dir or args.model)
+    if not args.output_dir and not output_dir.is_dir():
+        parser.error(f"pass --output_dir for the Hub model {args.model!r}")
+
+    shares, attention_type = analyse(args.model)
+    note = " (symmetric by construction)" if attention_type in SYMMETRIC_BY_CONSTRUCTION else ""
+    print(f"{args.model}: attention_type={attention_type}{note}; symmetric share of each head's score form\n")
+    print(markdown_table(shares))
+    csv_path, png_path = write_outputs(shares, f"{args.model} ({attention_type})", output_dir)
+    print(f"\nwrote {csv_path} and {png_path}")
+
+
+if __name__ == "__main__":
+    main()
