@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from datasets import load_from_disk
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from symbert import SymBertForMaskedLM
 from symbert.training import data, glue
@@ -212,9 +212,11 @@ def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, case,
 def test_paper_protocol_is_the_default(tmp_path):
     glue_args, args, tasks, seeds = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
     assert tasks == EIGHT_TASKS.split(",") and seeds == [1, 2, 3, 4, 5] and glue_args.max_length == 128
-    assert (args.num_train_epochs, args.learning_rate, args.lr_scheduler_type, args.warmup_steps) == (5, 1e-5, "linear", 0.1)
-    assert (args.per_device_train_batch_size, args.weight_decay) == (16, 0.0)
-    assert args.train_sampling_strategy == "group_by_length" and args.save_strategy == "no"
+    assert (args.num_train_epochs, args.learning_rate, args.lr_scheduler_type) == (5, 1e-5, "linear")
+    assert glue.pair_protocol(glue_args, args)["warmup_ratio"] == 0.1  # transformers 5: warmup_steps=0.1; 4: warmup_ratio
+    assert (args.per_device_train_batch_size, args.weight_decay, args.save_strategy) == (16, 0.0, "no")
+    length_grouped = getattr(args, "train_sampling_strategy", None) == "group_by_length" or getattr(args, "group_by_length", False)
+    assert length_grouped
 
 
 # The whole suite, restart, sweep
@@ -245,10 +247,24 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
     assert results["aggregates"]["tasks"]["stsb"]["mean"] == results["runs"]["stsb"]["1"]["score"]
     assert 0 <= results["runs"]["rte"]["1"]["accuracy"] <= 1
     assert (output_dir / "runs" / "mnli" / "seed-1.json").is_file()
-    assert not list(output_dir.rglob("checkpoint-*"))  # no per-pair checkpoints kept
+    assert sorted(p.name for p in (output_dir / "runs" / "mnli").iterdir()) == ["seed-1.json"]  # no checkpoints kept
     markdown = (output_dir / "glue_results.md").read_text()
-    assert f"{results['aggregates']['glue']['mean']:.2f} (0.00)" in markdown
+    assert f"| {results['aggregates']['glue']['mean']:.2f} (0.00) | {results['scores']['wnli']['1']:.2f} (0.00) |" in markdown
     assert "rte seed 1: rte " in capsys.readouterr().out
+
+
+def test_plain_bert_checkpoint(assets, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(assets / "model")
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    BertForMaskedLM(config).save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    glue.main(suite_args(assets, tmp_path / "out", "--model", str(tmp_path / "bert"), "--tasks", "stsb", "--seeds", "3"))
+    results = json.loads((tmp_path / "out" / "glue_results.json").read_text())
+    assert results["model"]["attention_type"] == "original"
+    assert results["model"]["num_parameters"] == BertForMaskedLM(config).num_parameters()
+    assert results["scores"]["stsb"]["3"] == results["runs"]["stsb"]["3"]["score"]
+    assert results["aggregates"]["glue"]["complete"] is False and results["aggregates"]["glue"]["mean"] is None
 
 
 def test_rerun_skips_finished_pairs(assets, tmp_path, fake_fine_tune):

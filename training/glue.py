@@ -18,7 +18,7 @@ import csv
 import json
 import statistics
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -84,9 +84,21 @@ class GlueArguments:
     steps: str | None = field(default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"})
 
 
+def protocol_defaults():
+    """PAPER_PROTOCOL in this transformers' names: 4.x has `warmup_ratio` and `group_by_length`, 5.x takes the ratio
+    in `warmup_steps` and has `train_sampling_strategy`."""
+    names = {f.name: f for f in fields(TrainingArguments)}
+    defaults = dict(PAPER_PROTOCOL)
+    if "train_sampling_strategy" not in names:
+        defaults["group_by_length"] = defaults.pop("train_sampling_strategy") == "group_by_length"
+    if names["warmup_steps"].type in (int, "int"):
+        defaults["warmup_ratio"] = defaults.pop("warmup_steps")
+    return defaults
+
+
 def parse_arguments(argv):
     """The paper's protocol first, then the command line, so the command line wins."""
-    defaults = [item for key, value in PAPER_PROTOCOL.items() for item in (f"--{key}", str(value))]
+    defaults = [item for key, value in protocol_defaults().items() for item in (f"--{key}", str(value))]
     parser = HfArgumentParser((GlueArguments, TrainingArguments))
     glue_args, training_args = parser.parse_args_into_dataclasses(defaults + list(argv))
     tasks, seeds = check_arguments(glue_args, training_args)
@@ -121,7 +133,9 @@ def split_metrics(task, predictions, labels):
     if task == "cola":
         return {"matthews_correlation": float(matthews_corrcoef(labels, predictions))}
     if task == "stsb":
-        return {"pearson": float(pearsonr(predictions, labels)[0]), "spearmanr": float(spearmanr(predictions, labels)[0])}
+        # Constant predictions have no correlation: 0, as scikit-learn's Matthews gives, instead of scipy's NaN.
+        pearson, spearman = pearsonr(predictions, labels)[0], spearmanr(predictions, labels)[0]
+        return {"pearson": float(np.nan_to_num(pearson)), "spearmanr": float(np.nan_to_num(spearman))}
     metrics = {"accuracy": float(accuracy_score(labels, predictions))}
     if task in ("mrpc", "qqp"):
         metrics["f1"] = float(f1_score(labels, predictions))
@@ -275,12 +289,13 @@ def model_info(name, revision, config):
 def pair_protocol(glue_args, training_args):
     """Everything that makes one (task, seed) result: a finished pair is reused only when all of it matches."""
     warmup = training_args.warmup_steps
+    ratio = getattr(training_args, "warmup_ratio", None) or (warmup if warmup < 1 else None)  # 4.x: warmup_ratio
     return {
         "epochs": training_args.num_train_epochs,
         "max_steps": training_args.max_steps,
         "learning_rate": training_args.learning_rate,
         "lr_scheduler_type": str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
-        "warmup_ratio": warmup if warmup < 1 else None,
+        "warmup_ratio": ratio,
         "warmup_steps": int(warmup) if warmup >= 1 else None,
         "per_device_train_batch_size": training_args.per_device_train_batch_size,
         "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
@@ -340,14 +355,17 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
                 model_name, glue_args.revision, task, tokenized, tokenizer, seed,
                 replace(training_args, output_dir=str(work_dir)),
             )  # fmt: skip
-            record = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol}
-            write_json(work_dir.with_suffix(".json"), record)
-            runs[task, seed] = record
-            scores = ", ".join(f"{name} {value:.2f}" for name, value in task_scores(task, metrics).items())
-            print(f"{task} seed {seed}: {scores}")
-            write_results(output_dir, build_results(model, protocol, runs, tasks, seeds))
+            runs[task, seed] = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol}
+            if training_args.process_index == 0:
+                write_json(work_dir.with_suffix(".json"), runs[task, seed])
+                if work_dir.is_dir() and not any(work_dir.iterdir()):
+                    work_dir.rmdir()  # the Trainer's output_dir; kept only if it holds something (--save_strategy)
+                scores = ", ".join(f"{name} {value:.2f}" for name, value in task_scores(task, metrics).items())
+                print(f"{task} seed {seed}: {scores}")
+                write_results(output_dir, build_results(model, protocol, runs, tasks, seeds))
     results = build_results(model, protocol, runs, tasks, seeds)
-    write_results(output_dir, results)
+    if training_args.process_index == 0:
+        write_results(output_dir, results)
     return results
 
 
@@ -379,38 +397,40 @@ def package_version(package):
         return None
 
 
-def score_columns(scores):
-    """The score names in the paper's order, wnli last (it is never part of the GLUE score)."""
-    return [name for name in (*GLUE_SCORES, "wnli") if name in scores]
-
-
 def results_markdown(results):
-    scores, aggregates = results["scores"], results["aggregates"]
-    names = score_columns(scores)
+    """glue_results.md: the paper's Table 3 layout (mean (sample std) over seeds), then every seed's scores."""
+    scores, aggregates, seeds = results["scores"], results["aggregates"], results["protocol"]["seeds"]
     glue = aggregates["glue"]
-    seeds = results["protocol"]["seeds"]
-    header = ["model", *names, "GLUE"]
-    cells = [f"{aggregates['tasks'][name]['mean']:.2f} ({aggregates['tasks'][name]['std']:.2f})" for name in names]
+    names = [name for name in GLUE_SCORES if name in scores]
+    extra = ["wnli"] if "wnli" in scores else []  # shown after GLUE: never part of it
+    header = [*names, "GLUE", *(f"{name} (not in GLUE)" for name in extra)]
+
+    def summary(name):
+        return f"{aggregates['tasks'][name]['mean']:.2f} ({aggregates['tasks'][name]['std']:.2f})"
+
+    def score(name, seed):
+        return f"{scores[name][seed]:.2f}" if seed in scores[name] else "-"
+
     glue_cell = f"{glue['mean']:.2f} ({glue['std']:.2f})" if glue["complete"] else "incomplete"
-    lines = [
+    seed_rows = [
+        [seed, *(score(n, seed) for n in names), f"{glue['per_seed'][seed]:.2f}" if seed in glue["per_seed"] else "-",
+         *(score(n, seed) for n in extra)]
+        for seed in map(str, seeds)
+    ]  # fmt: skip
+    return "\n".join([
         f"# GLUE: {results['model']['name_or_path']}",
         "",
-        f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}; GLUE is the mean of "
-        "the nine scores cola, sst2, mrpc, qqp, stsb, mnli-m, mnli-mm, qnli, rte (wnli excluded) and its std the "
-        "sample std of the per-seed GLUE scores.",
+        f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. GLUE is the mean of "
+        "the nine scores cola, sst2, mrpc, qqp, stsb, mnli-m, mnli-mm, qnli, rte; its std is the sample std of the "
+        "per-seed GLUE scores.",
         "",
-        table(header, [[results["model"]["name_or_path"], *cells, glue_cell]]),
+        table(["model", *header], [[results["model"]["name_or_path"], *map(summary, names), glue_cell,
+                                    *map(summary, extra)]]),
         "",
         "Per seed:",
         "",
-    ]
-    rows = []
-    for seed in map(str, seeds):
-        per_seed = glue["per_seed"].get(seed)
-        rows.append([seed, *(f"{scores[n][seed]:.2f}" if seed in scores[n] else "-" for n in names),
-                     "-" if per_seed is None else f"{per_seed:.2f}"])  # fmt: skip
-    lines.append(table(["seed", *names, "GLUE"], rows))
-    return "\n".join(lines) + "\n"
+        table(["seed", *header], seed_rows),
+    ]) + "\n"  # fmt: skip
 
 
 def table(header, rows):
@@ -432,7 +452,10 @@ def sweep_checkpoints(pretraining_dirs, steps):
     names = [Path(folder).name for folder in pretraining_dirs]
     if len(set(names)) != len(names):
         raise ValueError(f"--pretraining_dirs must have distinct folder names (they name the models): {names}.")
-    wanted = None if steps is None else [int(step) for step in steps.split(",")]
+    try:
+        wanted = None if steps is None else [int(step) for step in steps.split(",")]
+    except ValueError:
+        raise ValueError(f"--steps {steps!r} must be comma-separated integers, e.g. 1000,5000,10000.") from None
     checkpoints = {}
     for name, folder in zip(names, map(Path, pretraining_dirs)):
         found = {int(p.name.split("-")[1]): p for p in folder.glob("checkpoint-*") if p.name.split("-")[1].isdigit()}
@@ -477,7 +500,9 @@ def run_sweep(glue_args, training_args, tasks, seeds):
             results = run_suite(str(folder), glue_args, training_args, tasks, seeds, suite_dir)
             means = {score: aggregate["mean"] for score, aggregate in results["aggregates"]["tasks"].items()}
             rows.append({"model": name, "step": step, "glue": seed_averaged_score(results), **means})
-    columns = ["model", "step", "glue", *score_columns(rows[0])]
+    if training_args.process_index != 0:
+        return rows
+    columns = ["model", "step", "glue", *(name for name in (*GLUE_SCORES, "wnli") if name in rows[0])]
 
     def write_csv(file):
         writer = csv.DictWriter(file, fieldnames=columns)
