@@ -275,7 +275,7 @@ def model_info(name, revision, config):
     if weights is not None:
         with open(weights, "rb") as file:
             sha256 = sha_fileobj(file).hex()
-        with safe_open(weights, framework="np") as tensors:
+        with safe_open(weights, framework="pt") as tensors:
             num_parameters = sum(int(np.prod(tensors.get_slice(key).get_shape())) for key in tensors.keys())
     return {
         "name_or_path": name,
@@ -352,7 +352,7 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
         for seed in left:
             work_dir = output_dir / "runs" / task / f"seed-{seed}"
             metrics = fine_tune(
-                model_name, glue_args.revision, task, tokenized, tokenizer, seed,
+                model_name, model["revision"], task, tokenized, tokenizer, seed,  # the commit the sha256 is of
                 replace(training_args, output_dir=str(work_dir)),
             )  # fmt: skip
             runs[task, seed] = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol}
