@@ -257,13 +257,18 @@ def model_files(folder):
 
 
 def git_commit():
+    """The project's commit, with "-dirty" when the shipped model code differs from it; "unknown" outside a checkout."""
+    code = [str(path.resolve()) for path in code_files().values()]
+    def git(*arguments):
+        return subprocess.run(["git", *arguments], cwd=Path(code[0]).parent, capture_output=True, text=True, timeout=10)
+
     try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(symbert.__file__).parent, capture_output=True, text=True, timeout=10
-        )
+        head, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", *code)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    return result.stdout.strip() if result.returncode == 0 else "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
 
 
 def library_versions():
@@ -320,12 +325,20 @@ def training_info(model, args):
 
 
 def protocol_text(protocol):
-    return (
-        f"{protocol.get('epochs')} epochs, learning rate {protocol.get('learning_rate')} with a "
-        f"{protocol.get('lr_scheduler_type')} schedule and warm-up ratio {protocol.get('warmup_ratio')}, batch "
+    """The fine-tuning protocol in words, with any setting beyond the paper's (e.g. max_steps) named as it was set."""
+    known = ("epochs", "learning_rate", "lr_scheduler_type", "warmup_ratio", "per_device_train_batch_size",
+             "max_length", "weight_decay", "seeds", "tasks")  # fmt: skip
+    text = (
+        f"{protocol.get('epochs'):g} epochs, learning rate {protocol.get('learning_rate'):g} with a "
+        f"{protocol.get('lr_scheduler_type')} schedule and warm-up ratio {protocol.get('warmup_ratio'):g}, batch "
         f"{protocol.get('per_device_train_batch_size')}, max length {protocol.get('max_length')}, weight decay "
-        f"{protocol.get('weight_decay')}"
+        f"{protocol.get('weight_decay'):g}"
     )
+    others = [
+        f"`{key}={Path(value).name if isinstance(value, str) and os.path.isabs(value) else value}`"  # no local paths
+        for key, value in protocol.items() if key not in known and value is not None
+    ]  # fmt: skip
+    return text + (f"; also {', '.join(others)}" if others else "")
 
 
 def limitations(config, kind, results=None):

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -54,7 +55,7 @@ def write_results(model_folder, path, offset=0.0, sha=None):
         "protocol": {
             "epochs": 5, "learning_rate": 1e-05, "lr_scheduler_type": "linear", "warmup_ratio": 0.1,
             "per_device_train_batch_size": 16, "max_length": 128, "weight_decay": 0.0, "seeds": [int(s) for s in SEEDS],
-            "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"],
+            "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"], "max_steps": 2, "warmup_steps": None,
         },
         "runs": {"mrpc": {seed: {"accuracy": 0.8, "f1": 0.85, "score": scores["mrpc"][seed]} for seed in SEEDS}},
         "scores": scores,
@@ -124,7 +125,7 @@ def test_stages_each_model_and_checkpoint(family):
 
     provenance = json.loads((main / "provenance.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(release.__file__).parent, capture_output=True, text=True).stdout.strip()
-    assert provenance["git_commit"] == (head or "unknown")
+    assert re.fullmatch(rf"{head}(-dirty)?", provenance["git_commit"])  # -dirty: the shipped code is not committed
     assert provenance["library_versions"]["torch"] == torch.__version__
     assert provenance["tokenizer_sha256"] == sha256(source / "tokenizer.json")
     assert provenance["weights_sha256"] == sha256(source / "model.safetensors") == family.results["pairwise"]["model"]["weights_sha256"]
@@ -166,6 +167,7 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     assert "| steps | 2 |" in body and "| tokens seen | 256 |" in body  # 2 steps × 4 blocks × 32 tokens
     assert "![Train and eval loss against step](loss.png)" in body
     assert "![GLUE score of checkpoints along pre-training](glue_vs_step.png)" in body
+    assert "(5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, max length 128, weight decay 0; also `max_steps=2`)" in body
 
     branch = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "step-1" / "README.md")
     assert branch.data.eval_results is None and "intermediate-checkpoint" in branch.data.tags
