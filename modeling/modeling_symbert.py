@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
+from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -589,9 +590,15 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
         prediction_scores = self.cls(outputs.last_hidden_state)
         loss = None
         if labels is not None:
-            # transformers' MLM loss: with the Trainer's num_items_in_batch it averages over all masked tokens of
-            # the accumulated, all-device batch, not per micro-batch
-            loss = self.loss_function(prediction_scores, labels, vocab_size=self.config.vocab_size, **kwargs)
+            # With the Trainer's num_items_in_batch it averages over all masked tokens of the accumulated, all-device
+            # batch, not per micro-batch. Unlike `self.loss_function` it takes the logits in their own dtype, as BERT
+            # does: that function's fp32 copy of bf16 logits cost ~1 GB and 2-5% of a training step on an H200
+            # (benchmarks/results/throughput-cuda.md).
+            loss = fixed_cross_entropy(
+                prediction_scores.view(-1, self.config.vocab_size),
+                labels.view(-1).to(prediction_scores.device),
+                kwargs.get("num_items_in_batch"),
+            )
         output = MaskedLMOutput(
             loss=loss, logits=prediction_scores, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
