@@ -709,7 +709,11 @@ def parse_arguments(argv):
         parser.error(f"--checkpoints {args.checkpoints!r} must be comma-separated step numbers, e.g. 20000,100000")
     if args.collection is None:
         args.collection = "SymBERT tiny random" if args.tiny_random else "SymBERT"
-    validate_repo_id(f"{args.namespace}/{args.name_template.format(size='small', attention_type='mhe_add')}")
+    try:
+        validate_repo_id(f"{args.namespace}/{args.name_template.format(size='small', attention_type='mhe_add')}")
+    except (KeyError, IndexError, ValueError) as error:
+        parser.error(f"--namespace {args.namespace!r} / --name_template {args.name_template!r} do not make a repository "
+                     f"id ({error}); the template may use {{size}} and {{attention_type}}")  # fmt: skip
     return args
 
 
