@@ -220,11 +220,9 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
 
     def project(self, hidden_states):
         shared = self.shared(hidden_states)
-        return (
-            self.split_heads(shared * self.scale_q),
-            self.split_heads(shared * self.scale_k),
-            self.split_heads(shared * self.scale_v),
-        )
+        # scales in the activations' dtype: under bf16 autocast fp32 scales would make fp32 Q, K and V
+        scales = (self.scale_q, self.scale_k, self.scale_v)
+        return tuple(self.split_heads(shared * scale.to(shared.dtype)) for scale in scales)
 
 
 class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
@@ -244,10 +242,12 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
     def project(self, hidden_states):
         # [batch, 1, seq, d] with [1, heads, 1, d] broadcasts to [batch, heads, seq, d]
         per_head = self.head_embeddings[:, None, :, None, :]
-        return tuple(
-            self.combine(projection(hidden_states).unsqueeze(1), embedding)
-            for projection, embedding in zip((self.query, self.key, self.value), per_head)
-        )
+        projections = []
+        for projection, embedding in zip((self.query, self.key, self.value), per_head):
+            single_head = projection(hidden_states).unsqueeze(1)
+            # in the activations' dtype: under bf16 autocast an fp32 embedding would make an fp32 [batch, heads, seq, d]
+            projections.append(self.combine(single_head, embedding.to(single_head.dtype)))
+        return tuple(projections)
 
 
 class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
