@@ -253,6 +253,25 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
     assert "rte seed 1: rte " in capsys.readouterr().out
 
 
+def test_batches_are_padded_to_their_longest_and_grouped_by_length(assets, tmp_path, monkeypatch):
+    batches = []
+
+    class RecordingTrainer(glue.Trainer):
+        def train(self, *args, **kwargs):
+            batches.extend(self.get_train_dataloader())
+            return super().train(*args, **kwargs)
+
+    monkeypatch.setattr(glue, "Trainer", RecordingTrainer)
+    glue.main(suite_args(assets, tmp_path / "out", "--tasks", "rte", "--seeds", "1", "--per_device_train_batch_size", "2"))
+    lengths = [batch["attention_mask"].sum(1).tolist() for batch in batches]
+    assert len(batches) == 12 and all(batch["input_ids"].shape[1] == max(n) for batch, n in zip(batches, lengths))
+    # The Trainer's length-grouped sampler: 24 examples, batch 2 → mega-batches of 6 (3 batches), each sorted by
+    # length, longest first (only the first example of a mega-batch may be swapped for the longest of all).
+    flat = [n for pair in lengths for n in pair]
+    for start in range(0, 24, 6):
+        assert flat[start + 1 : start + 6] == sorted(flat[start + 1 : start + 6], reverse=True)
+
+
 def test_plain_bert_checkpoint(assets, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(assets / "model")
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
