@@ -514,7 +514,8 @@ def run_sweep(glue_args, training_args, tasks, seeds):
               for name in checkpoints}  # fmt: skip
     summary = sweep_markdown(curves, tasks)
     _write_atomically(output_dir / "glue_vs_step.md", lambda file: file.write(summary))
-    plot_sweep(curves, output_dir / "glue_vs_step.png")
+    all_eight = set(PAPER_TASKS) <= set(tasks)
+    plot_sweep(curves, output_dir / "glue_vs_step.png", "GLUE score" if all_eight else f"mean score of {', '.join(tasks)}")
     print(f"\n{summary}\nSweep in {output_dir}: glue_vs_step.csv, glue_vs_step.md, glue_vs_step.png")
     return rows
 
@@ -534,9 +535,9 @@ def sweep_markdown(curves, tasks):
     )
 
 
-def plot_sweep(curves, path):
+def plot_sweep(curves, path, score_name="GLUE score"):
     """GLUE score against pre-training step, one line per model, with its 95%-of-final line and crossing step."""
-    fig, ax = _new_figure("GLUE score (dev, %)", "GLUE along pre-training")
+    fig, ax = _new_figure(f"{score_name} (dev, %)", "GLUE along pre-training")
     for name, (steps, scores) in curves.items():
         (line,) = ax.plot(steps, scores, marker="o", label=name)
         target = SWEEP_FRACTION * scores[-1]
