@@ -9,6 +9,8 @@ ones or fresh random values) shows up both in the outputs and in the tensor comp
 the Auto class named by its folder, compares the outputs and every tensor of model.safetensors with the loaded
 model, checks that the MLM decoder is tied to the word embeddings (weight and bias) after loading and after
 `resize_token_embeddings`, writes the details to REPORT (JSON), prints one Markdown table row and exits 1 on failure.
+Where this transformers still has the extractive `question-answering` pipeline (removed in 5.19), it also runs it on
+each question-answering folder and checks that every answer is a span of the context.
 """
 
 import importlib.abc
@@ -26,6 +28,8 @@ AUTO_CLASSES = (
     "AutoModelForMultipleChoice",
 )
 VOCAB_SIZE = 99
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
+QA_CONTEXT = "word7 word8 word9 word10 word11"
 
 
 class BlockProject(importlib.abc.MetaPathFinder):
@@ -55,6 +59,12 @@ def save(root):
 
     import symbert
 
+    os.makedirs(root)
+    with open(os.path.join(root, "vocab.txt"), "w") as file:
+        file.write("\n".join(VOCAB) + "\n")
+    vocab_argument = "vocab" if int(transformers.__version__.split(".")[0]) >= 5 else "vocab_file"  # renamed in 5.0
+    tokenizer = transformers.BertTokenizerFast(**{vocab_argument: os.path.join(root, "vocab.txt")})
+    assert tokenizer("word7").input_ids == [2, VOCAB.index("word7"), 3], "the tokenizer did not read vocab.txt"
     for attention_type in ATTENTION_TYPES:
         for index, auto_name in enumerate(AUTO_CLASSES):
             torch.manual_seed(index)
@@ -68,6 +78,7 @@ def save(root):
                     parameter.add_(0.05 * torch.randn_like(parameter))
             folder = os.path.join(root, attention_type, auto_name)
             model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
             inputs = model_inputs(torch, auto_name)
             with torch.no_grad():
                 expected = list(model(**inputs).to_tuple())
@@ -75,6 +86,12 @@ def save(root):
             torch.save(expected, os.path.join(folder, "expected.pt"))
     with open(os.path.join(root, "saved_by.txt"), "w") as file:
         file.write(transformers.__version__)
+
+
+def has_qa_pipeline():
+    from transformers.pipelines import SUPPORTED_TASKS
+
+    return "question-answering" in SUPPORTED_TASKS
 
 
 def mlm_tied(model):
@@ -97,6 +114,13 @@ def check_folder(torch, transformers, load_file, folder, auto_name):
         "changed_on_load": [name for name, tensor in saved.items() if not torch.equal(state[name], tensor)],
         "not_in_file": [name for name in state if name not in saved and not name.startswith("cls.predictions.decoder")],
     }
+    if auto_name == "AutoModelForQuestionAnswering" and has_qa_pipeline():
+        answers = transformers.pipeline("question-answering", model=folder, trust_remote_code=True, device="cpu")(
+            question="word1 word2", context=QA_CONTEXT, top_k=3
+        )
+        result["qa_pipeline"] = len(answers) == 3 and all(
+            a["answer"] and a["answer"] == QA_CONTEXT[a["start"] : a["end"]] and 0 < a["score"] <= 1 for a in answers
+        )
     if auto_name == "AutoModelForMaskedLM":
         result["tied_after_load"] = mlm_tied(model)
         model.resize_token_embeddings(VOCAB_SIZE + 7)
@@ -108,6 +132,7 @@ def check_folder(torch, transformers, load_file, folder, auto_name):
         and not result["not_in_file"]
         and result.get("tied_after_load", True)
         and result.get("tied_after_resize", True)
+        and result.get("qa_pipeline", True)
     )
     return result
 
@@ -143,7 +168,7 @@ def load(root, report_path):
     print(
         f"| {saved_by} | {transformers.__version__} | {count('remote_code')} | {count('outputs_identical')} "
         f"({max_diff:.1e}) | {changed} | {count('tied_after_load')} | {count('tied_after_resize')} | "
-        f"{'pass' if ok else 'FAIL'} |"
+        f"{count('qa_pipeline') if has_qa_pipeline() else 'removed'} | {'pass' if ok else 'FAIL'} |"
     )
     return ok
 
