@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # transformers compatibility matrix (not part of pytest; about 10 minutes on 2 CPU cores, most of it pip).
 #
-#   tests/compat/run_matrix.sh [VERSION ...]     # default: 4.54.0 (oldest supported), 4.57.6 (last 4.x), 5.23.0
+#   tests/compat/run_matrix.sh [VERSION ...]     # default: 4.54.0 (oldest supported), 4.57.6 (last 4.x),
+#                                                #   5.18.0 (last with the question-answering pipeline), 5.23.0
 #
 # For each transformers version: a virtual environment /tmp/symbert-compat/venv-VERSION (CPU torch 2.13.0 first, then
 # this project with the pinned transformers), which saves every head and variant; then every environment loads every
@@ -11,7 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=${SYMBERT_COMPAT_DIR:-/tmp/symbert-compat}
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(4.54.0 4.57.6 5.23.0)
+[ ${#versions[@]} -gt 0 ] || versions=(4.54.0 4.57.6 5.18.0 5.23.0)
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 PYTHONPATH=
 mkdir -p "$work"
 
@@ -29,8 +30,8 @@ for version in "${versions[@]}"; do
     (cd "$work" && "$venv/bin/python" "$repo/tests/compat/check_compat.py" save "$work/saved-$version" >/dev/null 2>&1)
 done
 
-echo "| saved by | loaded by | remote code | outputs identical (max abs diff) | tensors changed or missing on load | decoder tied after load | tied after resize_token_embeddings | result |"
-echo "|---|---|---:|---:|---:|---:|---:|---|"
+echo "| saved by | loaded by | remote code | outputs identical (max abs diff) | tensors changed or missing on load | decoder tied after load | tied after resize_token_embeddings | question-answering pipeline | result |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
 status=0
 for saver in "${versions[@]}"; do
     for loader in "${versions[@]}"; do
@@ -39,7 +40,7 @@ for saver in "${versions[@]}"; do
         if ! row=$(cd "$elsewhere" && HF_MODULES_CACHE="$elsewhere/modules" "$work/venv-$loader/bin/python" \
             "$repo/tests/compat/check_compat.py" load "$work/saved-$saver" "$work/report-$saver-by-$loader.json" 2>"$log"); then
             status=1
-            [ -n "$row" ] || row="| $saver | $loader | crashed: see $log | | | | | FAIL |"
+            [ -n "$row" ] || row="| $saver | $loader | crashed: see $log | | | | | | FAIL |"
         fi
         echo "$row"
         rm -rf "$elsewhere"
