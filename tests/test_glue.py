@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from symbert import SymBertForMaskedLM
@@ -169,6 +170,15 @@ def test_tsv_layout_gives_the_hub_columns_and_label_ids(assets, tmp_path):
     assert saved["train"].to_dict() == rte["train"].to_dict()
 
 
+def test_saved_dataset_without_a_dev_split_is_refused(assets, tmp_path):
+    rte = load_task("rte", assets / "data")
+    DatasetDict({"train": rte["train"]}).save_to_disk(str(tmp_path / "rte"))
+    with pytest.raises(ValueError, match="rte: split\\(s\\) validation missing; the data have train"):
+        load_task("rte", tmp_path)
+    with pytest.raises(FileNotFoundError, match="No mrpc data in .*: expected a save_to_disk DatasetDict in .*mrpc or"):
+        load_task("mrpc", tmp_path)
+
+
 def broken_copy(assets, tmp_path, folder, edit):
     shutil.copytree(assets / "data", tmp_path / "data")
     edit(tmp_path / "data" / folder)
@@ -299,6 +309,10 @@ def test_rerun_skips_finished_pairs(assets, tmp_path, fake_fine_tune):
     results = json.loads((output_dir / "glue_results.json").read_text())
     assert results["scores"]["rte"] == pytest.approx({"1": 50.0, "2": 51.0, "3": 52.0})
     assert results["aggregates"]["tasks"]["rte"] == pytest.approx({"mean": 51.0, "std": 1.0, "n": 3})
+    moved = tmp_path / "moved-model"
+    shutil.copytree(assets / "model", moved)
+    glue.main(suite_args(assets, output_dir, "--model", str(moved), "--tasks", "rte", "--seeds", "1"))
+    assert len(calls) == 7  # the same weights in another folder: still done
     with pytest.raises(ValueError, match="was made with another model or protocol"):
         glue.main(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1", "--learning_rate", "2e-5"))
     assert len(calls) == 7

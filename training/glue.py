@@ -311,16 +311,21 @@ def write_json(path, value):
     _write_atomically(path, lambda file: file.write(json.dumps(value, indent=2) + "\n"))
 
 
+def identity(model):
+    """The weights' sha256 (the same weights moved to another folder are the same model), else the name."""
+    return model["weights_sha256"] or model["name_or_path"]
+
+
 def read_runs(output_dir, model, protocol):
     """The finished pairs under `output_dir/runs`: {(task, seed): record}; all must be of this model and protocol."""
     runs = {}
     for path in sorted((output_dir / "runs").glob("*/seed-*.json")):
         record = json.loads(path.read_text())
-        made_with = (record["model"]["name_or_path"], record["model"]["weights_sha256"], record["protocol"])
-        if made_with != (model["name_or_path"], model["weights_sha256"], protocol):
+        if identity(record["model"]) != identity(model) or record["protocol"] != protocol:
             raise ValueError(
-                f"{path} was made with another model or protocol ({made_with[0]}, {made_with[2]}) than this run "
-                f"({model['name_or_path']}, {protocol}); use another --output_dir or remove {output_dir / 'runs'}."
+                f"{path} was made with another model or protocol ({record['model']['name_or_path']}, "
+                f"{record['protocol']}) than this run ({model['name_or_path']}, {protocol}); use another --output_dir "
+                f"or remove {output_dir / 'runs'}."
             )
         runs[record["task"], record["seed"]] = record
     return runs
