@@ -17,9 +17,8 @@ from types import SimpleNamespace
 import httpx2
 import pytest
 import torch
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard, RepoFile
 from huggingface_hub.errors import RevisionNotFoundError
-from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
