@@ -122,14 +122,16 @@ def write_outputs(shares, title, output_dir):
         writer.writerows((layer, head, f"{value:.6f}") for layer, head, value in cells)
     os.replace(f"{csv_path}.tmp", csv_path)
 
-    figure, axes = plt.subplots(figsize=(1.0 + 0.6 * shares.shape[1], 1.0 + 0.45 * shares.shape[0]))
+    figure, axes = plt.subplots(figsize=(max(4.5, 1.5 + 0.6 * shares.shape[1]), max(3.0, 1.2 + 0.45 * shares.shape[0])))
     image = axes.imshow(shares.numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
     for layer, head, value in cells:
         axes.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value < 0.6 else "black")
+    axes.set_xticks(range(shares.shape[1]))
+    axes.set_yticks(range(shares.shape[0]))
     axes.set_xlabel("head")
     axes.set_ylabel("layer")
     axes.set_title(title, fontsize=9)
-    figure.colorbar(image, ax=axes, label="symmetric share of the score form")
+    figure.colorbar(image, ax=axes, label="symmetric share")
     figure.tight_layout()
     figure.savefig(f"{png_path}.tmp.png", dpi=120)
     plt.close(figure)
@@ -150,7 +152,7 @@ def main(argv=None):
     note = " (symmetric by construction)" if attention_type in SYMMETRIC_BY_CONSTRUCTION else ""
     print(f"{args.model}: attention_type={attention_type}{note}; symmetric share of each head's score form\n")
     print(markdown_table(shares))
-    csv_path, png_path = write_outputs(shares, f"{args.model} ({attention_type})", output_dir)
+    csv_path, png_path = write_outputs(shares, f"{Path(args.model).name}: attention_type={attention_type}", output_dir)
     print(f"\nwrote {csv_path} and {png_path}")
 
 
