@@ -13,7 +13,7 @@ from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from symbert import SymBertForMaskedLM
-from symbert.training import data, glue
+from symbert.training import data, glue, pretrain
 from symbert.training.glue_data import TASKS, load_task
 
 from conftest import tiny_config
@@ -351,3 +351,29 @@ def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune):
     assert f"| original | 300 | 80.50 | {original_target:.2f} | 219.5 |" in summary
     assert (tmp_path / "sweep" / "glue_vs_step.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "sweep" / "pairwise" / "step-200" / "glue_results.json").is_file()
+
+
+def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path):
+    """symbert-pretrain --compare writes one folder per attention type; the sweep fine-tunes their checkpoints."""
+    rng = random.Random(2)
+    (tmp_path / "corpus.txt").write_text("\n".join(sentence(rng) + "." for _ in range(300)) + "\n")
+    pretrain.main([
+        "--recipe", "cpu-demo", "--output_dir", str(tmp_path / "pre"), "--compare", "original,pairwise",
+        "--train_files", str(tmp_path / "corpus.txt"), "--tokenizer", str(assets / "model"), "--max_seq_length", "32",
+        "--eval_blocks", "4", "--per_device_train_batch_size", "4", "--max_steps", "4", "--warmup_steps", "1",
+        "--eval_steps", "2", "--save_steps", "2", "--logging_steps", "2", "--eval_on_start", "false",
+        "--report_to", "none", "--disable_tqdm", "true",
+    ])  # fmt: skip
+    glue.main(["--pretraining_dirs", str(tmp_path / "pre" / "original"), str(tmp_path / "pre" / "pairwise"),
+               "--tasks", "rte", "--seeds", "1", "--data_dir", str(assets / "data"), "--output_dir", str(tmp_path / "sweep"),
+               "--max_length", MAX_LENGTH, *FAST, "--max_steps", "1"])  # fmt: skip
+
+    with open(tmp_path / "sweep" / "glue_vs_step.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [(row["model"], row["step"]) for row in rows] == [("original", "2"), ("original", "4"), ("pairwise", "2"), ("pairwise", "4")]
+    for row in rows:  # each point is the rte score of that checkpoint's own suite
+        results = json.loads((tmp_path / "sweep" / row["model"] / f"step-{row['step']}" / "glue_results.json").read_text())
+        checkpoint = tmp_path / "pre" / row["model"] / f"checkpoint-{row['step']}"
+        assert results["model"]["name_or_path"] == str(checkpoint) and results["model"]["attention_type"] == row["model"]
+        assert float(row["glue"]) == pytest.approx(results["scores"]["rte"]["1"]) == pytest.approx(float(row["rte"]))
+    assert (tmp_path / "sweep" / "glue_vs_step.png").stat().st_size > 10_000
