@@ -102,9 +102,10 @@ def find_models(paths, staging_dir):
 
 def read_results_files(paths):
     """{path: results} for every glue_results.json given or below the given folders, checked against the schema."""
-    files = []
+    files, given = [], set()
     for path in map(Path, paths):
         if path.is_file():
+            given.add(path.resolve())
             files.append(path.resolve())
         elif path.is_dir():
             files += sorted(p.resolve() for p in path.rglob(RESULTS_FILE))
@@ -120,6 +121,8 @@ def read_results_files(paths):
             raise ValueError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
         if data.get("schema_version") != 1:
             raise ValueError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
+        if sha is None and path not in given:  # measured on sharded or .bin weights: matches no model.safetensors
+            continue
         if not isinstance(sha, str) or len(sha) != 64:
             raise ValueError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
         results[path] = data

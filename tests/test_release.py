@@ -207,6 +207,9 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
     results = write_results(pairwise, sweep)
     results["scores"] = {"rte": results["scores"]["rte"]}
     sweep.write_text(json.dumps(results))
+    sharded = write_results(pairwise, tmp_path / "sweep" / "bert" / "step-1" / "glue_results.json")
+    sharded["model"]["weights_sha256"] = None  # weights without a single model.safetensors: skipped when found in a folder
+    (tmp_path / "sweep" / "bert" / "step-1" / "glue_results.json").write_text(json.dumps(sharded))
     (plan,) = release.plan_models(parse_arguments([str(pairwise), "--results", str(pairwise_results), str(sweep.parents[2]), *base]))
     assert plan[3] == pairwise_results.resolve()
     forged = tmp_path / "forged" / "glue_results.json"  # right hash, wrong attention type
