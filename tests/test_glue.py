@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from symbert import SymBertForMaskedLM
 from symbert.training import data, glue, pretrain
-from symbert.training.glue_data import TASKS, load_task
+from symbert.training.glue_data import load_task
 
 from conftest import tiny_config
 

@@ -41,7 +41,6 @@ from transformers import (
     set_seed,
 )
 
-import symbert  # noqa: F401  (registers SymBERT with the Auto classes)
 from symbert.training.glue_data import HUB_DATASET, TASKS, load_task
 from symbert.training.reporting import _new_figure, _save, _write_atomically
 
@@ -218,14 +217,14 @@ def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_a
     """Fine-tune a fresh copy of the model on the task's train split with `seed`; the pair's metrics on its dev splits."""
     spec = TASKS[task]
     set_seed(seed)  # the classifier head is initialised here, before the Trainer seeds anything
-    labels = {} if spec.label_names is None else {"id2label": dict(enumerate(spec.label_names))}
+    label_names = {} if spec.label_names is None else {"id2label": dict(enumerate(spec.label_names))}
     model = AutoModelForSequenceClassification.from_pretrained(
         model_name,
         revision=revision,
         trust_remote_code=True,
         num_labels=spec.num_labels,
         problem_type="regression" if spec.label_names is None else "single_label_classification",
-        **labels,
+        **label_names,
     )
     trainer = Trainer(
         model=model,
