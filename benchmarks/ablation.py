@@ -1,0 +1,87 @@
+"""Where `original` differs in speed from transformers' BERT: one training step, timed interleaved, of BERT, of
+`original` as shipped, of `original` without its input-id range check (a `.item()` that synchronises the GPU once
+per forward), and of `original` with transformers' `ForMaskedLMLoss` (which first copies the logits to fp32).
+
+    python benchmarks/ablation.py --device cuda --size small --tokens_per_batch 16384 --output benchmarks/results/ablation-cuda
+"""
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from unittest import mock
+
+import torch
+from transformers.loss.loss_utils import ForMaskedLMLoss
+
+import symbert.modeling_symbert as modeling
+from symbert import SIZE_PRESETS
+from symbert.training.reporting import _write_atomically
+
+from machine import describe_machine  # benchmarks/machine.py
+from throughput import PRECISIONS, autocast, build_models, mlm_batch, timed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--size", default="small", choices=list(SIZE_PRESETS))
+    parser.add_argument("--seq_len", type=int, default=128)
+    parser.add_argument("--precision", default="bf16", choices=PRECISIONS)
+    parser.add_argument("--tokens_per_batch", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--output", default=None, help="results path without suffix; default: print only")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    device, vocab_size = torch.device(args.device), 30522
+    models, optimizers = build_models(args.size, ["original"], vocab_size, "sdpa", device)
+    input_ids, labels = mlm_batch(args.tokens_per_batch // args.seq_len, args.seq_len, vocab_size, device)
+
+    def shipped(model):
+        return model(input_ids=input_ids, labels=labels).loss
+
+    def fp32_copy_loss(model):
+        return ForMaskedLMLoss(model(input_ids=input_ids).logits, labels, vocab_size)
+
+    variants = {
+        "bert": ("bert", shipped, True),
+        "original": ("original", shipped, True),
+        "original without the id range check": ("original", shipped, False),
+        "original with ForMaskedLMLoss (fp32 logits copy)": ("original", fp32_copy_loss, True),
+    }
+
+    def step(name):
+        key, loss_of, check = variants[name]
+        model, optimizer = models[key], optimizers[key]
+        model.train()
+        with mock.patch.object(modeling, "_check_index_range", modeling._check_index_range if check else lambda *a: None):
+            with autocast(device, args.precision):
+                loss = loss_of(model)
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for name in variants:
+        timed(lambda: step(name), 3, device)
+    times, names = {name: [] for name in variants}, list(variants)
+    for round_index in range(args.rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(timed(lambda: step(name), 3, device))
+    bert = statistics.median(times["bert"])
+    lines = ["| variant | train tok/s | ratio to BERT |", "| --- | ---: | ---: |"]
+    for name in variants:
+        median = statistics.median(times[name])
+        lines.append(f"| {name} | {input_ids.numel() / median:,.0f} | {bert / median:.3f} |")
+    command = " ".join(["python", "benchmarks/ablation.py", *(sys.argv[1:] if argv is None else argv)])
+    report = (
+        f"# Ablation: `original` against BERT ({args.size}, seq {args.seq_len}, {args.precision}, sdpa, "
+        f"{args.tokens_per_batch} tokens per batch)\n\nCommand: `{command}`\n\nMachine: {describe_machine()}. "
+        f"Median of {args.rounds} interleaved rounds of 3 training steps.\n\n" + "\n".join(lines) + "\n"
+    )
+    print(report)
+    if args.output:
+        _write_atomically(Path(args.output).with_suffix(".md"), lambda file: file.write(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Smoke runs of benchmarks/throughput.py and benchmarks/convergence.py on tiny settings, checked against hand-computed
+numbers (FLOP counts, saved-activation memory, steps to a target)."""
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from symbert.training import data
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import convergence  # noqa: E402
+import throughput  # noqa: E402
+
+from conftest import tiny_config  # noqa: E402
+
+
+def test_training_flops_per_token_by_hand():
+    config = tiny_config("original")  # h 128, 2 heads (d 64), FFN 512, 2 layers, vocab 99
+    h, d, f, vocab, seq = 128, 64, 512, 99, 16
+    per_layer = 3 * h * h + 2 * seq * h + h * h + 2 * h * f
+    assert throughput.training_flops_per_token(config, seq) == 6 * (2 * per_layer + h * h + h * vocab)
+    savings = {"symmetric": h * h, "pairwise": h * h - 2 * d * d, "shared": 2 * h * h, "mhe_add": 3 * h * h - 3 * h * d}
+    for kind, saved_per_layer in savings.items():
+        flops = throughput.training_flops_per_token(tiny_config(kind), seq)
+        assert flops == 6 * (2 * (per_layer - saved_per_layer) + h * h + h * vocab)
+
+
+def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
+    output = tmp_path / "results" / "throughput"
+    argv = ["--sizes", "tiny", "--seq_lens", "16", "--tokens_per_batch", "32", "--rounds", "1", "--warmup", "0",
+            "--vocab_size", "99", "--matmul_size", "128", "--types", "original", "symmetric", "mhe_add", "--output", str(output)]  # fmt: skip
+    throughput.main(argv)
+    record = json.loads(output.with_suffix(".json").read_text())
+    rows = {row["model"]: row for row in record["rows"]}
+    assert list(rows) == ["bert", "original", "symmetric", "mhe_add"]
+    assert rows["bert"]["train_ratio"] == 1.0 and rows["bert"]["batch_size"] == 2
+    assert all(row["train_tokens_per_s"] > 0 and 0 < row["train_mfu"] for row in rows.values())
+    # Counted exactly on CPU: BERT and `original` have the same parameters and save the same activations (BERT also
+    # saves a 16-id token-type tensor that `original` takes as a view of its buffer).
+    assert rows["bert"]["memory_bytes"] - rows["original"]["memory_bytes"] == 16 * 8
+    # symmetric drops `key`: 16 KiB of weights+bias per layer fewer ×4 (weights, grads, 2 Adam moments), and no K to save
+    assert rows["symmetric"]["memory_bytes"] < rows["bert"]["memory_bytes"] - 2 * 4 * 4 * (128 * 128 + 128)
+    assert rows["symmetric"]["expected_train_ratio"] > 1.0
+    report = output.with_suffix(".md").read_text()
+    assert "| tiny | 16 | fp32 | sdpa | symmetric |" in report and "Load average" in report
+    assert str(output) in record["command"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seq_lens", "100"], "--seq_lens 100"),
+        (["--rounds", "0"], "--rounds=0"),
+        (["--profile", "bogus"], "bogus"),
+    ],
+)
+def test_throughput_rejects_bad_arguments(argv, message):
+    with pytest.raises(ValueError, match=message):
+        throughput.parse_command_line(argv)
+
+
+def fake_history(eval_losses, step=10):
+    history = [{"eval_loss": loss, "step": i * step} for i, loss in enumerate(eval_losses)]
+    return history + [{"train_runtime": 30.0, "step": (len(eval_losses) - 1) * step}]
+
+
+def test_convergence_summary_uses_each_seeds_original_as_target():
+    histories = {
+        ("original", 1): fake_history([9.0, 6.0, 5.0]),
+        ("original", 2): fake_history([9.0, 6.5, 5.5]),
+        ("symmetric", 1): fake_history([9.0, 4.9, 4.8]),
+        ("symmetric", 2): fake_history([9.0, 6.4, 5.6]),
+    }
+    targets = {1: 5.0, 2: 5.5}
+    rows = {row["attention_type"]: row for row in convergence.summarize(histories, ["original", "symmetric"], [1, 2], targets)}
+    assert rows["original"]["steps_to_target"] == [20, 20]
+    assert rows["original"]["steps_to_target_mean_std"] == (20.0, 0.0)
+    assert rows["symmetric"]["steps_to_target"] == [10, None]  # seed 2 never reaches 5.5
+    assert rows["symmetric"]["seeds_reaching_target"] == 1
+    mean, std = rows["symmetric"]["final_eval_loss_mean_std"]
+    assert mean == pytest.approx(5.2) and std == pytest.approx(0.565685, rel=1e-5)
+    table = convergence.markdown_table(list(rows.values()), 2)
+    assert "| symmetric | 10 ± 0 | 1/2 | 5.2000 ± 0.5657 |" in table
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    words = "the river man house walked along bank old city night light water stone road looked said".split()
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
+    (root / "train.txt").write_text("\n".join(lines) + "\n")
+    data.train_wordpiece(lines, vocab_size=100).save_pretrained(root / "tokenizer")
+    return root
+
+
+def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
+    pretrain_args = [
+        "--recipe", "cpu-demo", "--output_dir", str(tmp_path / "runs"), "--train_files", str(corpus / "train.txt"),
+        "--tokenizer", str(corpus / "tokenizer"), "--max_seq_length", "16", "--eval_blocks", "4",
+        "--per_device_train_batch_size", "4", "--max_steps", "2", "--warmup_steps", "1", "--eval_steps", "1",
+        "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+    ]  # fmt: skip
+    summary = tmp_path / "summary"
+    convergence.main(["--types", "original,symmetric", "--seeds", "3", "--summary_dir", str(summary), "--", *pretrain_args])
+    record = json.loads((summary / "convergence.json").read_text())
+    curves = record["eval_loss_curves"]
+    assert set(curves) == {"original seed 3", "symmetric seed 3"}
+    assert list(curves["symmetric seed 3"]) == ["0", "1", "2"]  # eval on start, then every step
+    # default target: original's final eval loss on the same seed
+    original = curves["original seed 3"]
+    assert record["target_eval_loss"] == {"3": original["2"]}
+    assert record["summary"][0]["steps_to_target"] == [min(int(s) for s, loss in original.items() if loss <= original["2"])]
+    assert (summary / "convergence.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "runs" / "seed-3" / "symmetric" / "training_summary.json").is_file()
+
+    again = tmp_path / "again"
+    convergence.main(["--types", "original,symmetric", "--seeds", "3", "--summarize_only", "--summary_dir", str(again), "--", *pretrain_args])
+    assert json.loads((again / "convergence.json").read_text())["summary"] == record["summary"]
+
+
+def test_convergence_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="bogus"):
+        convergence.parse_command_line(["--types", "original,bogus", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
+    with pytest.raises(ValueError, match="after `--`"):
+        convergence.parse_command_line(["--types", "original"])
+    with pytest.raises(ValueError, match="--seeds"):
+        convergence.parse_command_line(["--seeds", "1,x", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
+
+
+def test_matmul_rate_is_positive():
+    assert throughput.matmul_flops_per_second(torch.device("cpu"), "fp32", 64) > 0
