@@ -227,8 +227,8 @@ PIPELINE_CASES = {  # task: (head, positional args, keyword args, the text the r
 }
 
 
-# transformers 5.19 removed the extractive question-answering pipeline (for every model); tests/compat/run_matrix.sh
-# runs it under 4.x and 5.18.
+# transformers 5.3 dropped the extractive question-answering pipeline (for every model); tests/compat/run_matrix.sh
+# runs it under 4.54, 4.57 and 5.2.
 HAS_QA_PIPELINE = "question-answering" in SUPPORTED_TASKS
 
 
@@ -280,7 +280,7 @@ def test_token_classification_pipeline(pipeline_runs, attention_type):
     assert [r["score"] for r in run["result"]] == pytest.approx(expected.max(-1).values.tolist(), rel=1e-5)
 
 
-@pytest.mark.skipif(not HAS_QA_PIPELINE, reason="this transformers has no question-answering pipeline (removed in 5.19)")
+@pytest.mark.skipif(not HAS_QA_PIPELINE, reason="this transformers has no question-answering pipeline (dropped in 5.3)")
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 def test_question_answering_pipeline(pipeline_runs, attention_type):
     answers = pipeline_runs[attention_type, "question-answering"]["result"]

@@ -9,7 +9,7 @@ ones or fresh random values) shows up both in the outputs and in the tensor comp
 the Auto class named by its folder, compares the outputs and every tensor of model.safetensors with the loaded
 model, checks that the MLM decoder is tied to the word embeddings (weight and bias) after loading and after
 `resize_token_embeddings`, writes the details to REPORT (JSON), prints one Markdown table row and exits 1 on failure.
-Where this transformers still has the extractive `question-answering` pipeline (removed in 5.19), it also runs it on
+Where this transformers still has the extractive `question-answering` pipeline (gone from 5.3), it also runs it on
 each question-answering folder and checks that every answer is a span of the context.
 """
 

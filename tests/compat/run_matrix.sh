@@ -2,7 +2,7 @@
 # transformers compatibility matrix (not part of pytest; about 10 minutes on 2 CPU cores, most of it pip).
 #
 #   tests/compat/run_matrix.sh [VERSION ...]     # default: 4.54.0 (oldest supported), 4.57.6 (last 4.x),
-#                                                #   5.18.0 (last with the question-answering pipeline), 5.23.0
+#                                                #   5.2.0 (last with the question-answering pipeline), 5.23.0
 #
 # For each transformers version: a virtual environment /tmp/symbert-compat/venv-VERSION (CPU torch 2.13.0 first, then
 # this project with the pinned transformers), which saves every head and variant; then every environment loads every
@@ -12,7 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=${SYMBERT_COMPAT_DIR:-/tmp/symbert-compat}
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(4.54.0 4.57.6 5.18.0 5.23.0)
+[ ${#versions[@]} -gt 0 ] || versions=(4.54.0 4.57.6 5.2.0 5.23.0)
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 PYTHONPATH=
 mkdir -p "$work"
 
