@@ -42,7 +42,7 @@ from transformers import (
 )
 
 from symbert.training.glue_data import HUB_DATASET, TASKS, load_task
-from symbert.training.reporting import _new_figure, _save, _write_atomically
+from symbert.training.reporting import new_figure, save_figure, write_atomically
 
 SCHEMA_VERSION = 1
 PAPER_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
@@ -307,7 +307,7 @@ def pair_protocol(glue_args, training_args):
 
 def write_json(path, value):
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, lambda file: file.write(json.dumps(value, indent=2) + "\n"))
+    write_atomically(path, lambda file: file.write(json.dumps(value, indent=2) + "\n"))
 
 
 def identity(model):
@@ -445,7 +445,7 @@ def table(header, rows):
 
 def write_results(output_dir, results):
     write_json(output_dir / "glue_results.json", results)
-    _write_atomically(output_dir / "glue_results.md", lambda file: file.write(results_markdown(results)))
+    write_atomically(output_dir / "glue_results.md", lambda file: file.write(results_markdown(results)))
 
 
 # The sweep: the suite on checkpoints along pre-training (the paper's Figure 3)
@@ -513,11 +513,11 @@ def run_sweep(glue_args, training_args, tasks, seeds):
         writer.writeheader()
         writer.writerows(rows)
 
-    _write_atomically(output_dir / "glue_vs_step.csv", write_csv)
+    write_atomically(output_dir / "glue_vs_step.csv", write_csv)
     curves = {name: ([r["step"] for r in rows if r["model"] == name], [r["glue"] for r in rows if r["model"] == name])
               for name in checkpoints}  # fmt: skip
     summary = sweep_markdown(curves, tasks)
-    _write_atomically(output_dir / "glue_vs_step.md", lambda file: file.write(summary))
+    write_atomically(output_dir / "glue_vs_step.md", lambda file: file.write(summary))
     all_eight = set(PAPER_TASKS) <= set(tasks)
     plot_sweep(curves, output_dir / "glue_vs_step.png", "GLUE score" if all_eight else f"mean score of {', '.join(tasks)}")
     print(f"\n{summary}\nSweep in {output_dir}: glue_vs_step.csv, glue_vs_step.md, glue_vs_step.png")
@@ -541,7 +541,7 @@ def sweep_markdown(curves, tasks):
 
 def plot_sweep(curves, path, score_name="GLUE score"):
     """GLUE score against pre-training step, one line per model, with its 95%-of-final line and crossing step."""
-    fig, ax = _new_figure(f"{score_name} (dev, %)", "GLUE along pre-training")
+    fig, ax = new_figure(f"{score_name} (dev, %)", "GLUE along pre-training")
     for name, (steps, scores) in curves.items():
         (line,) = ax.plot(steps, scores, marker="o", label=name)
         target = SWEEP_FRACTION * scores[-1]
@@ -550,7 +550,7 @@ def plot_sweep(curves, path, score_name="GLUE score"):
         if crossing is not None:
             ax.axvline(crossing, color=line.get_color(), linestyle=":", linewidth=1)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def main(argv=None):

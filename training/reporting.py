@@ -48,32 +48,32 @@ def write_metrics(log_history, output_dir):
         writer.writeheader()
         writer.writerows(log_history)
 
-    _write_atomically(output_dir / "metrics.csv", write_csv)
-    _write_atomically(output_dir / "metrics.json", lambda file: json.dump(log_history, file, indent=2))
+    write_atomically(output_dir / "metrics.csv", write_csv)
+    write_atomically(output_dir / "metrics.json", lambda file: json.dump(log_history, file, indent=2))
 
 
 def plot_losses(log_history, path, title=None):
     """Saves a PNG of the train and eval loss against step; returns `path`."""
-    fig, ax = _new_figure("loss", title)
+    fig, ax = new_figure("loss", title)
     for key, label, marker in (("loss", "train loss", None), ("eval_loss", "eval loss", "o")):
-        steps, losses = _series(log_history, key)
+        steps, losses = metric_series(log_history, key)
         if steps:
             ax.plot(steps, losses, label=label, marker=marker)
     if ax.lines:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_comparison(runs, path, target_loss=None, title=None):
     """Saves a PNG of the eval-loss curves of several runs ({name: log_history}) on one figure; returns `path`."""
-    fig, ax = _new_figure("eval loss", title)
+    fig, ax = new_figure("eval loss", title)
     for name, log_history in runs.items():
-        ax.plot(*_series(log_history, "eval_loss"), label=name, marker="o")
+        ax.plot(*metric_series(log_history, "eval_loss"), label=name, marker="o")
     if target_loss is not None:
         ax.axhline(target_loss, color="gray", linestyle="--", label=f"target {target_loss:.4g}")
     if ax.lines:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def steps_to_reach(log_history, target_loss):
@@ -91,7 +91,7 @@ def comparison_table(runs, target_loss):
         "| --- | ---: | ---: | ---: |",
     ]
     for name, log_history in runs.items():
-        _, losses = _series(log_history, "eval_loss")
+        _, losses = metric_series(log_history, "eval_loss")
         final, best = (f"{losses[-1]:.4f}", f"{min(losses):.4f}") if losses else ("-", "-")
         step = steps_to_reach(log_history, target_loss)
         rows.append(f"| {name} | {final} | {best} | {'not reached' if step is None else step} |")
@@ -116,12 +116,12 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _series(log_history, key):
+def metric_series(log_history, key):
     entries = [e for e in log_history if key in e]
     return [e["step"] for e in entries], [e[key] for e in entries]
 
 
-def _write_atomically(path, write):
+def write_atomically(path, write):
     """Writes through a temporary file in the same folder, so a killed run never leaves a half-written file."""
     temporary = path.with_name(f".{path.name}.tmp")
     with open(temporary, "w", newline="") as file:
@@ -129,7 +129,7 @@ def _write_atomically(path, write):
     os.replace(temporary, path)
 
 
-def _new_figure(ylabel, title):
+def new_figure(ylabel, title):
     # A bare Figure on the Agg canvas: no pyplot global state, no display needed.
     fig = Figure(figsize=FIGURE_SIZE, dpi=FIGURE_DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -142,6 +142,6 @@ def _new_figure(ylabel, title):
     return fig, ax
 
 
-def _save(fig, path):
+def save_figure(fig, path):
     fig.savefig(path)
     return path
