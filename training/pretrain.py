@@ -36,6 +36,7 @@ RECIPES_DIR = Path(__file__).parent / "recipes"
 
 @dataclass
 class ModelArguments:
+    recipe: str | None = field(default=None, metadata={"help": "recipe name (training/recipes/NAME.json) or path"})
     size: str = field(default="tiny", metadata={"help": f"size preset: {', '.join(SIZE_PRESETS)}"})
     attention_type: str = field(default="original", metadata={"help": f"one of {', '.join(ATTENTION_TYPES)}"})
     config_overrides: str | None = field(
@@ -98,7 +99,6 @@ def parse_arguments(argv):
         if index + 1 >= len(argv):
             raise ValueError("--recipe needs a name or a path to a JSON recipe file.")
         recipe = json.loads(recipe_path(argv[index + 1]).read_text())
-        argv = argv[:index] + argv[index + 2 :]
         for key, value in recipe.items():
             if key.startswith("_"):  # comments
                 continue
@@ -254,6 +254,7 @@ def pretrain(model_args, data_args, training_args):
         plot_losses(trainer.state.log_history, output_dir / "loss.png", title=model_args.attention_type)
         args = trainer.args
         summary = {
+            "recipe": model_args.recipe,
             "attention_type": model_args.attention_type,
             "size": model_args.size,
             "parameters": model.num_parameters(),
