@@ -16,7 +16,7 @@ from transformers.loss.loss_utils import ForMaskedLMLoss
 
 import symbert.modeling_symbert as modeling
 from symbert import SIZE_PRESETS
-from symbert.training.reporting import _write_atomically
+from symbert.training.reporting import write_atomically
 
 from machine import describe_machine  # benchmarks/machine.py
 from throughput import PRECISIONS, autocast, build_models, mlm_batch, timed
@@ -80,7 +80,7 @@ def main(argv=None):
     )
     print(report)
     if args.output:
-        _write_atomically(Path(args.output).with_suffix(".md"), lambda file: file.write(report))
+        write_atomically(Path(args.output).with_suffix(".md"), lambda file: file.write(report))
 
 
 if __name__ == "__main__":

@@ -31,10 +31,10 @@ from symbert import ATTENTION_TYPES
 from symbert.training import data as data_module
 from symbert.training.pretrain import parse_arguments, pretrain
 from symbert.training.reporting import (
-    _new_figure,
-    _save,
-    _series,
-    _write_atomically,
+    new_figure,
+    save_figure,
+    metric_series,
+    write_atomically,
     comparison_table,
     load_log_history,
     steps_to_reach,
@@ -115,7 +115,7 @@ def run_all(args, model_args, data_args, training_args):
 
 
 def final_eval_loss(log_history):
-    return _series(log_history, "eval_loss")[1][-1]
+    return metric_series(log_history, "eval_loss")[1][-1]
 
 
 def mean_std(values):
@@ -162,9 +162,9 @@ def markdown_table(rows, num_seeds):
 
 def plot_curves(histories, types, seeds, targets, path):
     """Mean eval loss against step per type, shaded between the lowest and highest seed."""
-    fig, ax = _new_figure("eval loss", f"eval loss over {len(seeds)} seeds (line: mean, band: min-max)")
+    fig, ax = new_figure("eval loss", f"eval loss over {len(seeds)} seeds (line: mean, band: min-max)")
     for kind in types:
-        curves = [_series(histories[kind, seed], "eval_loss") for seed in seeds]
+        curves = [metric_series(histories[kind, seed], "eval_loss") for seed in seeds]
         steps = curves[0][0]
         if any(curve_steps != steps for curve_steps, _ in curves):
             raise ValueError(f"{kind}: the seeds were evaluated at different steps; cannot average their curves.")
@@ -176,7 +176,7 @@ def plot_curves(histories, types, seeds, targets, path):
     # The first evaluation (step 0) is far above the rest: start the y axis at the later part of the curves.
     ax.set_ylim(top=max(final_eval_loss(h) for h in histories.values()) + 1.0)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def main(argv=None):
@@ -220,7 +220,7 @@ def main(argv=None):
             "![eval loss](convergence.png)",
         ]
     )
-    _write_atomically(summary_dir / "convergence.md", lambda file: file.write(report + "\n"))
+    write_atomically(summary_dir / "convergence.md", lambda file: file.write(report + "\n"))
     record = {
         "command": command,
         "machine": describe_machine(),
@@ -232,9 +232,9 @@ def main(argv=None):
         "target_source": target_source,
         "seeds": args.seeds,
         "summary": rows,
-        "eval_loss_curves": {f"{kind} seed {seed}": dict(zip(*_series(h, "eval_loss"))) for (kind, seed), h in histories.items()},
+        "eval_loss_curves": {f"{kind} seed {seed}": dict(zip(*metric_series(h, "eval_loss"))) for (kind, seed), h in histories.items()},
     }
-    _write_atomically(summary_dir / "convergence.json", lambda file: json.dump(record, file, indent=2))
+    write_atomically(summary_dir / "convergence.json", lambda file: json.dump(record, file, indent=2))
     plot_curves(histories, args.types, args.seeds, targets, summary_dir / "convergence.png")
     print(f"\n{table}\n\nWall time {wall_seconds / 60:.1f} min. Results in {summary_dir}/convergence.md, .json, .png")
 

@@ -34,7 +34,7 @@ import transformers
 from transformers import BertConfig, BertForMaskedLM
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
-from symbert.training.reporting import _write_atomically
+from symbert.training.reporting import write_atomically
 
 from machine import describe_machine  # benchmarks/machine.py
 
@@ -390,7 +390,7 @@ def main(argv=None):
         header += ["## torch.profiler, one training step (self time)", profile]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     report = "\n\n".join(header) + "\n"
-    _write_atomically(args.output.with_suffix(".md"), lambda file: file.write(report))
+    write_atomically(args.output.with_suffix(".md"), lambda file: file.write(report))
     record = {
         "command": command,
         "machine": describe_machine(),
@@ -401,7 +401,7 @@ def main(argv=None):
         "rows": rows,
         "implementation_checks": checks,
     }
-    _write_atomically(args.output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    write_atomically(args.output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
     if checks is not None:
         print(format_checks(checks))
     print(f"Wall time {wall_seconds / 60:.1f} min. Results in {args.output}.md and .json")
