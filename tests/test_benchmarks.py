@@ -56,6 +56,8 @@ def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
         (["--seq_lens", "100"], "--seq_lens 100"),
         (["--rounds", "0"], "--rounds=0"),
         (["--profile", "bogus"], "bogus"),
+        (["--device", "cuda", "--clock", "process"], "--clock process"),
+        (["--threads", "0"], "--threads=0"),
     ],
 )
 def test_throughput_rejects_bad_arguments(argv, message):
