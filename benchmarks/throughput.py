@@ -14,6 +14,8 @@ built with the same sizes and the same attention implementation in this process,
   autograd saves for the backward pass (the part of the peak that differs between the types), counted exactly;
 - MFU: analytic training FLOPs per token × tokens/s over the measured matrix-product rate of the same precision.
 `expected` is the FLOP ratio BERT / type: the speed-up the type's saving allows if time followed FLOPs.
+On a CPU shared with other processes, `--threads 1 --clock process` times by this process's CPU time instead of the
+wall clock, which the other processes barely disturb.
 
 Writes `OUTPUT.md` and `OUTPUT.json` (default benchmarks/results/throughput-DEVICE) with the machine, the command,
 the load average and the wall time.
@@ -170,7 +172,7 @@ def inference_step(model, input_ids, device, precision):
 
 
 CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
-clock = CLOCKS["wall"]
+clock = CLOCKS["wall"]  # set by --clock
 
 
 def timed(function, steps, device):
