@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# transformers compatibility matrix (not part of pytest; about 10 minutes on 2 CPU cores, most of it pip).
+# transformers compatibility matrix (not part of pytest). On 2 CPU cores: a few minutes of pip per new environment,
+# then about 10 minutes for the saves and the 16 loads.
 #
 #   tests/compat/run_matrix.sh [VERSION ...]     # default: 4.54.0 (oldest supported), 4.57.6 (last 4.x),
 #                                                #   5.2.0 (last with the question-answering pipeline), 5.23.0
