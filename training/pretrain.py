@@ -315,7 +315,15 @@ def report(output_dir, log_history):
 
 
 def main(argv=None):
-    model_args, data_args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    try:
+        run(sys.argv[1:] if argv is None else argv)
+    finally:  # a clean exit for every process of a torchrun / accelerate launch
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def run(argv):
+    model_args, data_args, training_args = parse_arguments(argv)
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
     if not model_args.compare:
