@@ -31,7 +31,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, RepoFile, get_token
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, get_token
+from huggingface_hub.hf_api import RepoFile  # not exported at the top level by the 0.x releases transformers 4.x needs
 from huggingface_hub.errors import RevisionNotFoundError
 from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
