@@ -50,6 +50,10 @@ class SymBertConfig(PreTrainedConfig):
     pairwise_init (`str`, defaults to `"normal"`):
         Initialisation of the pairwise matrices S: `normal` (i.i.d. N(0, 1), as in the paper) or `identity`
         (then `pairwise` starts out equal to `symmetric`).
+    sparse_prediction (`bool`, defaults to `False`):
+        For `SymBertForMaskedLM` called with `labels`: compute the MLM head only at the labelled positions, so
+        `logits` is [n_labelled, vocab_size] instead of [batch, seq, vocab_size]. The loss is the same; pre-training
+        is faster (the decoder over the vocabulary is most of a small model's step). Without labels, full logits.
 
     Use [`SymBertConfig.from_preset`] for the named sizes in `SIZE_PRESETS`.
     """
@@ -80,6 +84,7 @@ class SymBertConfig(PreTrainedConfig):
         tie_word_embeddings=True,
         attention_type="original",
         pairwise_init="normal",
+        sparse_prediction=False,
         **kwargs,
     ):
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
@@ -103,6 +108,7 @@ class SymBertConfig(PreTrainedConfig):
         self.tie_word_embeddings = tie_word_embeddings
         self.attention_type = attention_type
         self.pairwise_init = pairwise_init
+        self.sparse_prediction = sparse_prediction
         self.check_symbert_fields()
 
     @classmethod
@@ -118,6 +124,8 @@ class SymBertConfig(PreTrainedConfig):
             raise ValueError(f"attention_type={self.attention_type!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
         if self.pairwise_init not in PAIRWISE_INITS:
             raise ValueError(f"pairwise_init={self.pairwise_init!r} is not supported; allowed: {', '.join(PAIRWISE_INITS)}.")
+        if not isinstance(self.sparse_prediction, bool):
+            raise ValueError(f"sparse_prediction={self.sparse_prediction!r} is invalid; allowed: True, False.")
         for name in (
             "vocab_size",
             "hidden_size",

@@ -587,7 +587,14 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        prediction_scores = self.cls(outputs.last_hidden_state)
+        sequence_output = outputs.last_hidden_state
+        if labels is not None and self.config.sparse_prediction:
+            # only the labelled positions: the decoder over the vocabulary is the costliest part of a small model
+            labels = labels.view(-1).to(sequence_output.device)
+            labelled = labels != -100
+            sequence_output = sequence_output.reshape(-1, sequence_output.shape[-1])[labelled]
+            labels = labels[labelled]
+        prediction_scores = self.cls(sequence_output)
         loss = None
         if labels is not None:
             # With the Trainer's num_items_in_batch it averages over all masked tokens of the accumulated, all-device

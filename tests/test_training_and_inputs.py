@@ -123,3 +123,24 @@ def test_corrupt_weights_file_is_named(tmp_path, damage):
         AutoModelForMaskedLM.from_pretrained(tmp_path)
     with pytest.raises(OSError, match=rf"Cannot read {weights}"):
         AutoModelForMaskedLM.from_pretrained(tmp_path, trust_remote_code=True)
+
+
+def test_sparse_prediction_gives_the_same_loss_and_gradients():
+    input_ids, attention_mask = padded_batch(seed=3)
+    labels = torch.full_like(input_ids, -100)
+    labels[:, 1::4] = input_ids[:, 1::4]
+    results = []
+    for sparse in (False, True):
+        torch.manual_seed(0)
+        model = SymBertForMaskedLM(tiny_config("pairwise", sparse_prediction=sparse))
+        output = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        output.loss.backward()
+        results.append((output, {n: p.grad for n, p in model.named_parameters()}))
+        assert model(input_ids=input_ids).logits.shape == (*input_ids.shape, VOCAB_SIZE)  # no labels: full logits
+    (dense, dense_grads), (sparse, sparse_grads) = results
+    labelled = labels != -100
+    assert sparse.logits.shape == (labelled.sum().item(), VOCAB_SIZE)
+    torch.testing.assert_close(sparse.logits, dense.logits[labelled], atol=1e-5, rtol=0)
+    torch.testing.assert_close(sparse.loss, dense.loss, atol=1e-6, rtol=0)
+    for name, grad in dense_grads.items():
+        torch.testing.assert_close(sparse_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
