@@ -478,7 +478,7 @@ folders, texts, output = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.a
 report, logits = {}, {}
 for folder in folders:
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
         model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
         inputs = tokenizer([t.format(mask=tokenizer.mask_token) for t in texts], padding=True, return_tensors="pt")
         with torch.no_grad():
@@ -522,7 +522,7 @@ def load_in_fresh_process(folders):
 
 def reference_outputs(source):
     """(input ids, logits) of the source model, loaded with this project's classes."""
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=True)
     model = SymBertForMaskedLM.from_pretrained(source).eval()
     inputs = tokenizer([t.format(mask=tokenizer.mask_token) for t in CHECK_TEXTS], padding=True, return_tensors="pt")
     with torch.no_grad():

@@ -339,7 +339,7 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
             f"max_length={glue_args.max_length} exceeds the model's max_position_embeddings="
             f"{config.max_position_embeddings}."
         )
-    tokenizer = AutoTokenizer.from_pretrained(model_name, revision=glue_args.revision)
+    tokenizer = AutoTokenizer.from_pretrained(model_name, revision=glue_args.revision, trust_remote_code=True)
     model = model_info(model_name, glue_args.revision, config)
     protocol = pair_protocol(glue_args, training_args)
     runs = read_runs(output_dir, model, protocol)
