@@ -121,7 +121,6 @@ def load_blocks(data_args, tokenizer, seed=0):
     texts = load_texts(data_args)
     block_size = data_args.max_seq_length
     # Each text gets [CLS] ... [SEP]; blocks then span text boundaries, as in the paper.
-    column_names = texts.column_names or list(next(iter(texts), {}))  # a stream may not know its columns
 
     def tokenize(batch):
         return {"input_ids": tokenizer(batch[data_args.text_column], add_special_tokens=True)["input_ids"]}
@@ -131,14 +130,15 @@ def load_blocks(data_args, tokenizer, seed=0):
 
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.
     texts = texts.filter(has_text, batched=True)
-    tokens = texts.map(tokenize, batched=True, remove_columns=column_names)
+    if not isinstance(texts, IterableDataset) and len(texts) == 0:
+        raise ValueError(f"The training data are empty: {describe_source(data_args)} hold no text.")
+    # select_columns rather than remove_columns: a stream may not know its columns before it is read
+    tokens = texts.map(tokenize, batched=True).select_columns(["input_ids"])
     blocks = tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
     if isinstance(blocks, IterableDataset):
         if next(iter(blocks), None) is None:
             raise ValueError(f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens.")
         return blocks.skip(data_args.eval_blocks), blocks.take(data_args.eval_blocks)
-    if len(texts) == 0:
-        raise ValueError(f"The training data are empty: {describe_source(data_args)} hold no text.")
     if len(blocks) <= data_args.eval_blocks:
         raise ValueError(
             f"{describe_source(data_args)} give {len(blocks)} blocks of {block_size} tokens, not more than eval_blocks="
