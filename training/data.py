@@ -1,21 +1,38 @@
 """Pre-training data: texts → tokens → fixed-length blocks (texts concatenated and cut, as the paper does)."""
 
 import hashlib
+import json
 import os
+import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, count
 from pathlib import Path
 
+import fsspec
 import numpy as np
+import pyarrow.parquet as pq
 import torch
-from datasets import IterableDataset, load_dataset
+from datasets import IterableDataset, Value, load_dataset
+from filelock import FileLock
+from fsspec.utils import infer_compression
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling, PreTrainedTokenizerFast
+
+from symbert.cli import UserError, missing_local_path
 
 EMBEDDED_CORPUS = Path(__file__).parent / "corpus" / "english_prose.txt.gz"
 DEFAULT_TOKENIZER = "bert-base-uncased"
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 LOCAL_FORMATS = {".txt": "text", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+# How much of each local file is checked before loading; a problem further on is reported when the file is read.
+CHECKED_BYTES = 2**20
+JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}
+
+
+class MissingFileError(UserError, FileNotFoundError):
+    """A file the user named does not exist."""
 
 
 def cache_dir():
@@ -30,7 +47,7 @@ def load_texts(data_args):
     """The raw texts: a Hub dataset, local files, or the embedded corpus."""
     if uses_embedded_corpus(data_args):
         if not EMBEDDED_CORPUS.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"The embedded corpus {EMBEDDED_CORPUS} is missing from this installation; "
                 "pass --train_files or --dataset_name."
             )
@@ -40,22 +57,139 @@ def load_texts(data_args):
             data_args.dataset_name, data_args.dataset_config, split=data_args.dataset_split, streaming=data_args.streaming
         )
     else:
-        files = [Path(f) for f in data_args.train_files]
-        missing = [str(f) for f in files if not f.is_file()]
-        if missing:
-            raise FileNotFoundError(f"train_files not found: {', '.join(missing)}")
-        formats = {LOCAL_FORMATS.get(f.suffixes[0] if f.suffixes else "", None) for f in files}
-        if None in formats or len(formats) != 1:
-            raise ValueError(
-                f"train_files must all be one of {', '.join(LOCAL_FORMATS)} (optionally compressed): {data_args.train_files}"
-            )
-        dataset = load_dataset(formats.pop(), data_files=[str(f) for f in files], split="train", streaming=data_args.streaming)
+        dataset = load_local_files(data_args)
     columns = dataset.column_names
     if columns is None:  # a stream whose features are unknown until read: look at its first example
         columns = list(next(iter(dataset), {}))
     if columns and data_args.text_column not in columns:
-        raise ValueError(f"text_column {data_args.text_column!r} is not in the dataset; its columns are {columns}.")
+        raise UserError(f"text_column {data_args.text_column!r} is not in the dataset; its columns are {columns}.")
+    feature = (dataset.features or {}).get(data_args.text_column)
+    if feature is not None and feature not in (Value("string"), Value("large_string")):
+        raise UserError(
+            f"text_column {data_args.text_column!r} of {describe_source(data_args)} holds {feature_type(feature)} "
+            "values, not strings; pass --text_column with a column of texts."
+        )
     return dataset
+
+
+def local_format(path):
+    return LOCAL_FORMATS.get(path.suffixes[0] if path.suffixes else "")
+
+
+def load_local_files(data_args):
+    """`train_files` as one dataset, each file checked first (its first CHECKED_BYTES) and named in read errors."""
+    files = [Path(f) for f in data_args.train_files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise MissingFileError(f"train_files not found: {', '.join(missing)}")
+    formats = {local_format(f) for f in files}
+    if None in formats or len(formats) != 1:
+        raise UserError(
+            f"train_files must all be one of {', '.join(LOCAL_FORMATS)} (optionally compressed): {data_args.train_files}"
+        )
+    builder = formats.pop()
+    for file in files:
+        if problem := file_problem(file, data_args.text_column, CHECKED_BYTES):
+            raise UserError(f"{file} {problem}")
+    if data_args.streaming:  # read errors happen while training: each file's rows are read under its name
+        return IterableDataset.from_generator(
+            stream_files, gen_kwargs={"files": [str(f) for f in files], "builder": builder, "text_column": data_args.text_column}
+        )
+    with errors_named_by_file(files, data_args.text_column):
+        return load_dataset(builder, data_files=[str(f) for f in files], split="train")
+
+
+def stream_files(files, builder, text_column):
+    for file in files:
+        with errors_named_by_file([Path(file)], text_column):
+            yield from load_dataset(builder, data_files=file, split="train", streaming=True)
+
+
+@contextmanager
+def errors_named_by_file(files, text_column):
+    """A read error (datasets' DatasetGenerationError, a UnicodeDecodeError, a truncated archive, bad JSON) becomes a
+    UserError naming the file and the problem, found by reading the files through; other errors pass unchanged."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as error:
+        for file in files:
+            if problem := file_problem(file, text_column, limit=None):
+                raise UserError(f"{file} {problem}") from error
+        raise
+
+
+def file_problem(path, text_column, limit):
+    """What is wrong with a local corpus file, judged on its first `limit` bytes of text (all for None), or None."""
+    if path.stat().st_size == 0:
+        return "is empty (0 bytes); remove it from --train_files."
+    if local_format(path) == "parquet":
+        return parquet_problem(path, text_column)
+    json_lines = path.suffixes[0] == ".jsonl"  # a .json file may also be one JSON document: checked when read
+    seen = texts = 0
+    try:
+        with fsspec.open(str(path), "rb", compression="infer") as file:
+            for number in count(1):
+                line = file.readline(-1 if limit is None else limit - seen)
+                seen += len(line)
+                if not line or (limit is not None and seen >= limit and not line.endswith(b"\n")):
+                    break  # the end of the file, or a line cut by the limit: the rest is checked when read
+                if problem := line_problem(line, number, json_lines, text_column):
+                    return problem
+                texts += bool(line.strip())
+    except Exception as error:  # whatever the decompressor raises: EOFError, BadGzipFile, LZMAError, ...
+        compression = infer_compression(str(path))
+        if compression is None:
+            raise
+        return f"is a truncated or corrupt {compression} archive ({type(error).__name__}: {error})."
+    if texts == 0 and (limit is None or seen < limit):
+        return "holds only blank lines; remove it from --train_files."
+    return None
+
+
+def line_problem(line, number, json_lines, text_column):
+    if b"\0" in line:
+        return f"is not text: line {number} holds a NUL byte (binary data, or UTF-16 text); only UTF-8 text is read."
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return (
+            f"is not UTF-8 text: line {number}, byte {error.start + 1} is 0x{line[error.start]:02x}; "
+            "it may be Latin-1 or Windows-1252: convert it to UTF-8, e.g. iconv -f latin1 -t utf-8 FILE > NEW_FILE."
+        )
+    if not json_lines or not text.strip():
+        return None
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"is not valid JSON lines: line {number}: {error.msg} at column {error.colno}."
+    if not isinstance(row, dict):
+        return f"is not JSON lines of objects: line {number} is a JSON {JSON_TYPES.get(type(row), 'value')}."
+    value = row.get(text_column)
+    if value is not None and not isinstance(value, str):
+        return (
+            f"has a {JSON_TYPES.get(type(value), type(value).__name__)} in column {text_column!r} on line {number} "
+            f"({json.dumps(value)[:40]}); text_column must hold strings."
+        )
+    return None
+
+
+def parquet_problem(path, text_column):
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as error:  # pyarrow's ArrowInvalid, OSError, ...: the footer cannot be read
+        return f"is not a readable Parquet file ({type(error).__name__}: {error})."
+    if parquet.metadata.num_rows == 0:
+        return "holds no rows; remove it from --train_files."
+    schema = parquet.schema_arrow
+    if text_column in schema.names and str(schema.field(text_column).type) not in ("string", "large_string"):
+        return f"has {schema.field(text_column).type} values in column {text_column!r}; text_column must hold strings."
+    return None
+
+
+def feature_type(feature):
+    return feature.dtype if isinstance(feature, Value) else type(feature).__name__
 
 
 def describe_source(data_args):
@@ -91,21 +225,49 @@ def train_wordpiece(texts, vocab_size):
 
 def load_tokenizer(data_args):
     """The named tokenizer; for the embedded corpus (and no name given), one trained on it and cached."""
-    if data_args.tokenizer is not None or not uses_embedded_corpus(data_args):
-        name = data_args.tokenizer or DEFAULT_TOKENIZER
-        try:
-            return AutoTokenizer.from_pretrained(name)
-        except OSError as error:
-            raise OSError(
-                f"Tokenizer {name!r} is neither a local tokenizer folder nor on the Hub or in the local Hugging Face "
-                f"cache ({error.__class__.__name__}); pass --tokenizer PATH to a saved tokenizer."
-            ) from error
+    if data_args.tokenizer is None and uses_embedded_corpus(data_args):
+        return cached_wordpiece(data_args.tokenizer_vocab_size)
+    name = data_args.tokenizer or DEFAULT_TOKENIZER
+    if missing := missing_local_path(name):
+        raise missing
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except OSError as error:
+        raise UserError(
+            f"Tokenizer {name!r} is neither a local tokenizer folder nor on the Hub or in the local Hugging Face "
+            f"cache ({error.__class__.__name__}); pass --tokenizer PATH to a saved tokenizer."
+        ) from error
+    except ValueError as error:  # e.g. a truncated tokenizer.json
+        raise UserError(f"Tokenizer {name!r} cannot be read: {error.__class__.__name__}: {error}") from error
+
+
+def cached_wordpiece(vocab_size):
+    """The WordPiece tokenizer trained on the embedded corpus, from the cache, (re)trained and cached if missing or
+    unreadable. The folder appears whole (written under a temporary name, then renamed); the lock makes parallel runs
+    on one machine train it once."""
     digest = hashlib.sha256(EMBEDDED_CORPUS.read_bytes()).hexdigest()[:16]
-    folder = cache_dir() / "tokenizers" / f"wordpiece-{data_args.tokenizer_vocab_size}-{digest}"
-    if not (folder / "tokenizer.json").is_file():
-        texts = load_dataset("text", data_files=str(EMBEDDED_CORPUS), split="train")["text"]
-        tokenizer = train_wordpiece(texts, data_args.tokenizer_vocab_size)
-        tokenizer.save_pretrained(folder)  # written whole before anyone reads it: see main_process_first
+    folder = cache_dir() / "tokenizers" / f"wordpiece-{vocab_size}-{digest}"
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{folder}.lock"):
+            if folder.exists():
+                try:
+                    return AutoTokenizer.from_pretrained(folder)
+                except Exception as error:  # truncated JSON, missing files, a vocabulary tokenizers rejects, ...
+                    print(f"The cached tokenizer {folder} is unreadable ({error.__class__.__name__}); training it again.")
+            texts = load_dataset("text", data_files=str(EMBEDDED_CORPUS), split="train")["text"]
+            staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+            try:
+                train_wordpiece(texts, vocab_size).save_pretrained(staging)
+                shutil.rmtree(folder, ignore_errors=True)
+                os.replace(staging, folder)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except OSError as error:
+        raise UserError(
+            f"Cannot write the tokenizer cache {folder} ({error.__class__.__name__}: {error}); set SYMBERT_CACHE to a "
+            "writable folder."
+        ) from error
     return AutoTokenizer.from_pretrained(folder)
 
 
@@ -126,21 +288,27 @@ def load_blocks(data_args, tokenizer, seed=0):
         return {"input_ids": tokenizer(batch[data_args.text_column], add_special_tokens=True)["input_ids"]}
 
     def has_text(batch):
+        for text in batch[data_args.text_column]:  # a stream's later rows may hold numbers, lists, ...
+            if text is not None and not isinstance(text, str):
+                raise UserError(
+                    f"text_column {data_args.text_column!r} of {describe_source(data_args)} holds a "
+                    f"{type(text).__name__} ({str(text)[:40]!r}); it must hold strings."
+                )
         return [bool(text and text.strip()) for text in batch[data_args.text_column]]
 
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.
     texts = texts.filter(has_text, batched=True)
     if not isinstance(texts, IterableDataset) and len(texts) == 0:
-        raise ValueError(f"The training data are empty: {describe_source(data_args)} hold no text.")
+        raise UserError(f"The training data are empty: {describe_source(data_args)} hold no text.")
     # select_columns rather than remove_columns: a stream may not know its columns before it is read
     tokens = texts.map(tokenize, batched=True).select_columns(["input_ids"])
     blocks = tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
     if isinstance(blocks, IterableDataset):
         if next(iter(blocks), None) is None:
-            raise ValueError(f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens.")
+            raise UserError(f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens.")
         return blocks.skip(data_args.eval_blocks), blocks.take(data_args.eval_blocks)
     if len(blocks) <= data_args.eval_blocks:
-        raise ValueError(
+        raise UserError(
             f"{describe_source(data_args)} give {len(blocks)} blocks of {block_size} tokens, not more than eval_blocks="
             f"{data_args.eval_blocks}; lower eval_blocks or max_seq_length, or add data."
         )

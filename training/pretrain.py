@@ -9,12 +9,14 @@ A recipe (a JSON file in training/recipes/, or any path) gives defaults for ever
 `TrainingArguments`; command-line arguments override it.
 """
 
+import difflib
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -28,6 +30,7 @@ from transformers import (
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
+from symbert.cli import UserError, run_command
 from symbert.training import data as data_module
 from symbert.training.reporting import MetricsLogCallback, comparison_table, plot_comparison, plot_losses
 
@@ -71,8 +74,10 @@ class DataArguments:
     )  # fmt: skip
     tokenizer_vocab_size: int = field(default=8192, metadata={"help": "vocabulary of the tokenizer trained on the corpus"})
     max_seq_length: int = field(default=512, metadata={"help": "tokens per block"})
-    eval_blocks: int = field(default=10_000, metadata={"help": "held-out blocks for the eval loss"})
-    mlm_probability: float = field(default=0.15)
+    eval_blocks: int = field(
+        default=200, metadata={"help": "held-out blocks for the eval loss (the paper's recipes: 10,000)"}
+    )
+    mlm_probability: float = field(default=0.15, metadata={"help": "share of tokens masked, in (0, 1)"})
     global_batch_size: int | None = field(
         default=None,
         metadata={"help": "sets gradient_accumulation_steps = global / (per-device batch × processes)"},
@@ -87,43 +92,121 @@ def recipe_path(recipe):
     path = RECIPES_DIR / f"{recipe}.json"
     if not path.is_file():
         known = sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
-        raise ValueError(f"Unknown recipe {recipe!r}: not a .json file and not one of {', '.join(known)}.")
+        raise UserError(f"Unknown recipe {recipe!r}: not a .json file and not one of {', '.join(known)}.")
     return path
+
+
+def unknown_name_message(kind, name, known):
+    close = difflib.get_close_matches(name, known, n=3)
+    return f"unknown {kind} {name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+
+
+def read_recipe(recipe):
+    """The recipe's settings as command-line arguments; keys starting with "_" are comments."""
+    path = recipe_path(recipe)
+    try:
+        settings = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"Recipe {path} is not valid JSON: {error}.") from None
+    if not isinstance(settings, dict):
+        raise UserError(f"Recipe {path} must hold a JSON object of argument names and values, not a {type(settings).__name__}.")
+    known = [f.name for dataclass in (ModelArguments, DataArguments, TrainingArguments) for f in fields(dataclass)]
+    arguments = []
+    for key, value in settings.items():
+        if key.startswith("_"):
+            continue
+        if key not in known:
+            raise UserError(f"Recipe {path}: {unknown_name_message('argument', key, known)}.")
+        values = value if isinstance(value, list) else [value]
+        arguments += [f"--{key}", *(json.dumps(v) if isinstance(v, (dict, bool)) else str(v) for v in values)]
+    return arguments
 
 
 def parse_arguments(argv):
     """Recipe values first, command line after them, so the command line wins."""
-    recipe_args = []
-    if "--recipe" in argv:
-        index = argv.index("--recipe")
-        if index + 1 >= len(argv):
-            raise ValueError("--recipe needs a name or a path to a JSON recipe file.")
-        recipe = json.loads(recipe_path(argv[index + 1]).read_text())
-        for key, value in recipe.items():
-            if key.startswith("_"):  # comments
-                continue
-            values = value if isinstance(value, list) else [value]
-            recipe_args += [f"--{key}", *(json.dumps(v) if isinstance(v, (dict, bool)) else str(v) for v in values)]
+    recipe = None
+    for index, arg in enumerate(argv):  # the last one wins, as argparse has it
+        if arg == "--recipe":
+            if index + 1 >= len(argv):
+                raise UserError("--recipe needs a name or a path to a JSON recipe file.")
+            recipe = argv[index + 1]
+        elif arg.startswith("--recipe="):
+            recipe = arg.removeprefix("--recipe=")
+    recipe_args = read_recipe(recipe) if recipe is not None else []
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_args + argv)
+    try:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_args + argv)
+    except ValueError as error:  # TrainingArguments' own checks, e.g. warmup_steps < 0
+        raise UserError(str(error)) from error
     return model_args, data_args, check_arguments(model_args, data_args, training_args)
+
+
+def min_block_length(mlm_probability):
+    """The shortest block with at least one masked token on average: (length - 2) × p ≥ 1, the 2 for a text's
+    [CLS] and [SEP]. Shorter blocks leave eval batches with nothing masked, and a NaN eval loss."""
+    return 2 + math.ceil(1 / mlm_probability - 1e-9)
+
+
+def check_numbers(data_args, training_args):
+    """Numbers TrainingArguments accepts but that make no training, or NaN losses: (name, value, ok, allowed)."""
+    args = training_args
+    finite = math.isfinite
+    checks = [
+        ("mlm_probability", data_args.mlm_probability, 0 < data_args.mlm_probability < 1, "strictly between 0 and 1"),
+        ("learning_rate", args.learning_rate, finite(args.learning_rate) and args.learning_rate > 0, "a finite number above 0"),
+        ("weight_decay", args.weight_decay, finite(args.weight_decay) and args.weight_decay >= 0, "a finite number ≥ 0"),
+        ("warmup_steps", args.warmup_steps, finite(args.warmup_steps) and args.warmup_steps >= 0, "a finite number ≥ 0"),
+        ("adam_beta1", args.adam_beta1, 0 <= args.adam_beta1 < 1, "in [0, 1)"),
+        ("adam_beta2", args.adam_beta2, 0 <= args.adam_beta2 < 1, "in [0, 1)"),
+        ("adam_epsilon", args.adam_epsilon, finite(args.adam_epsilon) and args.adam_epsilon >= 0, "a finite number ≥ 0"),
+        ("max_grad_norm", args.max_grad_norm, finite(args.max_grad_norm) and args.max_grad_norm >= 0, "a finite number ≥ 0 (0: no clipping)"),
+        ("max_steps", args.max_steps, args.max_steps > 0 or args.max_steps == -1, "a positive number of steps, or -1 to train num_train_epochs"),
+        ("per_device_train_batch_size", args.per_device_train_batch_size, args.per_device_train_batch_size > 0, "at least 1"),
+        ("per_device_eval_batch_size", args.per_device_eval_batch_size, args.per_device_eval_batch_size > 0, "at least 1"),
+        ("gradient_accumulation_steps", args.gradient_accumulation_steps, args.gradient_accumulation_steps > 0, "at least 1"),
+        ("seed", args.seed, args.seed >= 0, "an integer ≥ 0"),
+    ]
+    if args.max_steps == -1:
+        epochs = args.num_train_epochs
+        checks.append(("num_train_epochs", epochs, finite(epochs) and epochs > 0, "a finite number above 0 (or set max_steps)"))
+    for strategy, steps in (("eval_strategy", "eval_steps"), ("save_strategy", "save_steps"), ("logging_strategy", "logging_steps")):
+        value = getattr(args, steps)
+        if getattr(args, strategy) == "steps" and value is not None:
+            checks.append((steps, value, finite(value) and value > 0, f"above 0 with {strategy}=steps"))
+    if data_args.global_batch_size is not None:
+        checks.append(("global_batch_size", data_args.global_batch_size, data_args.global_batch_size > 0, "at least 1"))
+    for name, value, ok, allowed in checks:
+        if not ok:
+            raise UserError(f"{name}={value} is not allowed; it must be {allowed}.")
+    shortest = min_block_length(data_args.mlm_probability)
+    if data_args.max_seq_length < shortest:
+        raise UserError(
+            f"max_seq_length={data_args.max_seq_length} is too short to mask: with mlm_probability="
+            f"{data_args.mlm_probability} a block needs (max_seq_length - 2) × mlm_probability ≥ 1 masked token on "
+            f"average (2 for [CLS] and [SEP]), so max_seq_length ≥ {shortest}."
+        )
+    if data_args.streaming and args.max_steps <= 0:
+        raise UserError("streaming=True needs --max_steps: a stream has no length to count num_train_epochs in.")
 
 
 def check_arguments(model_args, data_args, training_args):
     """Validate, then derive accumulation from the global batch and mixed precision from the hardware."""
     for kind in [model_args.attention_type, *(model_args.compare or "").split(",")]:
         if kind and kind not in ATTENTION_TYPES:
-            raise ValueError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
+            raise UserError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
     if model_args.size not in SIZE_PRESETS:
-        raise ValueError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
+        raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
     if data_args.precision not in ("auto", "bf16", "fp16", "fp32"):
-        raise ValueError(f"precision {data_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
+        raise UserError(f"precision {data_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
     for name in ("max_seq_length", "eval_blocks", "tokenizer_vocab_size"):
         if getattr(data_args, name) <= 0:
-            raise ValueError(f"{name}={getattr(data_args, name)} must be positive.")
+            raise UserError(f"{name}={getattr(data_args, name)} must be positive.")
+    if model_args.target_eval_loss is not None and not math.isfinite(model_args.target_eval_loss):
+        raise UserError(f"target_eval_loss={model_args.target_eval_loss} is not allowed; it must be a finite number.")
+    check_numbers(data_args, training_args)
     config = model_config(model_args)  # validates the size and overrides before any data is read
     if data_args.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
+        raise UserError(
             f"max_seq_length={data_args.max_seq_length} is above the model's max_position_embeddings="
             f"{config.max_position_embeddings}; use at most {config.max_position_embeddings} or raise "
             "max_position_embeddings in --config_overrides."
@@ -133,7 +216,7 @@ def check_arguments(model_args, data_args, training_args):
     if data_args.global_batch_size is not None:
         per_step = training_args.per_device_train_batch_size * training_args.world_size
         if data_args.global_batch_size % per_step:
-            raise ValueError(
+            raise UserError(
                 f"global_batch_size={data_args.global_batch_size} is not a multiple of per-device batch "
                 f"{training_args.per_device_train_batch_size} × {training_args.world_size} processes."
             )
@@ -161,19 +244,26 @@ def model_config(model_args, tokenizer=None):
     try:
         overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
     except json.JSONDecodeError as error:
-        raise ValueError(f"config_overrides={model_args.config_overrides!r} is not a JSON object: {error}") from None
+        raise UserError(f"config_overrides={model_args.config_overrides!r} is not a JSON object: {error}") from None
     if not isinstance(overrides, dict):
-        raise ValueError(f"config_overrides={model_args.config_overrides!r} must be a JSON object of config fields.")
+        raise UserError(f"config_overrides={model_args.config_overrides!r} must be a JSON object of config fields.")
+    known = list(SymBertConfig().to_dict())
+    for key in overrides:
+        if key not in known:
+            raise UserError(f"config_overrides: {unknown_name_message('SymBertConfig field', key, known)}.")
     settings = {"attention_type": model_args.attention_type, **overrides}
     if tokenizer is not None:
         vocab_size = settings.setdefault("vocab_size", len(tokenizer))
         if vocab_size != len(tokenizer):
-            raise ValueError(
+            raise UserError(
                 f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; they must "
                 "be equal: drop vocab_size from --config_overrides or pass a matching --tokenizer."
             )
         settings.setdefault("pad_token_id", tokenizer.pad_token_id)
-    return SymBertConfig.from_preset(model_args.size, **settings)
+    try:
+        return SymBertConfig.from_preset(model_args.size, **settings)
+    except ValueError as error:  # the config's own checks name the field and what is allowed
+        raise UserError(f"config_overrides: {error}") from None
 
 
 def resume_checkpoint(model_args, training_args):
@@ -316,7 +406,7 @@ def report(output_dir, log_history):
 
 def main(argv=None):
     try:
-        run(sys.argv[1:] if argv is None else argv)
+        run_command(run, argv)
     finally:  # a clean exit for every process of a torchrun / accelerate launch
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
