@@ -8,7 +8,8 @@ Defaults are the paper's protocol (PAPER_PROTOCOL): 5 epochs, lr 1e-5, linear sc
 max length 128, weight decay 0, seeds 1-5, the eight tasks; the final model is scored on the dev sets. Any
 `TrainingArguments` field can be overridden on the command line (e.g. `--max_steps 10`, `--bf16 true`).
 
-Output folder: `runs/<task>/seed-<n>.json` (one per finished pair, written atomically; a rerun skips them),
+Output folder: `runs/<task>/seed-<n>.json` (one per finished pair, written atomically; a rerun skips them while
+the model's weights, the protocol and the task data's contents (sha256, whatever path names them) are the same),
 `glue_results.json` (schema: training/GLUE_RESULTS.md) and `glue_results.md`, rebuilt from the run files after
 every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`) and `glue_vs_step.csv`,
 `glue_vs_step.md`, `glue_vs_step.png`.
@@ -17,7 +18,6 @@ every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`
 import csv
 import json
 import statistics
-import sys
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -41,7 +41,8 @@ from transformers import (
     set_seed,
 )
 
-from symbert.training.glue_data import HUB_DATASET, TASKS, load_task
+from symbert.cli import UserError, missing_local_path, run_command
+from symbert.training.glue_data import HUB_DATASET, TASKS, data_sha256, load_task
 from symbert.training.reporting import new_figure, save_figure, write_atomically
 
 SCHEMA_VERSION = 1
@@ -99,7 +100,10 @@ def parse_arguments(argv):
     """The paper's protocol first, then the command line, so the command line wins."""
     defaults = [item for key, value in protocol_defaults().items() for item in (f"--{key}", str(value))]
     parser = HfArgumentParser((GlueArguments, TrainingArguments))
-    glue_args, training_args = parser.parse_args_into_dataclasses(defaults + list(argv))
+    try:
+        glue_args, training_args = parser.parse_args_into_dataclasses(defaults + list(argv))
+    except ValueError as error:  # TrainingArguments refusing a combination of settings
+        raise UserError(f"bad arguments: {error}") from None
     tasks, seeds = check_arguments(glue_args, training_args)
     return glue_args, training_args, tasks, seeds
 
@@ -108,19 +112,19 @@ def check_arguments(glue_args, training_args):
     tasks = [task.strip() for task in glue_args.tasks.split(",") if task.strip()]
     unknown = [task for task in tasks if task not in TASKS]
     if unknown or not tasks:
-        raise ValueError(f"Unknown GLUE task(s) {', '.join(unknown) or '(none given)'}; allowed: {', '.join(TASKS)}.")
+        raise UserError(f"Unknown GLUE task(s) {', '.join(unknown) or '(none given)'}; allowed: {', '.join(TASKS)}.")
     try:
         seeds = [int(seed) for seed in glue_args.seeds.split(",")]
     except ValueError:
-        raise ValueError(f"--seeds {glue_args.seeds!r} must be comma-separated integers, e.g. 1,2,3,4,5.") from None
+        raise UserError(f"--seeds {glue_args.seeds!r} must be comma-separated integers, e.g. 1,2,3,4,5.") from None
     if (glue_args.model is None) == (glue_args.pretraining_dirs is None):
-        raise ValueError("Pass exactly one of --model (one model) and --pretraining_dirs (the checkpoint sweep).")
+        raise UserError("Pass exactly one of --model (one model) and --pretraining_dirs (the checkpoint sweep).")
     if glue_args.steps is not None and glue_args.pretraining_dirs is None:
-        raise ValueError("--steps selects checkpoints of --pretraining_dirs; it needs --pretraining_dirs.")
+        raise UserError("--steps selects checkpoints of --pretraining_dirs; it needs --pretraining_dirs.")
     if glue_args.max_length <= 0:
-        raise ValueError(f"max_length={glue_args.max_length} must be positive.")
+        raise UserError(f"max_length={glue_args.max_length} must be positive.")
     if training_args.output_dir is None:
-        raise ValueError("--output_dir is required.")
+        raise UserError("--output_dir is required.")
     return list(dict.fromkeys(tasks)), list(dict.fromkeys(seeds))
 
 
@@ -250,13 +254,14 @@ def check_model(name, revision=None):
     """The model's config, or a clear error when `name` is neither a local model folder nor a loadable Hub model."""
     path = Path(name)
     if path.exists() and not (path / "config.json").is_file():
-        raise FileNotFoundError(f"Model folder {name!r} has no config.json: not a saved model.")
-    if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
-        raise FileNotFoundError(f"Model {name!r} not found: no such folder (and not a Hub model id).")
+        raise UserError(f"Model folder {name!r} has no config.json: not a saved model.")
+    missing = missing_local_path(name)
+    if missing:
+        raise missing
     try:
         return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
     except (OSError, ValueError) as error:
-        raise FileNotFoundError(f"Model {name!r} not found: not a local folder nor a loadable Hub model ({error}).")
+        raise UserError(f"Model {name!r} not found: not a local folder nor a loadable Hub model ({error}).") from None
 
 
 def model_info(name, revision, config):
@@ -301,7 +306,7 @@ def pair_protocol(glue_args, training_args):
         "world_size": training_args.world_size,
         "max_length": glue_args.max_length,
         "weight_decay": training_args.weight_decay,
-        "data": glue_args.data_dir or HUB_DATASET,
+        "data": glue_args.data_dir or HUB_DATASET,  # for the reader; pairs are matched on the data's contents
     }
 
 
@@ -319,15 +324,52 @@ def read_runs(output_dir, model, protocol):
     """The finished pairs under `output_dir/runs`: {(task, seed): record}; all must be of this model and protocol."""
     runs = {}
     for path in sorted((output_dir / "runs").glob("*/seed-*.json")):
-        record = json.loads(path.read_text())
-        if identity(record["model"]) != identity(model) or record["protocol"] != protocol:
-            raise ValueError(
-                f"{path} was made with another model or protocol ({record['model']['name_or_path']}, "
-                f"{record['protocol']}) than this run ({model['name_or_path']}, {protocol}); use another --output_dir "
-                f"or remove {output_dir / 'runs'}."
+        try:
+            record = json.loads(path.read_text())
+            differences = mismatches(record["model"], record["protocol"], model, protocol)
+            key = record["task"], record["seed"]
+        except (ValueError, KeyError, TypeError) as error:
+            message = f"{path} is not a symbert-glue run file ({error!r}); remove it to rerun its pair."
+            raise UserError(message) from None
+        if differences:
+            raise UserError(
+                f"{path} was made with another model or protocol than this run: {'; '.join(differences)}. "
+                f"Use another --output_dir or remove {output_dir / 'runs'}."
             )
-        runs[record["task"], record["seed"]] = record
+        runs[key] = record
     return runs
+
+
+def mismatches(saved_model, saved_protocol, model, protocol):
+    """'field: saved value vs this run's value' for each way a saved pair differs from this run. The data are
+    compared by their contents (data_sha256), not by the `data` path that names them."""
+    found = []
+    if identity(saved_model) != identity(model):
+        found.append(f"model: {identity(saved_model)} ({saved_model['name_or_path']}) saved vs {identity(model)} "
+                     f"({model['name_or_path']}) in this run")  # fmt: skip
+    for name in dict.fromkeys([*saved_protocol, *protocol]):
+        saved, current = saved_protocol.get(name, "(absent)"), protocol.get(name, "(absent)")
+        if name != "data" and saved != current:
+            found.append(f"{name}: {saved} saved vs {current} in this run")
+    return found
+
+
+def drop_stale(runs, task, seeds, sha256, source):
+    """Forget the task's pairs scored on other data than `source` holds now (a file edited in place): the requested
+    ones are recomputed, the others left out of the results."""
+    stale = [key for key, record in runs.items() if key[0] == task and record.get("data_sha256") != sha256]
+    if not stale:
+        return
+    for key in stale:
+        del runs[key]
+    stale_seeds = sorted(seed for _, seed in stale)
+    rerun = ", ".join(str(seed) for seed in stale_seeds if seed in seeds)
+    left_out = ", ".join(str(seed) for seed in stale_seeds if seed not in seeds)
+    print(
+        f"{task}: seed(s) {', '.join(map(str, stale_seeds))} were scored on other data than {source} holds now"
+        + (f"; recomputing {rerun}" if rerun else "")
+        + (f"; {left_out} not requested: left out of the results" if left_out else "")
+    )
 
 
 def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
@@ -335,7 +377,7 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
     output_dir = Path(output_dir)
     config = check_model(model_name, glue_args.revision)
     if glue_args.max_length > config.max_position_embeddings:
-        raise ValueError(
+        raise UserError(
             f"max_length={glue_args.max_length} exceeds the model's max_position_embeddings="
             f"{config.max_position_embeddings}."
         )
@@ -343,6 +385,9 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
     model = model_info(model_name, glue_args.revision, config)
     protocol = pair_protocol(glue_args, training_args)
     runs = read_runs(output_dir, model, protocol)
+    sha256 = {task: data_sha256(task, glue_args.data_dir) for task in tasks}
+    for task in tasks:
+        drop_stale(runs, task, seeds, sha256[task], protocol["data"])
     todo = {task: [seed for seed in seeds if (task, seed) not in runs] for task in tasks}
     data = {task: load_task(task, glue_args.data_dir) for task, left in todo.items() if left}  # all checked first
 
@@ -359,7 +404,8 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
                 model_name, model["revision"], task, tokenized, tokenizer, seed,  # the commit the sha256 is of
                 replace(training_args, output_dir=str(work_dir)),
             )  # fmt: skip
-            runs[task, seed] = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol}
+            runs[task, seed] = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol,
+                                "data_sha256": sha256[task]}  # fmt: skip
             if training_args.process_index == 0:
                 write_json(work_dir.with_suffix(".json"), runs[task, seed])
                 if work_dir.is_dir() and not any(work_dir.iterdir()):
@@ -386,6 +432,7 @@ def build_results(model, protocol, runs, tasks, seeds):
         "schema_version": SCHEMA_VERSION,
         "model": model,
         "protocol": {**protocol, "seeds": seeds, "tasks": tasks},
+        "data_sha256": {task: record.get("data_sha256") for (task, _), record in runs.items()},
         "runs": metrics,
         "scores": scores,
         "aggregates": aggregate(scores, seeds),
@@ -455,19 +502,19 @@ def sweep_checkpoints(pretraining_dirs, steps):
     """{model name: {step: checkpoint folder}}, every folder checked before any training."""
     names = [Path(folder).name for folder in pretraining_dirs]
     if len(set(names)) != len(names):
-        raise ValueError(f"--pretraining_dirs must have distinct folder names (they name the models): {names}.")
+        raise UserError(f"--pretraining_dirs must have distinct folder names (they name the models): {names}.")
     try:
         wanted = None if steps is None else [int(step) for step in steps.split(",")]
     except ValueError:
-        raise ValueError(f"--steps {steps!r} must be comma-separated integers, e.g. 1000,5000,10000.") from None
+        raise UserError(f"--steps {steps!r} must be comma-separated integers, e.g. 1000,5000,10000.") from None
     checkpoints = {}
     for name, folder in zip(names, map(Path, pretraining_dirs)):
         found = {int(p.name.split("-")[1]): p for p in folder.glob("checkpoint-*") if p.name.split("-")[1].isdigit()}
         if not found:
-            raise FileNotFoundError(f"No checkpoint-N folders in {folder}.")
+            raise UserError(f"No checkpoint-N folders in {folder}.")
         missing = [step for step in wanted or [] if step not in found]
         if missing:
-            raise FileNotFoundError(
+            raise UserError(
                 f"{folder}: no checkpoint for step(s) {', '.join(map(str, missing))}; it has {', '.join(map(str, sorted(found)))}."
             )
         checkpoints[name] = {step: found[step] for step in sorted(wanted or found)}
@@ -554,7 +601,11 @@ def plot_sweep(curves, path, score_name="GLUE score"):
 
 
 def main(argv=None):
-    glue_args, training_args, tasks, seeds = parse_arguments(sys.argv[1:] if argv is None else argv)
+    run_command(run, argv)
+
+
+def run(argv):
+    glue_args, training_args, tasks, seeds = parse_arguments(argv)
     if glue_args.pretraining_dirs:
         run_sweep(glue_args, training_args, tasks, seeds)
         return

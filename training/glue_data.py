@@ -3,14 +3,19 @@
 A local `--data_dir` holds either one `save_to_disk` DatasetDict per task (`DIR/rte/dataset_dict.json`, ...) or the
 original GLUE TSV files in their official layout (`DIR/RTE/train.tsv`, `DIR/RTE/dev.tsv`, `DIR/MNLI/dev_matched.tsv`,
 `DIR/CoLA/train.tsv` without a header, ...). Either way the splits come out as the Hub's: same columns, same label ids.
+TSV files are read strictly: a missing column, a row with too few or too many fields or a bad label is an error that
+names the file, the line (the header is line 1) and the column; no row is dropped.
 """
 
 import csv
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+
+from symbert.cli import UserError
 
 HUB_DATASET = "nyu-mll/glue"
 
@@ -60,9 +65,44 @@ TASKS = {
         {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
     ),
 }  # fmt: skip
+COLA_FIELDS = ("source", "label", "original judgement", "sentence")  # CoLA's headerless TSV columns, for messages
 STSB_RANGE = (0.0, 5.0)
 TSV_FILES = {"train": "train.tsv", "validation": "dev.tsv",
              "validation_matched": "dev_matched.tsv", "validation_mismatched": "dev_mismatched.tsv"}  # fmt: skip
+
+
+def task_files(task, data_dir):
+    """Where a local `data_dir` holds the task: ("saved", its save_to_disk folder) or ("tsv", {split: TSV file})."""
+    spec = TASKS[task]
+    saved, tsv = Path(data_dir) / task, Path(data_dir) / spec.tsv_folder
+    if (saved / "dataset_dict.json").is_file():
+        return "saved", saved
+    if not tsv.is_dir():
+        raise UserError(
+            f"No {task} data in {data_dir}: expected a save_to_disk DatasetDict in {saved} "
+            f"or the GLUE TSV files in {tsv}."
+        )
+    files = {split: tsv / TSV_FILES[split] for split in ("train", *spec.eval_splits)}
+    missing = [str(path) for path in files.values() if not path.is_file()]
+    if missing:
+        raise UserError(f"{task}: {', '.join(missing)} missing (GLUE TSV layout: {', '.join(TSV_FILES.values())}).")
+    return "tsv", files
+
+
+def data_sha256(task, data_dir=None):
+    """What the task's data are, whatever path names them: sha256 over its files' contents (the TSV files read, or
+    every file of its save_to_disk folder), or over the Hub dataset's fingerprints (they follow its cached files)."""
+    digest = hashlib.sha256()
+    if data_dir is None:
+        for split, dataset in load_dataset(HUB_DATASET, task).items():
+            digest.update(f"{split}\0{dataset._fingerprint}\n".encode())
+        return digest.hexdigest()
+    kind, where = task_files(task, data_dir)
+    files = where if kind == "tsv" else {str(p.relative_to(where)): p for p in sorted(where.rglob("*")) if p.is_file()}
+    for name, path in files.items():
+        with open(path, "rb") as file:
+            digest.update(f"{name}\0{hashlib.file_digest(file, 'sha256').hexdigest()}\n".encode())
+    return digest.hexdigest()
 
 
 def load_task(task, data_dir=None):
@@ -70,99 +110,117 @@ def load_task(task, data_dir=None):
     spec = TASKS[task]
     splits = ("train", *spec.eval_splits)
     if data_dir is None:
-        data = load_dataset(HUB_DATASET, task)
+        source, data = HUB_DATASET, load_dataset(HUB_DATASET, task)
     else:
-        saved, tsv = Path(data_dir) / task, Path(data_dir) / spec.tsv_folder
-        if (saved / "dataset_dict.json").is_file():
-            data = load_from_disk(str(saved))
-        elif tsv.is_dir():
-            data = DatasetDict({split: read_tsv(task, tsv / TSV_FILES[split]) for split in splits})
-        else:
-            raise FileNotFoundError(
-                f"No {task} data in {data_dir}: expected a save_to_disk DatasetDict in {saved} "
-                f"or the GLUE TSV files in {tsv}."
-            )
+        kind, where = task_files(task, data_dir)
+        if kind == "tsv":
+            return DatasetDict({split: read_tsv(task, path) for split, path in where.items()})  # checked as read
+        source, data = where, load_from_disk(str(where))
     if not isinstance(data, DatasetDict):
-        raise ValueError(f"{task}: expected a DatasetDict with splits {', '.join(splits)}, got a {type(data).__name__}.")
+        raise UserError(
+            f"{source}: expected a DatasetDict with splits {', '.join(splits)}, got a {type(data).__name__}."
+        )
     missing = [split for split in splits if split not in data]
     if missing:
-        raise ValueError(f"{task}: split(s) {', '.join(missing)} missing; the data have {', '.join(data)}.")
+        raise UserError(
+            f"{task}: split(s) {', '.join(missing)} missing from {source}; the data have {', '.join(data)}."
+        )
     data = DatasetDict({split: data[split] for split in splits})
     for split, dataset in data.items():
-        check_split(task, split, dataset)
+        check_split(task, f"{source} {split}", dataset)
     return data
 
 
 def read_tsv(task, path):
     """One GLUE TSV file as a Dataset with nyu-mll/glue's columns; label strings become the Hub's label ids."""
     spec = TASKS[task]
-    if not path.is_file():
-        raise FileNotFoundError(f"{task}: {path} is missing (GLUE TSV layout: {', '.join(TSV_FILES.values())}).")
     with open(path, encoding="utf-8", newline="") as file:
-        # GLUE's TSVs hold unbalanced quotes: no quoting at all, as the official loaders read them.
-        rows = list(csv.reader(file, delimiter="\t", quoting=csv.QUOTE_NONE))
-    header = None if task == "cola" else rows.pop(0)
-    positions = {}
-    for column, source in spec.tsv_columns.items():
+        # GLUE's TSVs hold unbalanced quotes: no quoting at all, as the official loaders read them. So a row is one
+        # line, and reader.line_num is its line number in the file.
+        reader = csv.reader(file, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = COLA_FIELDS if task == "cola" else next(reader, None)
         if header is None:
-            positions[column] = source
-        elif source in header:
-            positions[column] = header.index(source)
-        else:
-            raise ValueError(f"{task}: column {source!r} missing from {path}; its header is {header}.")
-    columns = {column: [] for column in spec.tsv_columns}
-    for row in rows:
-        if len(row) <= max(positions.values()):
-            continue  # a corrupted row (a few in QQP's train.tsv): skipped, as nyu-mll/glue does
-        for column, position in positions.items():
-            columns[column].append(row[position])
-    try:
-        columns["label"] = [parse_label(spec, value) for value in columns["label"]]
-    except ValueError as error:
-        raise ValueError(f"{task}: {path}: {error}") from None
+            raise UserError(f"{path} is empty: expected a header line and data rows.")
+        positions = {column: tsv_position(path, header, source) for column, source in spec.tsv_columns.items()}
+        label_column = header[positions["label"]]
+        columns = {column: [] for column in spec.tsv_columns}
+        for row in reader:
+            where = f"{path}, line {reader.line_num}"
+            if len(row) != len(header):
+                raise UserError(f"{where}: {len(row)} field(s), expected {len(header)}; {width_problem(header, row)}.")
+            for column, position in positions.items():
+                columns[column].append(row[position])
+            try:
+                columns["label"][-1] = parse_label(spec, columns["label"][-1])
+            except ValueError as error:
+                raise UserError(f"{where}, column {label_column!r}: {error}.") from None
+    if not columns["label"]:
+        raise UserError(f"{path} has no data rows: the {task} split is empty.")
     columns["idx"] = list(range(len(columns["label"])))
     return Dataset.from_dict(columns)
 
 
-def parse_label(spec, value):
+def tsv_position(path, header, source):
+    """The index of a TSV column: CoLA's are fixed, the other tasks' are named by the header (line 1)."""
+    if isinstance(source, int):
+        return source
+    if source not in header:
+        raise UserError(f"{path}, line 1: column {source!r} missing from the header; its columns are {list(header)}.")
+    return header.index(source)
+
+
+def width_problem(header, row):
+    """Which column a row with the wrong number of fields lacks (too few) or overflows (too many)."""
+    if len(row) < len(header):
+        return f"column {header[len(row)]!r} (field {len(row) + 1}) and after are missing"
+    return f"fields after the last column {header[-1]!r} (a tab inside a field?)"
+
+
+def allowed_labels(spec):
     if spec.label_names is None:
-        return float(value)
-    if value in spec.label_names:
+        return f"a similarity in [{STSB_RANGE[0]:g}, {STSB_RANGE[1]:g}]"
+    return f"0..{spec.num_labels - 1} or {', '.join(spec.label_names)}"
+
+
+def parse_label(spec, value):
+    """A TSV label (a class name, a class id or stsb's similarity) as the Hub's value; ValueError when out of range."""
+    if spec.label_names is None:
+        try:
+            similarity = float(value)
+        except ValueError:
+            similarity = None
+        if similarity is not None and STSB_RANGE[0] <= similarity <= STSB_RANGE[1]:  # False for nan
+            return similarity
+    elif value in spec.label_names:
         return spec.label_names.index(value)
-    try:
+    elif value in map(str, range(spec.num_labels)):
         return int(value)
-    except ValueError:
-        raise ValueError(f"label {value!r} is neither an id nor one of {', '.join(spec.label_names)}") from None
+    hint = " (test splits have no labels)" if value == "-1" else ""
+    raise ValueError(f"label {value!r} is not allowed{hint}; allowed: {allowed_labels(spec)}")
 
 
-def check_split(task, split, dataset):
-    """Columns present and every label in the task's range: classes 0..n-1, or stsb's 0-5 similarity."""
+def check_split(task, name, dataset):
+    """Columns present and every label in the task's range: classes 0..n-1, or stsb's 0-5 similarity. `name` says
+    which data (a folder or the Hub dataset, and the split) the messages are about."""
     spec = TASKS[task]
     missing = [column for column in (*spec.text_columns, "label") if column not in dataset.column_names]
     if missing:
-        raise ValueError(
-            f"{task} {split}: column(s) {', '.join(missing)} missing; its columns are {dataset.column_names}."
-        )
+        raise UserError(f"{name}: column(s) {', '.join(missing)} missing; its columns are {dataset.column_names}.")
     if len(dataset) == 0:
-        raise ValueError(f"{task} {split}: the split is empty.")
+        raise UserError(f"{name}: the {task} split is empty.")
     labels = np.asarray(dataset["label"])
+    if labels.dtype.kind not in ("iuf" if spec.label_names is None else "iu"):
+        raise UserError(f"{name}: column 'label' holds {labels.dtype} values such as {labels[0]!r}; allowed: "
+                        f"{allowed_labels(spec)}.")  # fmt: skip
     if spec.label_names is None:
-        if labels.dtype.kind not in "iuf":
-            raise ValueError(f"{task} {split}: labels must be numbers, got {labels.dtype} values such as {labels[0]!r}.")
-        low, high = STSB_RANGE
-        labels = labels.astype(float)
-        bad = ~np.isfinite(labels) | (labels < low) | (labels > high)
-        allowed = f"a similarity in [{low:g}, {high:g}]"
+        bad = ~((labels >= STSB_RANGE[0]) & (labels <= STSB_RANGE[1]))  # nan too
     else:
-        if labels.dtype.kind not in "iu":
-            raise ValueError(f"{task} {split}: labels must be class ids, got {labels.dtype} values such as {labels[0]!r}.")
         bad = (labels < 0) | (labels >= spec.num_labels)
-        allowed = f"0..{spec.num_labels - 1} ({', '.join(spec.label_names)})"
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         value = labels[row].item()
-        raise ValueError(
-            f"{task} {split}: label {value!r} at row {row} is outside the task's range; allowed: {allowed}"
+        raise UserError(
+            f"{name}, row {row + 1} of {len(labels)}, column 'label': label {value!r} is not allowed"
             + (" (test splits have no labels)" if value == -1 else "")
-            + f"; {int(bad.sum())} bad label(s) in all."
+            + f"; allowed: {allowed_labels(spec)}; {int(bad.sum())} bad label(s) in all."
         )

@@ -1,0 +1,186 @@
+"""symbert-glue's refusals of bad GLUE data (file, line, column named; nothing trained or written) and how finished
+(task, seed) pairs are matched: by the data's contents, the model's weights and the protocol, never by a path."""
+
+import json
+import shutil
+
+import pytest
+from datasets import DatasetDict
+
+from symbert.cli import UserError
+from symbert.training import glue
+from symbert.training.glue_data import load_task
+
+from test_glue import assets, fake_fine_tune, refused, suite_args  # noqa: F401 (fixtures)
+
+
+@pytest.fixture
+def data(assets, tmp_path):  # noqa: F811
+    """A private copy of the TSV data, to break or edit."""
+    return shutil.copytree(assets / "data", tmp_path / "glue_data")
+
+
+def edit_lines(path, edit):
+    """Rewrites a TSV file through `edit(lines) -> lines` (lines without their newline)."""
+    path.write_text("\n".join(edit(path.read_text().splitlines())) + "\n")
+
+
+def refused_run(assets, data, tmp_path, capsys, fake_fine_tune, task):  # noqa: F811
+    """The message of a refused run on `data`; checks nothing was trained or written."""
+    message = refused(suite_args(assets, tmp_path / "out", "--data_dir", str(data), "--tasks", task), capsys)
+    assert fake_fine_tune[0] == [] and not (tmp_path / "out").exists()
+    return message
+
+
+# Malformed data: an error naming the file, the line (the header is line 1) and the column
+
+
+def test_cola_file_without_its_sentence_column(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
+    edit_lines(data / "CoLA" / "train.tsv", lambda lines: [line.rsplit("\t", 1)[0] for line in lines])
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "cola")
+    assert f"{data / 'CoLA' / 'train.tsv'}, line 1: 3 field(s), expected 4; column 'sentence' (field 4) and after are missing." in message
+
+
+def test_truncated_sst2_rows_are_refused_not_dropped(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
+    path = data / "SST-2" / "train.tsv"
+    rows = [f"a sentence number {i}\t{i % 2}" for i in range(400)]
+    truncated = set(range(37, 400, 40))  # 10 rows that lost their label
+    path.write_text("sentence\tlabel\n" + "\n".join(r.split("\t")[0] if i in truncated else r for i, r in enumerate(rows)) + "\n")
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "sst2")
+    # data row 37 (0-based) is line 39: the header is line 1
+    assert f"{path}, line 39: 1 field(s), expected 2; column 'label' (field 2) and after are missing." in message
+
+
+def test_row_with_too_many_fields(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
+    path = data / "MRPC" / "dev.tsv"
+    edit_lines(path, lambda lines: [*lines[:5], lines[5] + "\textra", *lines[6:]])
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "mrpc")
+    assert f"{path}, line 6: 6 field(s), expected 5; fields after the last column '#2 String' (a tab inside a field?)." in message
+
+
+def test_bad_label_after_unbalanced_quotes(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
+    """RTE's sentences open quotes they never close: read unquoted, each line is still one row."""
+    path = data / "RTE" / "dev.tsv"
+    assert all(line.split("\t")[1].startswith('"') for line in path.read_text().splitlines()[1:])
+    edit_lines(path, lambda lines: [*lines[:7], lines[7].rsplit("\t", 1)[0] + "\tmaybe", *lines[8:]])
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "rte")
+    assert (f"{path}, line 8, column 'label': label 'maybe' is not allowed; allowed: 0..1 or entailment, "
+            "not_entailment.") in message  # fmt: skip
+
+
+def test_test_split_labels_are_refused(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
+    path = data / "WNLI" / "train.tsv"
+    edit_lines(path, lambda lines: [*lines[:2], lines[2].rsplit("\t", 1)[0] + "\t-1", *lines[3:]])
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "wnli")
+    assert f"{path}, line 3, column 'label': label '-1' is not allowed (test splits have no labels); allowed: 0..1" in message
+
+
+@pytest.mark.parametrize("folder, content", [("SST-2", "sentence\tlabel\n"), ("CoLA", "")])
+def test_empty_split_names_its_file(assets, data, tmp_path, capsys, fake_fine_tune, folder, content):  # noqa: F811
+    path = data / folder / "dev.tsv"
+    path.write_text(content)
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, {"SST-2": "sst2", "CoLA": "cola"}[folder])
+    assert f"{path} has no data rows: the {folder.lower().replace('-', '')} split is empty." in message
+
+
+def test_empty_file_without_its_header(data):
+    (data / "QNLI" / "train.tsv").write_text("")
+    with pytest.raises(UserError, match=f"{data / 'QNLI' / 'train.tsv'} is empty: expected a header line"):
+        load_task("qnli", data)
+
+
+def test_saved_dataset_with_a_bad_label_names_folder_row_and_column(data, tmp_path):
+    rte = load_task("rte", data)
+    DatasetDict({"train": rte["train"], "validation": rte["validation"].map(lambda e, i: {"label": 7 if i == 3 else e["label"]},
+                                                                              with_indices=True)}).save_to_disk(str(tmp_path / "saved" / "rte"))  # fmt: skip
+    with pytest.raises(UserError) as error:
+        load_task("rte", tmp_path / "saved")
+    assert str(error.value) == (f"{tmp_path / 'saved' / 'rte'} validation, row 4 of 24, column 'label': label 7 is not "
+                                "allowed; allowed: 0..1 or entailment, not_entailment; 1 bad label(s) in all.")  # fmt: skip
+
+
+# Finished pairs: matched on contents, not paths
+
+
+def test_the_same_data_by_any_path_counts_as_finished(assets, data, tmp_path, fake_fine_tune, monkeypatch):  # noqa: F811
+    calls, _ = fake_fine_tune
+    monkeypatch.chdir(tmp_path)
+    output_dir = tmp_path / "out"
+    glue.main(suite_args(assets, output_dir, "--data_dir", "glue_data", "--tasks", "rte,mrpc", "--seeds", "1"))
+    assert len(calls) == 2
+    shutil.copytree(data, tmp_path / "elsewhere" / "copy")
+    for spelling in ("glue_data/", str(data), "./glue_data", str(tmp_path / "elsewhere" / "copy")):
+        glue.main(suite_args(assets, output_dir, "--data_dir", spelling, "--tasks", "rte,mrpc", "--seeds", "1"))
+    assert len(calls) == 2  # all done
+    record = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())
+    assert record["data_sha256"] == glue.data_sha256("rte", data) == glue.data_sha256("rte", "glue_data/")
+    assert record["protocol"]["data"] == "glue_data"  # as it was given, for the reader
+
+
+def test_a_tsv_edited_in_place_recomputes_its_pairs(assets, data, tmp_path, fake_fine_tune, capsys):  # noqa: F811
+    calls, _ = fake_fine_tune
+    output_dir = tmp_path / "out"
+    args = suite_args(assets, output_dir, "--data_dir", str(data), "--tasks", "rte,mrpc")
+    glue.main(args + ["--seeds", "1,2"])
+    before = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())["data_sha256"]
+    edit_lines(data / "RTE" / "dev.tsv", lambda lines: [*lines[:3], lines[3].replace("\t", "\tan edited ", 1), *lines[4:]])
+    capsys.readouterr()
+    glue.main(args + ["--seeds", "1"])
+    assert [(task, seed) for _, task, seed in calls[4:]] == [("rte", 1)]  # mrpc's data did not change
+    out = capsys.readouterr().out
+    assert (f"rte: seed(s) 1, 2 were scored on other data than {data} holds now; recomputing 1; 2 not requested: "
+            "left out of the results\n") in out  # fmt: skip
+    after = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())["data_sha256"]
+    assert after == glue.data_sha256("rte", data) != before
+    results = json.loads((output_dir / "glue_results.json").read_text())
+    assert list(results["scores"]["rte"]) == ["1"] and list(results["scores"]["mrpc"]) == ["1", "2"]
+    assert results["data_sha256"]["rte"] == after
+    glue.main(args + ["--seeds", "1,2"])
+    assert [(task, seed) for _, task, seed in calls[5:]] == [("rte", 2)]
+
+
+def test_run_files_without_a_data_hash_are_recomputed(assets, data, tmp_path, fake_fine_tune, capsys):  # noqa: F811
+    """Run files written before pairs were keyed by the data's contents name the data by path only."""
+    calls, _ = fake_fine_tune
+    output_dir = tmp_path / "out"
+    args = suite_args(assets, output_dir, "--data_dir", str(data), "--tasks", "rte", "--seeds", "1")
+    glue.main(args)
+    path = output_dir / "runs" / "rte" / "seed-1.json"
+    record = json.loads(path.read_text())
+    del record["data_sha256"]
+    record["protocol"]["data"] = "some/other/spelling"
+    path.write_text(json.dumps(record))
+    glue.main(args)
+    assert len(calls) == 2 and "rte: seed(s) 1 were scored on other data than" in capsys.readouterr().out
+    assert "data_sha256" in json.loads(path.read_text())
+
+
+# Refused runs: one line naming what differs, exit status 2
+
+
+def test_protocol_mismatch_names_the_fields_that_differ(assets, tmp_path, fake_fine_tune, capsys):  # noqa: F811
+    output_dir = tmp_path / "out"
+    glue.main(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1"))
+    message = refused(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1", "--weight_decay", "0.01",
+                                 "--max_length", "16"), capsys)  # fmt: skip
+    assert (f"{output_dir / 'runs' / 'rte' / 'seed-1.json'} was made with another model or protocol than this run: "
+            "max_length: 32 saved vs 16 in this run; weight_decay: 0.0 saved vs 0.01 in this run. Use another "
+            f"--output_dir or remove {output_dir / 'runs'}.") in message  # fmt: skip
+    assert len(fake_fine_tune[0]) == 1
+
+
+def test_unreadable_run_file_is_named(assets, tmp_path, fake_fine_tune, capsys):  # noqa: F811
+    path = tmp_path / "out" / "runs" / "rte" / "seed-1.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"task": "rte", "seed"')
+    message = refused(suite_args(assets, tmp_path / "out", "--tasks", "rte", "--seeds", "1"), capsys)
+    assert f"{path} is not a symbert-glue run file" in message and "remove it to rerun its pair" in message
+    assert fake_fine_tune[0] == [] and path.read_text() == '{"task": "rte", "seed"'
+
+
+def test_bad_arguments(assets, tmp_path, fake_fine_tune, capsys):  # noqa: F811
+    message = refused(suite_args(assets, tmp_path / "out", "--seeds", "1,two"), capsys)
+    assert message == "symbert-glue: error: --seeds '1,two' must be comma-separated integers, e.g. 1,2,3,4,5.\n"
+    message = refused(suite_args(assets, tmp_path / "out", "--data_dir", str(tmp_path / "nothing-here")), capsys)
+    assert f"No cola data in {tmp_path / 'nothing-here'}: expected a save_to_disk DatasetDict" in message
+    assert fake_fine_tune[0] == [] and not (tmp_path / "out").exists()
