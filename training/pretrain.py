@@ -13,26 +13,40 @@ import difflib
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+import safetensors.torch
 import torch
+from filelock import FileLock, Timeout
 from transformers import (
     HfArgumentParser,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
     pipeline,
     set_seed,
 )
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
+from transformers.trainer_pt_utils import safe_globals
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError, run_command
 from symbert.training import data as data_module
-from symbert.training.reporting import MetricsLogCallback, comparison_table, plot_comparison, plot_losses
+from symbert.training.reporting import (
+    MetricsLogCallback,
+    comparison_table,
+    plot_comparison,
+    plot_losses,
+    write_atomically,
+)
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 
@@ -229,7 +243,15 @@ def check_arguments(model_args, data_args, training_args):
     return replace(training_args, **updates)
 
 
+STAGING_DIR = ".checkpoint-in-progress"  # not "checkpoint-*": neither resume nor save_total_limit counts it
+LOCK_FILE = ".pretrain.lock"
+
+
 class SymBertPretrainingTrainer(Trainer):
+    """The Trainer with atomic checkpoints and SymBERT's weight-decay groups."""
+
+    staging = False  # while True, the Trainer's run folder is the staging folder: checkpoints are written there
+
     def get_decay_parameter_names(self, model):
         """As the Trainer (no decay on biases and LayerNorm), and none on multiplicative gains either: the δ scales
         of `shared` and the head embeddings of `mhe_mul`."""
@@ -237,6 +259,54 @@ class SymBertPretrainingTrainer(Trainer):
         if model.config.attention_type == "mhe_mul":
             multiplicative += ("head_embeddings",)
         return [name for name in super().get_decay_parameter_names(model) if name.split(".")[-1] not in multiplicative]
+
+    def _get_output_dir(self, trial):
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, STAGING_DIR) if self.staging else run_dir
+
+    def _save_checkpoint(self, model, trial):
+        """The Trainer writes checkpoint-N into the staging folder; once every process has written its part (each
+        its rng_state_K.pth), the main process renames it into the run folder. A checkpoint-N folder is therefore
+        always complete: a run killed while saving leaves only the staging folder, which the next run removes."""
+        run_dir = self._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staged, final = os.path.join(run_dir, STAGING_DIR, name), os.path.join(run_dir, name)
+        self.staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.staging = False
+        self.accelerator.wait_for_everyone()
+        if self.state.best_model_checkpoint == staged:  # load_best_model_at_end: the path it will have
+            self.state.best_model_checkpoint = final
+            if self.args.should_save:
+                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
+        if self.args.should_save:
+            if os.path.isdir(final):  # the same step of an earlier run that resumed from an older checkpoint
+                shutil.rmtree(final)
+            os.replace(staged, final)
+            os.rmdir(os.path.dirname(staged))
+            rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint, use_mtime=True)
+        self.accelerator.wait_for_everyone()
+
+
+class StopOnNonFiniteEvalLoss(TrainerCallback):
+    """A NaN or infinite eval loss stops training before that step's checkpoint is saved, so the newest checkpoint
+    is the last good one; `pretrain` then reports the divergence."""
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if not math.isfinite(metrics.get("eval_loss", 0.0)):
+            control.should_save = False
+            control.should_training_stop = True
+
+
+class RemoveStaleCheckpoints(TrainerCallback):
+    """--overwrite_output_dir: the old run's checkpoints go when training begins, that is once the Trainer has built
+    its optimizer and scheduler from the arguments, so a value only they refuse leaves the old run untouched."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.should_save:
+            remove_stale_checkpoints(args.output_dir)
 
 
 def model_config(model_args, tokenizer=None):
@@ -268,57 +338,154 @@ def model_config(model_args, tokenizer=None):
 
 def resume_checkpoint(model_args, training_args):
     """The checkpoint to resume from, or None for a fresh run; raises (and writes nothing) if the output folder
-    holds a finished run and neither resume nor overwrite was asked."""
+    holds a finished run and neither resume nor overwrite was asked, or if the checkpoint asked for is damaged."""
     if training_args.resume_from_checkpoint:
         checkpoint = Path(training_args.resume_from_checkpoint)
-        if not (checkpoint / "trainer_state.json").is_file():
-            raise FileNotFoundError(f"resume_from_checkpoint={str(checkpoint)!r} is not a Trainer checkpoint folder.")
+        if not (checkpoint / TRAINER_STATE_NAME).is_file():
+            raise UserError(f"resume_from_checkpoint={str(checkpoint)!r} is not a Trainer checkpoint folder.")
+        if problem := checkpoint_problem(checkpoint):
+            raise UserError(f"resume_from_checkpoint={str(checkpoint)!r} cannot be resumed from: {problem}.")
         return str(checkpoint)
     output_dir = Path(training_args.output_dir)
     if model_args.overwrite_output_dir or not output_dir.is_dir():
         return None
     if (output_dir / "training_summary.json").is_file():
-        raise FileExistsError(
+        raise UserError(
             f"output_dir={str(output_dir)!r} already holds a finished run; pass --overwrite_output_dir true to train "
             "again from scratch there, --resume_from_checkpoint DIR to continue one, or choose another folder."
         )
-    return get_last_checkpoint(output_dir)  # an interrupted run resumes by itself
+    return last_complete_checkpoint(output_dir)  # an interrupted run resumes by itself
+
+
+def last_complete_checkpoint(output_dir):
+    """The newest checkpoint-N folder of `output_dir` that can be resumed from, saying which newer ones it skips."""
+    checkpoints = [path for path in Path(output_dir).iterdir() if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)]
+    for checkpoint in sorted(checkpoints, key=lambda path: int(path.name.split("-")[1]), reverse=True):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return str(checkpoint)
+        print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, or a damaged file).")
+    return None
+
+
+def checkpoint_problem(checkpoint):
+    """Why `checkpoint` cannot be resumed from (a part missing or unreadable), or None when every part loads as the
+    Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code."""
+
+    def load_state(path):
+        with safe_globals():  # RNG states hold numpy arrays, which the Trainer allows the same way
+            torch.load(path, map_location="cpu", weights_only=True)
+
+    checkpoint = Path(checkpoint)
+    rng_states = sorted(path.name for path in checkpoint.glob("rng_state*.pth")) or ["rng_state.pth"]
+    parts = {
+        TRAINER_STATE_NAME: lambda path: json.loads(path.read_text()),
+        CONFIG_NAME: lambda path: json.loads(path.read_text()),
+        SAFE_WEIGHTS_NAME: safetensors.torch.load_file,
+        OPTIMIZER_NAME: load_state,
+        SCHEDULER_NAME: load_state,
+        **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
+    }
+    for name, load in parts.items():
+        if not (checkpoint / name).is_file():
+            return f"{name} is missing"
+        try:
+            load(checkpoint / name)
+        except Exception as error:  # whatever a damaged file raises: name the file and say why
+            reason = " ".join(str(error).split())[:200]
+            return f"{name} is unreadable ({type(error).__name__}: {reason})"
+    return None
 
 
 def check_checkpoint_matches(checkpoint, config):
     """A resumed run must train the same model as the checkpoint: same attention type, vocabulary and shapes."""
-    saved = json.loads((Path(checkpoint) / "config.json").read_text())
+    saved = json.loads((Path(checkpoint) / CONFIG_NAME).read_text())
     for name in ("attention_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
         if saved.get(name) != getattr(config, name):
-            raise ValueError(
+            raise UserError(
                 f"Cannot resume from {checkpoint}: its {name} is {saved.get(name)!r} but this run's is "
                 f"{getattr(config, name)!r}. Use the same arguments as the interrupted run, or another output_dir."
             )
 
 
 def remove_stale_checkpoints(output_dir):
-    """With --overwrite_output_dir, old checkpoints must go, or a later automatic resume would pick them up."""
+    """With --overwrite_output_dir, the old run's checkpoints must go, or a later automatic resume would pick them
+    up, and so must its summary, which marks the folder as holding a finished run."""
     for checkpoint in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
-        shutil.rmtree(checkpoint)
+        if checkpoint.is_dir():
+            shutil.rmtree(checkpoint)
+    (Path(output_dir) / "training_summary.json").unlink(missing_ok=True)
+
+
+@contextmanager
+def output_folder_lock(output_dir):
+    """Holds OUTPUT_DIR/.pretrain.lock while the run uses the folder, so that a second run into it is refused at
+    once. It is an OS lock (flock): a killed run releases it. A run that fails before writing anything leaves the
+    folder as it found it."""
+    output_dir = Path(output_dir)
+    lock_path = output_dir / LOCK_FILE
+    new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    found = sorted(os.listdir(output_dir))
+    lock = FileLock(lock_path)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise UserError(
+            f"output_dir={str(output_dir)!r} is in use by another run (it holds {lock_path}); wait for that run to "
+            "end or choose another --output_dir."
+        ) from None
+    try:
+        yield
+    except BaseException:
+        if new_lock and sorted(set(os.listdir(output_dir)) - {LOCK_FILE}) == found:  # nothing written yet
+            lock_path.unlink()
+            if new_folder:
+                output_dir.rmdir()
+        raise
+    finally:
+        lock.release()
+
+
+def on_main_process(training_args, decide):
+    """`decide()` runs on the main process only; every process gets its result. If it raises, the launcher ends the
+    other processes."""
+    result = [decide() if training_args.process_index == 0 else None]
+    if training_args.world_size > 1:
+        torch.distributed.broadcast_object_list(result, src=0)
+    return result[0]
 
 
 def pretrain(model_args, data_args, training_args):
-    """Train one attention type; returns the Trainer's log history."""
+    """Train one attention type; returns the Trainer's log history. The main process holds the output folder's lock
+    from before anything is read there until the run ends."""
+    with output_folder_lock(training_args.output_dir) if training_args.process_index == 0 else nullcontext():
+        return pretrain_in_locked_folder(model_args, data_args, training_args)
+
+
+def prepare_output_folder(model_args, training_args):
+    """Under the lock: drop what a run killed while saving left, and pick the checkpoint to resume from."""
+    shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)
+    return resume_checkpoint(model_args, training_args)
+
+
+def pretrain_in_locked_folder(model_args, data_args, training_args):
     set_seed(training_args.seed)
-    resume = resume_checkpoint(model_args, training_args)
+    resume = on_main_process(training_args, lambda: prepare_output_folder(model_args, training_args))
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
         config = model_config(model_args, tokenizer)
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
     if resume:
         check_checkpoint_matches(resume, config)
-    elif model_args.overwrite_output_dir and training_args.process_index == 0:
-        remove_stale_checkpoints(training_args.output_dir)
     model = SymBertForMaskedLM(config)
     collator = data_module.ResumableMLMCollator(
         tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=training_args.seed
     )
 
+    callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
+    if model_args.overwrite_output_dir and not resume:
+        callbacks.append(RemoveStaleCheckpoints())
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
@@ -326,15 +493,17 @@ def pretrain(model_args, data_args, training_args):
         eval_dataset=eval_blocks,
         data_collator=collator,
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
-        callbacks=[MetricsLogCallback()],
+        callbacks=callbacks,
     )
     if resume and trainer.is_world_process_zero():
         print(f"Resuming from {resume}")
-    trainer.train(resume_from_checkpoint=resume)
+    train_output = trainer.train(resume_from_checkpoint=resume)
     evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
     if not evals or evals[-1]["step"] != trainer.state.global_step:  # masks are fixed: no need to evaluate twice
         evals.append(trainer.evaluate())
     final_eval_loss = evals[-1]["eval_loss"]
+    if not math.isfinite(final_eval_loss):
+        raise UserError(divergence_message(training_args, evals[-1]["step"], final_eval_loss))
     if trainer.is_world_process_zero():
         print(f"{model_args.attention_type}: final eval loss {final_eval_loss:.4f}")
     trainer.save_model()  # final model, code and tokenizer in output_dir
@@ -355,12 +524,26 @@ def pretrain(model_args, data_args, training_args):
             "max_seq_length": data_args.max_seq_length,
             "steps": trainer.state.global_step,
             "final_eval_loss": final_eval_loss,
-            # provenance for the model cards (symbert-release): the data and the machine
+            # what symbert-release reads (it unpickles nothing): the data, the machine, every training argument
             "data_arguments": asdict(data_args),
             "hardware": torch.cuda.get_device_name() if args.device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)",
+            "training_arguments": json.loads(json.dumps(args.to_dict(), default=str)),
+            "train_runtime": train_output.metrics["train_runtime"],  # seconds, of this run (after a resume: since it)
         }
-        (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        # written last and atomically: its presence marks the folder as holding a finished run
+        write_atomically(output_dir / "training_summary.json", lambda file: file.write(json.dumps(summary, indent=2) + "\n"))
     return trainer.state.log_history
+
+
+def divergence_message(training_args, step, eval_loss):
+    last = get_last_checkpoint(training_args.output_dir)
+    kept = f"the checkpoints up to {last} are kept" if last else "no checkpoint was saved before it"
+    return (
+        f"Training diverged: the eval loss is {eval_loss} at step {step}, so training stopped there; {kept} and no "
+        f"final model was written. Lower --learning_rate (it is {training_args.learning_rate}), raise --warmup_steps "
+        f"(it is {training_args.warmup_steps}) or clip gradients harder with --max_grad_norm (it is "
+        f"{training_args.max_grad_norm}), then train again with --overwrite_output_dir true or into another --output_dir."
+    )
 
 
 FILL_MASK_SCRIPT = """
@@ -432,7 +615,7 @@ def run(argv):
         if target is None:
             target = [e["eval_loss"] for e in first if "eval_loss" in e][-1]
         table = comparison_table(runs, target)
-        (output_dir / "comparison.md").write_text(table + "\n")
+        write_atomically(output_dir / "comparison.md", lambda file: file.write(table + "\n"))
         plot_comparison(runs, output_dir / "comparison.png", target_loss=target)
         print(f"\n{table}\nComparison in {output_dir}/comparison.md and comparison.png")
 

@@ -21,7 +21,14 @@ FIGURE_DPI = 120
 
 
 class MetricsLogCallback(TrainerCallback):
-    """Keeps `metrics.csv` and `metrics.json` in the output folder up to date with `state.log_history`."""
+    """Keeps `metrics.csv` and `metrics.json` in the output folder up to date with `state.log_history`.
+
+    After a resume the Trainer's history is the checkpoint's, so rewriting from it at the start drops the rows that
+    the interrupted run logged after its last checkpoint: the resumed run logs those steps again."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            write_metrics(state.log_history, args.output_dir)
 
     def on_log(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
