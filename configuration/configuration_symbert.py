@@ -4,6 +4,7 @@ This file is copied next to `modeling_symbert.py` into every saved model folder,
 torch/transformers, never the `symbert` package.
 """
 
+import math
 import numbers
 
 from transformers.activations import ACT2FN
@@ -16,6 +17,7 @@ except ImportError:  # transformers 4.x
 
 ATTENTION_TYPES = ("original", "symmetric", "pairwise", "shared", "mhe_add", "mhe_mul")
 PAIRWISE_INITS = ("normal", "identity")
+PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 # (layers, heads, hidden, FFN). tiny and mini are Google's BERT-Tiny/Mini shapes; small and base are the paper's.
 SIZE_PRESETS = {
@@ -109,7 +111,7 @@ class SymBertConfig(PreTrainedConfig):
         self.attention_type = attention_type
         self.pairwise_init = pairwise_init
         self.sparse_prediction = sparse_prediction
-        self.check_symbert_fields()
+        self.validate()
 
     @classmethod
     def from_preset(cls, size: str, **overrides) -> "SymBertConfig":
@@ -118,14 +120,41 @@ class SymBertConfig(PreTrainedConfig):
             raise ValueError(f"Unknown SymBERT size preset {size!r}; allowed: {', '.join(SIZE_PRESETS)}.")
         return cls(**{**SIZE_PRESETS[size], **overrides})
 
-    def check_symbert_fields(self):
-        """Raise ValueError naming the first invalid field and what is allowed."""
-        if self.attention_type not in ATTENTION_TYPES:
-            raise ValueError(f"attention_type={self.attention_type!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
-        if self.pairwise_init not in PAIRWISE_INITS:
-            raise ValueError(f"pairwise_init={self.pairwise_init!r} is not supported; allowed: {', '.join(PAIRWISE_INITS)}.")
-        if not isinstance(self.sparse_prediction, bool):
-            raise ValueError(f"sparse_prediction={self.sparse_prediction!r} is invalid; allowed: True, False.")
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """Load a saved config.json (with `from_pretrained` overrides in `kwargs`), checking the result.
+
+        A saved SymBERT config must name its attention type: without it the weights would load into `original`
+        modules. A BERT config (as read by `from_bert`) has none and gets the default, or the one in `kwargs`."""
+        if config_dict.get("model_type") == cls.model_type and "attention_type" not in {**config_dict, **kwargs}:
+            raise ValueError(
+                "attention_type is missing from the saved config.json; add it, one of: "
+                f"{', '.join(ATTENTION_TYPES)} (the type the weights were trained with)."
+            )
+        loaded = super().from_dict(config_dict, **kwargs)
+        # from_pretrained's overrides are set after __init__, so check the final config here
+        (loaded[0] if isinstance(loaded, tuple) else loaded).validate()
+        return loaded
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        self.validate()  # before anything is written: a config changed after construction may be invalid
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def validate(self):
+        """Raise ValueError naming the first invalid field, its value and what is allowed.
+
+        Runs at construction, on `from_pretrained` overrides, on load and before saving. transformers 5 also calls
+        it from `save_pretrained` (its strict-dataclass hook); its own checks of the common fields run as well."""
+        for name, allowed in (("attention_type", ATTENTION_TYPES), ("pairwise_init", PAIRWISE_INITS), ("problem_type", PROBLEM_TYPES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(map(str, allowed))}.")
+        if isinstance(self.hidden_act, str) and self.hidden_act not in ACT2FN:
+            raise ValueError(f"hidden_act={self.hidden_act!r} is not supported; allowed: {', '.join(sorted(ACT2FN))}.")
+        for name in ("sparse_prediction", "use_cache", "tie_word_embeddings", "is_decoder", "add_cross_attention"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r} is invalid; allowed: True, False.")
         for name in (
             "vocab_size",
             "hidden_size",
@@ -136,7 +165,7 @@ class SymBertConfig(PreTrainedConfig):
             "type_vocab_size",
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+            if not _is_number(value, numbers.Integral) or value <= 0:
                 raise ValueError(f"{name}={value!r} is invalid; it must be a positive integer.")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
@@ -147,19 +176,30 @@ class SymBertConfig(PreTrainedConfig):
             value = getattr(self, name)
             if value is None and name == "classifier_dropout":
                 continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+            if not _is_number(value) or not 0 <= value < 1:  # also refuses nan
                 raise ValueError(f"{name}={value!r} is invalid; it must be a probability in [0, 1).")
         for name in ("initializer_range", "layer_norm_eps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-                raise ValueError(f"{name}={value!r} is invalid; it must be a positive number.")
-        if isinstance(self.hidden_act, str) and self.hidden_act not in ACT2FN:
-            raise ValueError(f"hidden_act={self.hidden_act!r} is not supported; allowed: {', '.join(sorted(ACT2FN))}.")
+            if not _is_number(value) or not 0 < value < math.inf:  # also refuses nan
+                raise ValueError(f"{name}={value!r} is invalid; it must be a finite positive number.")
+        for name, value in vars(self).items():
+            if name.endswith("_token_id") and value is not None:
+                ids = value if isinstance(value, (list, tuple)) else [value]  # eos_token_id may be a list
+                if not all(_is_number(i, numbers.Integral) and 0 <= i < self.vocab_size for i in ids):
+                    raise ValueError(
+                        f"{name}={value!r} is invalid; it must be None or a token id in [0, {self.vocab_size - 1}] "
+                        f"(vocab_size={self.vocab_size})."
+                    )
         if self.is_decoder or self.add_cross_attention:
             raise ValueError(
                 f"is_decoder={self.is_decoder!r}, add_cross_attention={self.add_cross_attention!r}: SymBERT is an "
                 "encoder; both must be False."
             )
+        if hasattr(super(), "validate"):  # transformers >= 5: the checks of the common fields
+            super().validate()
 
+
+def _is_number(value, kind=numbers.Real):
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 __all__ = ["ATTENTION_TYPES", "PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]

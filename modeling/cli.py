@@ -7,6 +7,8 @@ into a one-line message. Anything else still ends in a traceback: that is a bug 
 import sys
 from pathlib import Path
 
+from .modeling_symbert import missing_local_path_message
+
 
 class UserError(ValueError):
     """Bad input the user can fix: a value, a file or a folder. The message names it and says what is allowed."""
@@ -27,18 +29,7 @@ def run_command(run, argv=None):
 def missing_local_path(path):
     """A UserError for a path that looks local (absolute, ./, ../, ~ or an existing parent) but does not exist;
     None when `path` may be a Hub repository id. Callers use it before asking the Hub, so that a typo in a folder
-    name is reported as a missing folder, not as an invalid repository id."""
-    text = str(path)
-    candidate = Path(text).expanduser()
-    if candidate.exists():
-        return None
-    looks_local = (
-        candidate.is_absolute()
-        or text.startswith((".", "~"))
-        or text.count("/") > 1
-        or text.endswith("/")
-        or "\\" in text
-    )
-    if looks_local:
-        return UserError(f"{text!r} does not exist: no such file or folder (and it is not a Hub repository id).")
-    return None
+    name is reported as a missing folder, not as an invalid repository id. (The models' `from_pretrained` makes the
+    same check, as a ValueError.)"""
+    message = missing_local_path_message(path)
+    return UserError(message) if message else None

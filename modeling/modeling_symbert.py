@@ -57,6 +57,7 @@ from .configuration_symbert import SymBertConfig
 logger = logging.get_logger(__name__)
 
 TRANSFORMERS_V5 = int(transformers.__version__.split(".")[0]) >= 5
+ATTENTION_MARKER = ".attention.self."
 
 
 class SymBertEmbeddings(nn.Module):
@@ -430,16 +431,49 @@ class SymBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SymBertMHEMulSelfAttention):
             init.normal_(module.head_embeddings, mean=1.0, std=std)
 
+    def __init__(self, config, *inputs, **kwargs):
+        config.validate()  # the config may have been changed after construction
+        super().__init__(config, *inputs, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        self.config.validate()  # before anything is written
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        try:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        """transformers' `from_pretrained`, refusing a checkpoint whose attention tensors are not those of its
+        config's `attention_type` (transformers would initialise them anew and only log it), and tensors of another
+        shape unless `ignore_mismatched_sizes=True`. Task heads may still start from another head's checkpoint."""
+        return cls._load_checked(pretrained_model_name_or_path, args, kwargs, same_attention=True)
+
+    @classmethod
+    def _load_checked(cls, name_or_path, args, kwargs, same_attention):
+        if name_or_path is not None and (message := missing_local_path_message(name_or_path)):
+            raise ValueError(message)
+        return_loading_info = kwargs.pop("output_loading_info", False)
+        allow_new_shapes = kwargs.pop("ignore_mismatched_sizes", False)
+        try:  # mismatched sizes are allowed here so that an attention mismatch is reported as one
+            model, loading_info = super().from_pretrained(
+                name_or_path, *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+            )
         except SafetensorError as error:
             # safetensors' message does not say which file it could not read
-            folder = Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+            folder = Path(name_or_path, kwargs.get("subfolder") or "")
             files = sorted(str(f) for f in folder.glob("*.safetensors")) if folder.is_dir() else []
-            where = ", ".join(files) or f"the *.safetensors weights of {pretrained_model_name_or_path!r}"
+            where = ", ".join(files) or f"the *.safetensors weights of {name_or_path!r}"
             raise OSError(f"Cannot read {where}: the file is truncated or corrupt ({error}).") from error
+        if same_attention:
+            _check_attention_tensors(model.config.attention_type, loading_info, name_or_path)
+        if loading_info["mismatched_keys"] and not allow_new_shapes:
+            shapes = "; ".join(
+                f"{name}: {list(saved)} in the checkpoint, {list(wanted)} in the model"
+                for name, saved, wanted in sorted(loading_info["mismatched_keys"])
+            )
+            raise ValueError(
+                f"{name_or_path!r} has tensors of another shape than the model: {shapes}. Fix the config, or pass "
+                "ignore_mismatched_sizes=True to initialise them anew."
+            )
+        return (model, loading_info) if return_loading_info else model
 
     @classmethod
     def from_bert(cls, bert_name_or_path, **kwargs):
@@ -451,9 +485,8 @@ class SymBertPreTrainedModel(PreTrainedModel):
 
         Returns `(model, new_parameters)`: the sorted names of the tensors that were not taken from BERT.
         """
-        model, loading_info = cls.from_pretrained(
-            bert_name_or_path, ignore_mismatched_sizes=True, output_loading_info=True, **kwargs
-        )
+        kwargs.update(ignore_mismatched_sizes=True, output_loading_info=True)
+        model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
         new_parameters = set(loading_info["missing_keys"]) | {key for key, *_ in loading_info["mismatched_keys"]}
         new_parameters = sorted(name for name in new_parameters if name in dict(model.named_parameters()))
         logger.warning(
@@ -461,6 +494,89 @@ class SymBertPreTrainedModel(PreTrainedModel):
             f"{len(new_parameters)} tensors are new: {new_parameters}"
         )
         return model, new_parameters
+
+
+def _check_attention_tensors(attention_type, loading_info, name_or_path):
+    """A checkpoint of another attention type loads with its attention tensors missing, unexpected or reshaped."""
+
+    def attention_tensors(names):
+        return ", ".join(sorted({name.split(ATTENTION_MARKER)[1] for name in names if ATTENTION_MARKER in name}))
+
+    missing = attention_tensors(loading_info["missing_keys"])
+    unexpected = attention_tensors(loading_info["unexpected_keys"])
+    reshaped = attention_tensors(name for name, *_ in loading_info["mismatched_keys"])
+    if missing or unexpected or reshaped:
+        raise ValueError(
+            f"The weights of {name_or_path!r} do not match attention_type={attention_type!r} of its config: in every "
+            f"layer's encoder.layer.N{ATTENTION_MARKER}*, missing from the checkpoint: {missing or 'none'}; "
+            f"unexpected in it: {unexpected or 'none'}; of another shape: {reshaped or 'none'}. Set attention_type "
+            "to the type the weights were trained with (one of: "
+            f"{', '.join(SYMBERT_SELF_ATTENTION_CLASSES)}); to start a variant from BERT weights, use from_bert."
+        )
+
+
+def missing_local_path_message(path):
+    """A message for a path that looks local (absolute, ./, ../, ~, more than one '/', a trailing '/' or '\\', or
+    an existing parent folder) but does not exist; None when it exists or may be a Hub repository id ("owner/name").
+    Checked before asking the Hub, so that a typo in a folder name is reported as a missing folder."""
+    text = str(path)
+    candidate = Path(text).expanduser()
+    if candidate.exists():
+        return None
+    looks_local = (
+        candidate.is_absolute()
+        or text.startswith((".", "~"))
+        or text.count("/") > 1
+        or text.endswith("/")
+        or "\\" in text
+        or (str(candidate.parent) not in (".", "") and candidate.parent.is_dir())
+    )
+    if looks_local:
+        return f"{text!r} does not exist: no such file or folder (and it is not a Hub repository id)."
+    return None
+
+
+def _check_tensor(name, value, layout):
+    """`value` must be a tensor with one dimension per name in `layout`. Shapes only: nothing reads the values."""
+    expected = f"[{', '.join(layout)}]"
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape {expected}, not a {type(value).__name__}.")
+    if value.dim() != len(layout):
+        raise ValueError(f"{name} has shape {list(value.shape)}; expected {expected}.")
+
+
+def _check_input_shapes(config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids):
+    """Clear errors for malformed inputs, from their shapes only (no host sync, no graph break under compile)."""
+    if input_ids is not None:
+        _check_tensor("input_ids", input_ids, ("batch", "sequence"))
+        name, shape = "input_ids", tuple(input_ids.shape)
+    else:
+        _check_tensor("inputs_embeds", inputs_embeds, ("batch", "sequence", f"hidden_size={config.hidden_size}"))
+        if inputs_embeds.shape[-1] != config.hidden_size:
+            raise ValueError(f"inputs_embeds has shape {list(inputs_embeds.shape)}; expected [batch, sequence, {config.hidden_size}].")
+        name, shape = "inputs_embeds", tuple(inputs_embeds.shape[:2])
+    if 0 in shape:
+        raise ValueError(f"{name} has shape {list(shape)}: an empty batch or sequence; pass at least one token.")
+    batch, length = shape
+    allowed = {
+        "attention_mask": [(batch, length)],
+        "token_type_ids": [(batch, length)],
+        "position_ids": [(batch, length), (1, length)],  # [1, sequence]: the same positions for every row
+    }
+    for other, value in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+        if value is None:
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{other} must be a torch.Tensor of the shape of {name} {list(shape)}, not a {type(value).__name__}.")
+        if other == "attention_mask" and value.dim() == 4:  # a ready-made [batch, 1 or heads, sequence, sequence] mask
+            if value.shape[0] == batch and value.shape[2] == length and value.shape[3] == length:
+                continue
+        elif tuple(value.shape) in allowed[other]:
+            continue
+        raise ValueError(
+            f"{other} has shape {list(value.shape)}, {name} {list(shape)}; {other} must have the same "
+            f"[batch, sequence] shape{' (or [1, sequence])' if other == 'position_ids' else ''}."
+        )
 
 
 def _resolve_output_flags(config, output_attentions, output_hidden_states, return_dict):
@@ -503,7 +619,8 @@ class SymBertModel(SymBertPreTrainedModel):
             self.config, output_attentions, output_hidden_states, return_dict
         )
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds.")
+        _check_input_shapes(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
         if output_attentions and self.config._attn_implementation not in ("eager", None):
             raise ValueError(
                 f"output_attentions=True needs attn_implementation='eager', not "
@@ -700,6 +817,10 @@ class SymBertForMultipleChoice(SymBertPreTrainedModel):
         **kwargs,
     ):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if input_ids is not None:
+            _check_tensor("input_ids", input_ids, ("batch", "choices", "sequence"))
+        elif inputs_embeds is not None:
+            _check_tensor("inputs_embeds", inputs_embeds, ("batch", "choices", "sequence", "hidden_size"))
         num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
 
         def flatten(x):

@@ -14,6 +14,8 @@ import warnings
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
 
+from .cli import UserError, missing_local_path, run_command
+
 HEADS = {"model": AutoModel, "sequence-classification": AutoModelForSequenceClassification}
 OUTPUT_NAMES = {"model": ["last_hidden_state", "pooler_output"], "sequence-classification": ["logits"]}
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -69,7 +71,7 @@ def max_difference(model, path, batch=3, length=13):
     return max((torch.from_numpy(g) - w).abs().max().item() for g, w in zip(got, want))
 
 
-def main(argv=None):
+def run(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a saved SymBERT folder (or Hub id)")
     parser.add_argument("output", help="the .onnx file to write")
@@ -77,11 +79,13 @@ def main(argv=None):
     parser.add_argument("--dynamo", action="store_true", help="use the torch.export-based exporter")
     args = parser.parse_args(argv)
     if not args.output.endswith(".onnx"):
-        parser.error(f"output={args.output!r} must end with .onnx")
+        raise UserError(f"output={args.output!r} must end with .onnx")
+    if error := missing_local_path(args.model_dir):
+        raise error
 
     config = AutoConfig.from_pretrained(args.model_dir, trust_remote_code=True)
     if config.model_type != "symbert":
-        parser.error(f"{args.model_dir!r} is a {config.model_type!r} model, not a SymBERT one")
+        raise UserError(f"{args.model_dir!r} is a {config.model_type!r} model, not a SymBERT one")
     model = HEADS[args.head].from_pretrained(args.model_dir, trust_remote_code=True)
     export_onnx(model, args.output, OUTPUT_NAMES[args.head], dynamo=args.dynamo)
     difference = max_difference(model, args.output)
@@ -89,6 +93,9 @@ def main(argv=None):
     if difference > TOLERANCE:
         raise SystemExit(f"max abs diff {difference:.2e} exceeds {TOLERANCE:.0e}")
 
+
+def main(argv=None):
+    return run_command(run, argv)
 
 if __name__ == "__main__":
     main()

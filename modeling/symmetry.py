@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from .cli import UserError, missing_local_path, run_command
+
 SYMMETRIC_BY_CONSTRUCTION = ("symmetric", "shared")
 SUPPORTED = ("original", "pairwise", "mhe_add", "mhe_mul") + SYMMETRIC_BY_CONSTRUCTION
 
@@ -52,13 +54,15 @@ def checkpoint_folder(model):
     """A local folder holding config.json and the weights of `model` (a folder, or a Hub id to download)."""
     folder = Path(model)
     if not folder.is_dir():
-        if folder.exists() or model.count("/") > 1:
-            raise ValueError(f"{model!r} is neither a model folder nor a Hub id")
+        if error := missing_local_path(model):
+            raise error
+        if folder.exists():
+            raise UserError(f"{model!r} is a file; pass a saved BERT or SymBERT model folder or a Hub id")
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(model, allow_patterns=["config.json", "*.safetensors", "pytorch_model*.bin"]))
     if not (folder / "config.json").is_file():
-        raise ValueError(f"{folder} has no config.json; pass a saved BERT or SymBERT model folder")
+        raise UserError(f"{folder} has no config.json; pass a saved BERT or SymBERT model folder")
     return folder
 
 
@@ -68,7 +72,7 @@ def read_weights(folder):
         return {name: tensor for file in files for name, tensor in load_file(file).items()}
     files = sorted(folder.glob("pytorch_model*.bin"))
     if not files:
-        raise ValueError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
+        raise UserError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
     return {name: tensor for file in files for name, tensor in torch.load(file, weights_only=True).items()}
 
 
@@ -78,10 +82,12 @@ def analyse(model):
     config = json.loads((folder / "config.json").read_text())
     model_type = config.get("model_type")
     if model_type not in ("bert", "symbert"):
-        raise ValueError(f"model_type={model_type!r} is not supported; allowed: bert, symbert")
-    attention_type = config.get("attention_type", "original") if model_type == "symbert" else "original"
+        raise UserError(f"model_type={model_type!r} is not supported; allowed: bert, symbert")
+    if model_type == "symbert" and "attention_type" not in config:
+        raise UserError(f"{folder / 'config.json'} has no attention_type; allowed: {', '.join(SUPPORTED)}")
+    attention_type = config["attention_type"] if model_type == "symbert" else "original"
     if attention_type not in SUPPORTED:
-        raise ValueError(f"attention_type={attention_type!r} is not supported; allowed: {', '.join(SUPPORTED)}")
+        raise UserError(f"attention_type={attention_type!r} is not supported; allowed: {', '.join(SUPPORTED)}")
     layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
     if attention_type in SYMMETRIC_BY_CONSTRUCTION:
         return torch.ones(layers, heads), attention_type
@@ -92,7 +98,7 @@ def analyse(model):
         marker = f"encoder.layer.{layer}.attention.self."
         weights = {name.split(marker, 1)[1]: tensor.double() for name, tensor in state.items() if marker in name}
         if not weights:
-            raise ValueError(f"no tensors named '...{marker}*' in {model!r}: not a BERT-style checkpoint")
+            raise UserError(f"no tensors named '...{marker}*' in {model!r}: not a BERT-style checkpoint")
         shares[layer] = symmetric_share(score_forms(weights, heads, attention_type)).float()
     return shares, attention_type
 
@@ -139,14 +145,16 @@ def write_outputs(shares, title, output_dir):
     return csv_path, png_path
 
 
-def main(argv=None):
+def run(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a saved BERT or SymBERT folder, or a Hub id")
     parser.add_argument("--output_dir", help="where to write symmetry.csv and symmetry.png (default: the model folder)")
     args = parser.parse_args(argv)
     output_dir = Path(args.output_dir or args.model)
     if not args.output_dir and not output_dir.is_dir():
-        parser.error(f"pass --output_dir for the Hub model {args.model!r}")
+        if error := missing_local_path(args.model):
+            raise error
+        raise UserError(f"pass --output_dir for the Hub model {args.model!r}")
 
     shares, attention_type = analyse(args.model)
     note = " (symmetric by construction)" if attention_type in SYMMETRIC_BY_CONSTRUCTION else ""
@@ -154,6 +162,10 @@ def main(argv=None):
     print(markdown_table(shares))
     csv_path, png_path = write_outputs(shares, f"{Path(args.model).name}: attention_type={attention_type}", output_dir)
     print(f"\nwrote {csv_path} and {png_path}")
+
+
+def main(argv=None):
+    return run_command(run, argv)
 
 
 if __name__ == "__main__":

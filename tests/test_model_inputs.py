@@ -1,0 +1,89 @@
+"""Malformed model inputs raise a ValueError naming the shapes (checked from shapes only, never from values)."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from symbert import SymBertForMaskedLM, SymBertForMultipleChoice, SymBertModel
+
+from conftest import VOCAB_SIZE, padded_batch, tiny_config
+
+IDS = torch.randint(1, VOCAB_SIZE, (2, 5), generator=torch.Generator().manual_seed(0))
+EMBEDS = torch.randn(2, 5, 128, generator=torch.Generator().manual_seed(0))
+
+MALFORMED = {
+    "empty batch": (dict(input_ids=IDS[:0]), r"input_ids has shape \[0, 5\]: an empty batch or sequence"),
+    "empty sequence": (dict(input_ids=IDS[:, :0]), r"input_ids has shape \[2, 0\]: an empty batch or sequence"),
+    "empty embeds": (dict(inputs_embeds=EMBEDS[:0]), r"inputs_embeds has shape \[0, 5\]: an empty batch or sequence"),
+    "1-D input_ids": (dict(input_ids=IDS[0]), r"input_ids has shape \[5\]; expected \[batch, sequence\]"),
+    "3-D input_ids": (dict(input_ids=IDS[None]), r"input_ids has shape \[1, 2, 5\]; expected \[batch, sequence\]"),
+    "list input_ids": (dict(input_ids=IDS.tolist()), r"input_ids must be a torch.Tensor of shape \[batch, sequence\], not a list"),
+    "2-D inputs_embeds": (dict(inputs_embeds=EMBEDS[0]), r"inputs_embeds has shape \[5, 128\]; expected \[batch, sequence, hidden_size=128\]"),
+    "inputs_embeds width": (dict(inputs_embeds=EMBEDS[..., :64]), r"inputs_embeds has shape \[2, 5, 64\]; expected \[batch, sequence, 128\]"),
+    "shorter attention_mask": (
+        dict(input_ids=IDS, attention_mask=torch.ones(2, 4)),
+        r"attention_mask has shape \[2, 4\], input_ids \[2, 5\]; attention_mask must have the same \[batch, sequence\] shape",
+    ),
+    "1-D attention_mask": (dict(input_ids=IDS, attention_mask=torch.ones(5)), r"attention_mask has shape \[5\], input_ids \[2, 5\]"),
+    "list attention_mask": (dict(input_ids=IDS, attention_mask=[[1] * 5] * 2), r"attention_mask must be a torch.Tensor of the shape of input_ids \[2, 5\], not a list"),
+    "4-D attention_mask of other length": (dict(input_ids=IDS, attention_mask=torch.ones(2, 1, 4, 4)), r"attention_mask has shape \[2, 1, 4, 4\], input_ids \[2, 5\]"),
+    "attention_mask with inputs_embeds": (
+        dict(inputs_embeds=EMBEDS, attention_mask=torch.ones(3, 5)),
+        r"attention_mask has shape \[3, 5\], inputs_embeds \[2, 5\]",
+    ),
+    "token_type_ids": (dict(input_ids=IDS, token_type_ids=torch.zeros(2, 4, dtype=torch.long)), r"token_type_ids has shape \[2, 4\], input_ids \[2, 5\]"),
+    "token_type_ids with inputs_embeds": (
+        dict(inputs_embeds=EMBEDS, token_type_ids=torch.zeros(1, 5, dtype=torch.long)),
+        r"token_type_ids has shape \[1, 5\], inputs_embeds \[2, 5\]",
+    ),
+    "position_ids": (
+        dict(input_ids=IDS, position_ids=torch.arange(4)[None]),
+        r"position_ids has shape \[1, 4\], input_ids \[2, 5\]; position_ids must have the same \[batch, sequence\] shape \(or \[1, sequence\]\)",
+    ),
+    "position_ids with inputs_embeds": (dict(inputs_embeds=EMBEDS, position_ids=torch.arange(5)), r"position_ids has shape \[5\], inputs_embeds \[2, 5\]"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_class", [SymBertModel, SymBertForMaskedLM])
+@pytest.mark.parametrize("case", MALFORMED)
+def test_malformed_inputs_name_the_shapes(model_class, case):
+    inputs, message = MALFORMED[case]
+    model = model_class(tiny_config("pairwise"))
+    with pytest.raises(ValueError, match=message):
+        model(**inputs)
+
+
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        (dict(input_ids=IDS), r"input_ids has shape \[2, 5\]; expected \[batch, choices, sequence\]"),
+        (dict(input_ids=IDS[None].tolist()), r"input_ids must be a torch.Tensor of shape \[batch, choices, sequence\], not a list"),
+        (dict(inputs_embeds=EMBEDS), r"inputs_embeds has shape \[2, 5, 128\]; expected \[batch, choices, sequence, hidden_size\]"),
+        (dict(input_ids=IDS[None], attention_mask=torch.ones(1, 2, 4)), r"attention_mask has shape \[2, 4\], input_ids \[2, 5\]"),
+    ],
+)  # fmt: skip
+def test_malformed_multiple_choice_inputs(inputs, message):
+    with pytest.raises(ValueError, match=message):
+        SymBertForMultipleChoice(tiny_config())(**inputs)
+
+
+def test_exclusive_inputs_raise_berts_error():
+    message = "You must specify exactly one of input_ids or inputs_embeds"
+    bert = BertModel(BertConfig(vocab_size=VOCAB_SIZE, hidden_size=128, num_hidden_layers=1, num_attention_heads=2))
+    for model in (bert, SymBertModel(tiny_config())):
+        with pytest.raises(ValueError, match=message):
+            model(input_ids=IDS, inputs_embeds=EMBEDS)
+        with pytest.raises(ValueError, match=message):
+            model()
+
+
+def test_well_formed_variants_are_accepted():
+    model = SymBertModel(tiny_config("symmetric")).eval()
+    input_ids, attention_mask = padded_batch()
+    expected = model(input_ids, attention_mask=attention_mask).last_hidden_state
+    length = input_ids.shape[1]
+    shared_positions = model(input_ids, attention_mask=attention_mask, position_ids=torch.arange(length)[None])
+    torch.testing.assert_close(shared_positions.last_hidden_state, expected)  # [1, sequence] positions, as in BERT
+    four_d = attention_mask[:, None, None, :].expand(-1, 1, length, -1).bool()  # a ready-made 4-D mask, as in BERT
+    torch.testing.assert_close(model(input_ids, attention_mask=four_d).last_hidden_state, expected)
+    assert model(torch.tensor([[7]])).last_hidden_state.shape == (1, 1, 128)
