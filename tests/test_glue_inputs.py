@@ -8,7 +8,7 @@ import pytest
 from datasets import DatasetDict
 
 from symbert.cli import UserError
-from symbert.training import glue
+from symbert.training import glue, glue_data
 from symbert.training.glue_data import load_task
 
 from test_glue import assets, fake_fine_tune, refused, suite_args  # noqa: F401 (fixtures)
@@ -183,4 +183,17 @@ def test_bad_arguments(assets, tmp_path, fake_fine_tune, capsys):  # noqa: F811
     assert message == "symbert-glue: error: --seeds '1,two' must be comma-separated integers, e.g. 1,2,3,4,5.\n"
     message = refused(suite_args(assets, tmp_path / "out", "--data_dir", str(tmp_path / "nothing-here")), capsys)
     assert f"No cola data in {tmp_path / 'nothing-here'}: expected a save_to_disk DatasetDict" in message
+    assert fake_fine_tune[0] == [] and not (tmp_path / "out").exists()
+
+
+def test_unreachable_hub_dataset(assets, tmp_path, fake_fine_tune, capsys, monkeypatch):  # noqa: F811
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'nyu-mll/glue' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(glue_data, "load_dataset", offline)
+    args = ["--model", str(assets / "model"), "--output_dir", str(tmp_path / "out"), "--tasks", "rte", "--max_length", "32"]
+    assert refused(args, capsys) == (
+        "symbert-glue: error: nyu-mll/glue rte could not be loaded (Couldn't reach 'nyu-mll/glue' on the Hub "
+        "(LocalEntryNotFoundError)); pass --data_dir with the GLUE data on disk.\n"
+    )
     assert fake_fine_tune[0] == [] and not (tmp_path / "out").exists()

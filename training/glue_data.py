@@ -94,7 +94,7 @@ def data_sha256(task, data_dir=None):
     every file of its save_to_disk folder), or over the Hub dataset's fingerprints (they follow its cached files)."""
     digest = hashlib.sha256()
     if data_dir is None:
-        for split, dataset in load_dataset(HUB_DATASET, task).items():
+        for split, dataset in load_hub(task).items():
             digest.update(f"{split}\0{dataset._fingerprint}\n".encode())
         return digest.hexdigest()
     kind, where = task_files(task, data_dir)
@@ -105,12 +105,20 @@ def data_sha256(task, data_dir=None):
     return digest.hexdigest()
 
 
+def load_hub(task):
+    try:
+        return load_dataset(HUB_DATASET, task)
+    except OSError as error:  # offline and not in the cache, or the Hub unreachable
+        raise UserError(f"{HUB_DATASET} {task} could not be loaded ({error}); "
+                        "pass --data_dir with the GLUE data on disk.") from None  # fmt: skip
+
+
 def load_task(task, data_dir=None):
     """The task's train and eval splits as a DatasetDict, checked (splits, columns, labels) before any training."""
     spec = TASKS[task]
     splits = ("train", *spec.eval_splits)
     if data_dir is None:
-        source, data = HUB_DATASET, load_dataset(HUB_DATASET, task)
+        source, data = HUB_DATASET, load_hub(task)
     else:
         kind, where = task_files(task, data_dir)
         if kind == "tsv":
