@@ -1,12 +1,15 @@
 """symbert-glue's refusals of bad GLUE data (file, line, column named; nothing trained or written) and how finished
 (task, seed) pairs are matched: by the data's contents, the model's weights and the protocol, never by a path."""
 
+import hashlib
 import json
 import shutil
 
 import pytest
+import torch
 from datasets import DatasetDict
 
+from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.training import glue, glue_data
 from symbert.training.glue_data import load_task
@@ -197,3 +200,19 @@ def test_unreachable_hub_dataset(assets, tmp_path, fake_fine_tune, capsys, monke
         "(LocalEntryNotFoundError)); pass --data_dir with the GLUE data on disk.\n"
     )
     assert fake_fine_tune[0] == [] and not (tmp_path / "out").exists()
+
+
+def test_other_weights_are_named_by_their_sha256(assets, tmp_path, fake_fine_tune, capsys):  # noqa: F811
+    output_dir = tmp_path / "out"
+    glue.main(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1"))
+    model = SymBertForMaskedLM.from_pretrained(assets / "model")
+    with torch.no_grad():
+        model.cls.predictions.bias.add_(1.0)
+    model.save_pretrained(tmp_path / "other")
+    shutil.copy(assets / "model" / "tokenizer.json", tmp_path / "other")
+    shutil.copy(assets / "model" / "tokenizer_config.json", tmp_path / "other")
+    args = suite_args(assets, output_dir, "--model", str(tmp_path / "other"), "--tasks", "rte", "--seeds", "1")
+    message = refused(args, capsys)
+    saved, other = (hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+                    for folder in (assets / "model", tmp_path / "other"))  # fmt: skip
+    assert f"than this run: model: {saved} ({assets / 'model'}) saved vs {other} ({tmp_path / 'other'}) in this run." in message
