@@ -11,7 +11,12 @@ size): every folder below with a `training_summary.json` is a model. Each model 
 matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main` (and
 `OUTPUT_DIR/<repo name>/step-N` per checkpoint), then validated: it loads in a fresh Python process that cannot import
 this project and reproduces the source model's logits, its card's metadata parses back into the same GLUE results, the
-GLUE results name its weights, and every file the card names is there. Nothing is pushed unless every model passes.
+GLUE results name its weights, every file the card names is there, its code files are this project's (by sha256) and
+it holds no pickle. Nothing is pushed unless every model passes.
+
+Nothing is unpickled: the training arguments come from `training_summary.json` ("training_arguments", written by
+`symbert-pretrain`), and no training_args.bin, optimizer or RNG state is staged. Every repository id is checked with
+huggingface_hub's rules and every staged folder must lie inside --output_dir before anything is written.
 
 With --push, every repository is uploaded in one commit on `main`, tagged `--tag` (the revision the card pins);
 each checkpoint becomes a branch `step-N` with one commit of its own; all repositories join the `--collection`.
@@ -20,26 +25,29 @@ The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfA
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, get_token
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, constants, get_token
 from huggingface_hub.hf_api import RepoFile  # not exported at the top level by the 0.x releases transformers 4.x needs
-from huggingface_hub.errors import RevisionNotFoundError
+from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 from transformers import AutoTokenizer
 
 import symbert
 from symbert import SymBertConfig, SymBertForMaskedLM, modeling_symbert
+from symbert.cli import UserError, run_command
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import tiny_random
 from symbert.training.reporting import load_log_history, plot_losses
@@ -48,7 +56,15 @@ RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
 MODEL_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json")
-TRAINING_FILES = ("training_args.bin", "trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")
+TRAINING_FILES = ("trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")  # JSON and CSV only
+REQUIRED_TRAINING_FILES = ("trainer_state.json", "training_summary.json")
+# What the card needs from training_summary.json, and from its "training_arguments" (TrainingArguments.to_dict()).
+SUMMARY_KEYS = ("steps", "global_batch_size", "max_seq_length", "per_device_train_batch_size",
+                "gradient_accumulation_steps", "final_eval_loss", "training_arguments")  # fmt: skip
+TRAINING_ARGUMENT_KEYS = ("learning_rate", "warmup_steps", "lr_scheduler_type", "weight_decay", "adam_beta1",
+                          "adam_beta2", "adam_epsilon", "bf16", "fp16", "seed", "use_cpu")  # fmt: skip
+# Names that torch.save / pickle files go by (training_args.bin, optimizer.pt, rng_state.pth, pytorch_model.bin, ...).
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
 EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
 # Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
@@ -72,7 +88,27 @@ def sha256(path):
 
 
 def read_json(path):
-    return json.loads(Path(path).read_text())
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path} is not valid JSON ({error}).") from None
+
+
+def read_summary(model):
+    """training_summary.json, refused unless it holds everything the card needs, "training_arguments" included
+    (outputs of an older symbert-pretrain kept those only in the training_args.bin pickle, which is never loaded)."""
+    path = model / "training_summary.json"
+    summary = read_json(path)
+    missing = [key for key in SUMMARY_KEYS if key not in summary]
+    if not missing:
+        missing = [f"training_arguments.{key}" for key in TRAINING_ARGUMENT_KEYS if key not in summary["training_arguments"]]
+    if missing:
+        raise UserError(
+            f"{path} lacks {', '.join(map(repr, missing))}: it is the output of an older symbert-pretrain (the release "
+            "reads the training arguments from this JSON file, never from the training_args.bin pickle); add the run's "
+            "TrainingArguments.to_dict() under \"training_arguments\" or pre-train again."
+        )
+    return summary
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -84,7 +120,7 @@ def find_models(paths, staging_dir):
     models, staging_dir = [], Path(staging_dir).resolve()
     for path in map(Path, paths):
         if not path.is_dir():
-            raise FileNotFoundError(f"model folder {str(path)!r} does not exist.")
+            raise UserError(f"model folder {str(path)!r} does not exist.")
         if (path / "config.json").is_file():
             models.append(path)
             continue
@@ -93,7 +129,7 @@ def find_models(paths, staging_dir):
             if not p.parent.name.startswith("checkpoint-") and staging_dir not in p.resolve().parents
         )  # fmt: skip
         if not found:
-            raise FileNotFoundError(
+            raise UserError(
                 f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
                 "(no training_summary.json below it)."
             )
@@ -111,7 +147,7 @@ def read_results_files(paths):
         elif path.is_dir():
             files += sorted(p.resolve() for p in path.rglob(RESULTS_FILE))
         else:
-            raise FileNotFoundError(f"results path {str(path)!r} does not exist.")
+            raise UserError(f"results path {str(path)!r} does not exist.")
     results = {}
     for path in files:
         try:
@@ -119,13 +155,13 @@ def read_results_files(paths):
             sha = data["model"]["weights_sha256"]
             data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (keys read later)
         except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise ValueError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
+            raise UserError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
         if data.get("schema_version") != 1:
-            raise ValueError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
+            raise UserError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
         if sha is None and path not in given:  # measured on sharded or .bin weights: matches no model.safetensors
             continue
         if not isinstance(sha, str) or len(sha) != 64:
-            raise ValueError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
+            raise UserError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
         results[path] = data
     return results
 
@@ -138,7 +174,7 @@ def match_results(model, weights_sha256, candidates):
         fullest = [path for path in matching if runs[path] == max(runs.values())]
         if len(fullest) == 1:
             return fullest[0]
-        raise ValueError(
+        raise UserError(
             f"Several GLUE results files with as many runs are for the weights of {model}: "
             f"{', '.join(map(str, fullest))}; pass the one to release with --results."
         )
@@ -146,7 +182,7 @@ def match_results(model, weights_sha256, candidates):
         f"\n  {path}: weights_sha256 {data['model']['weights_sha256'][:16]}… ({data['model'].get('name_or_path')})"
         for path, data in candidates.items()
     )
-    raise FileNotFoundError(
+    raise UserError(
         f"No GLUE results file for {model} (its model.safetensors has sha256 {weights_sha256[:16]}…). Run "
         f"`symbert-glue --model {model}` and pass its output with --results."
         + (f" Results files found are for other weights:{others}" if others else "")
@@ -159,10 +195,10 @@ def check_model_folder(folder):
     if not (folder / "tokenizer_config.json").is_file() or not any((folder / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
         missing.append("tokenizer (tokenizer_config.json and tokenizer.json or vocab.txt)")
     if missing:
-        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}.")
+        raise UserError(f"{folder} lacks {', '.join(missing)}.")
     config = read_json(folder / "config.json")
     if config.get("model_type") != "symbert" or "auto_map" not in config:
-        raise ValueError(f"{folder}/config.json is not a SymBERT config with an auto_map (model_type={config.get('model_type')!r}).")
+        raise UserError(f"{folder}/config.json is not a SymBERT config with an auto_map (model_type={config.get('model_type')!r}).")
     return SymBertConfig.from_dict(config)
 
 
@@ -176,34 +212,37 @@ def plan_models(args):
     plans, repos, used = [], {}, set()
     for model in models:
         config = check_model_folder(model)
-        for name in TRAINING_FILES[:3]:
+        for name in REQUIRED_TRAINING_FILES:
             if not (model / name).is_file():
-                raise FileNotFoundError(f"{model} lacks {name}: is it a symbert-pretrain output folder?")
+                raise UserError(f"{model} lacks {name}: is it a symbert-pretrain output folder?")
+        summary = read_summary(model)
         results = match_results(model, sha256(model / "model.safetensors"), candidates)
         if candidates[results]["model"].get("attention_type") not in (None, config.attention_type):
-            raise ValueError(
+            raise UserError(
                 f"{results} says attention_type={candidates[results]['model']['attention_type']!r} but {model} is "
                 f"{config.attention_type!r}."
             )
         used.add(results)
         dataset_of(model, args)
-        repo_id = f"{args.namespace}/{repo_name(args.name_template, model, config)}"
+        repo_id = release_repo_id(args, model, summary.get("size", "custom"), config.attention_type)
         if repo_id in repos:
-            raise ValueError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
+            raise UserError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
         repos[repo_id] = model
+        staging_folder(args, repo_id, "main")
         checkpoints = []
         for step in steps:
+            staging_folder(args, repo_id, f"step-{step}")
             checkpoint = model / f"checkpoint-{step}"
             if not checkpoint.is_dir():
                 available = sorted(int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit())
-                raise FileNotFoundError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
+                raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
             check_model_folder(checkpoint)
             checkpoints.append(checkpoint)
         plans.append((model, config, repo_id, results, candidates[results], checkpoints))
     for path in extra_files:
         if path not in used:
             data = candidates[path]["model"]
-            raise ValueError(
+            raise UserError(
                 f"{path} is the GLUE result of other weights (weights_sha256 {data['weights_sha256'][:16]}…, model "
                 f"{data.get('name_or_path')!r}) than any model being released."
             )
@@ -216,7 +255,7 @@ def dataset_of(model, args):
         return args.dataset, args.dataset if "/" in args.dataset else None  # Hub ids have a namespace
     data = read_json(model / "training_summary.json").get("data_arguments")
     if data is None:
-        raise ValueError(f"{model}/training_summary.json does not record the pre-training data (an older output); pass --dataset.")
+        raise UserError(f"{model}/training_summary.json does not record the pre-training data (an older output); pass --dataset.")
     if data.get("dataset_name"):
         config = f" ({data['dataset_config']})" if data.get("dataset_config") else ""
         return f"{data['dataset_name']}{config}, split {data.get('dataset_split')}", data["dataset_name"]
@@ -225,17 +264,52 @@ def dataset_of(model, args):
     return EMBEDDED_CORPUS, None
 
 
-def repo_name(template, model, config):
-    size = read_json(model / "training_summary.json").get("size", "custom")
-    return template.format(size=size, attention_type=config.attention_type)
+def checked_repo_id(repo_id, origin):
+    """`repo_id`, refused (naming `origin`, where its parts come from) unless the Hub accepts it as a repository id:
+    a value such as ".." or "a/../b" never becomes a repository or a folder name."""
+    try:
+        validate_repo_id(repo_id)
+    except ValueError as error:  # huggingface_hub's HFValidationError
+        raise UserError(f"{origin} gives the repository id {repo_id!r}, which the Hub does not accept: {error}") from None
+    return repo_id
+
+
+def release_repo_id(args, model, size, attention_type):
+    """`--namespace`/`--name_template` filled in with the model's size (from training_summary.json) and type."""
+    name = args.name_template.format(size=str(size), attention_type=attention_type)  # as parse_arguments checked it
+    origin = (
+        f"size={size!r} (from {model}/training_summary.json) with --name_template {args.name_template!r} and "
+        f"--namespace {args.namespace!r}"
+    )
+    return checked_repo_id(f"{args.namespace}/{name}", origin)
+
+
+def staging_folder(args, repo_id, revision):
+    """OUTPUT_DIR/<repo name>/<revision>, where staging replaces whatever is there: refused unless it resolves to a
+    folder two levels inside --output_dir (no "..", no link out) that is either absent or staged before."""
+    root, folder = Path(args.output_dir).resolve(), Path(args.output_dir) / repo_id.split("/")[-1] / revision
+    resolved = folder.resolve()
+    if not resolved.is_relative_to(root) or len(resolved.relative_to(root).parts) != 2:
+        raise UserError(
+            f"{repo_id!r} (from --name_template {args.name_template!r}) would be staged in {str(resolved)!r}, which is "
+            f"not a folder inside --output_dir {str(root)!r}; nothing was written."
+        )
+    if resolved.exists() and not (resolved / "provenance.json").is_file():
+        raise UserError(
+            f"{str(folder)!r} exists and was not staged by symbert-release (no provenance.json), so it is not replaced: "
+            "move it or choose another --output_dir; nothing was written."
+        )
+    return folder
 
 
 # ---------------------------------------------------------------------------------------------- staging
 
 
-def write_folder(folder, copies, texts):
-    """Build `folder` from copied files ({name: source path}) and written ones ({name: str}) next to it, then move
-    it into place: an interrupted staging never leaves a half-written folder."""
+def write_folder(args, repo_id, revision, copies, texts):
+    """Stage a revision: build its folder (checked by `staging_folder`) from copied files ({name: source path}) and
+    written ones ({name: str}) next to it, then move it into place: an interrupted staging never leaves a
+    half-written folder."""
+    folder = staging_folder(args, repo_id, revision)
     folder.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     for name, source in copies.items():
@@ -252,6 +326,11 @@ def code_files():
     """The model code shipped with every release: this project's, the code the provenance commit names."""
     modeling = Path(modeling_symbert.__file__)
     return {"modeling_symbert.py": modeling, "configuration_symbert.py": modeling.with_name("configuration_symbert.py")}
+
+
+def code_hashes(files):
+    """{name: sha256} of code files ({name: path})."""
+    return {name: sha256(path) for name, path in sorted(files.items())}
 
 
 def model_files(folder):
@@ -292,18 +371,29 @@ def provenance(folder_files, dataset, **extra):
         "dataset": dataset,
         "tokenizer_sha256": sha256(tokenizer_file),
         "weights_sha256": sha256(folder_files["model.safetensors"]),
+        "code_sha256": code_hashes({name: path for name, path in folder_files.items() if name.endswith(".py")}),
         **extra,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 
+def warmup_steps(training_arguments, steps):
+    """Warm-up steps as the Trainer counts them: `warmup_steps` below 1 is a ratio in transformers 5, and 4.x has
+    `warmup_ratio`."""
+    warmup, total = training_arguments["warmup_steps"] or 0, training_arguments.get("max_steps") or steps
+    if warmup >= 1:
+        return int(warmup)
+    return math.ceil(total * (warmup or training_arguments.get("warmup_ratio") or 0))
+
+
 def training_info(model, args):
-    summary = read_json(model / "training_summary.json")
-    training_args = torch.load(model / "training_args.bin", weights_only=False)  # a TrainingArguments pickle
-    log_history = load_log_history(model)
-    runtime = next((e["train_runtime"] for e in reversed(log_history) if "train_runtime" in e), None)
+    summary = read_summary(model)
+    training_args = summary["training_arguments"]  # TrainingArguments.to_dict(), as symbert-pretrain wrote it
+    runtime = summary.get("train_runtime")
+    if runtime is None:  # the Trainer's own record, in trainer_state.json
+        runtime = next((e["train_runtime"] for e in reversed(load_log_history(model)) if "train_runtime" in e), None)
     world = summary.get("world_size", 1)
-    hardware = args.hardware or summary.get("hardware") or ("CPU" if training_args.use_cpu else "GPU (model not recorded)")
+    hardware = args.hardware or summary.get("hardware") or ("CPU" if training_args["use_cpu"] else "GPU (model not recorded)")
     return {
         "dataset": dataset_of(model, args)[0],
         "steps": summary["steps"],
@@ -312,15 +402,15 @@ def training_info(model, args):
         "batch_layout": f"{summary['per_device_train_batch_size']} per device × {summary['gradient_accumulation_steps']} "
         f"accumulation steps × {world} processes",
         "tokens": summary["steps"] * summary["global_batch_size"] * summary["max_seq_length"],
-        "learning_rate": training_args.learning_rate,
-        "warmup_steps": int(training_args.warmup_steps),
-        "lr_scheduler_type": str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
-        "weight_decay": training_args.weight_decay,
-        "adam_beta1": training_args.adam_beta1,
-        "adam_beta2": training_args.adam_beta2,
-        "adam_epsilon": training_args.adam_epsilon,
-        "precision": "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32",
-        "seed": training_args.seed,
+        "learning_rate": training_args["learning_rate"],
+        "warmup_steps": warmup_steps(training_args, summary["steps"]),
+        "lr_scheduler_type": training_args["lr_scheduler_type"],
+        "weight_decay": training_args["weight_decay"],
+        "adam_beta1": training_args["adam_beta1"],
+        "adam_beta2": training_args["adam_beta2"],
+        "adam_epsilon": training_args["adam_epsilon"],
+        "precision": "bf16" if training_args["bf16"] else "fp16" if training_args["fp16"] else "fp32",
+        "seed": training_args["seed"],
         "hardware": hardware if world == 1 else f"{world} × {hardware}",
         "runtime": "not recorded" if runtime is None else f"{runtime / 3600:.2f} h ({runtime:,.0f} s)",
         "final_eval_loss": f"{summary['final_eval_loss']:.4f}",
@@ -381,7 +471,7 @@ def find_glue_plot(args, results_path, model):
     """--glue_vs_step, else the sweep plot next to the results file, in the model folder, or under --results."""
     if args.glue_vs_step:
         if not Path(args.glue_vs_step).is_file():
-            raise FileNotFoundError(f"--glue_vs_step {args.glue_vs_step!r} does not exist.")
+            raise UserError(f"--glue_vs_step {args.glue_vs_step!r} does not exist.")
         return Path(args.glue_vs_step)
     nearby = [results_path.parent / GLUE_PLOT, model / GLUE_PLOT]
     under_results = [p for folder in map(Path, args.results) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))]
@@ -391,7 +481,7 @@ def find_glue_plot(args, results_path, model):
 def stage_model(model, config, repo_id, results_path, results, checkpoints, args, workdir):
     """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s."""
     name = repo_id.split("/")[1]
-    summary = read_json(model / "training_summary.json")
+    summary = read_summary(model)
     training = training_info(model, args)
     dataset, hub_dataset = dataset_of(model, args)
     datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
@@ -416,14 +506,13 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
         glue_plot=GLUE_PLOT if glue_plot else None, limitations=limitations(config, "release", results),
     )  # fmt: skip
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-    output = Path(args.output_dir) / name
-    stages = [Stage(repo_id, "main", write_folder(output / "main", files, texts), model, eval_results)]
+    stages = [Stage(repo_id, "main", write_folder(args, repo_id, "main", files, texts), model, eval_results)]
 
     for checkpoint in checkpoints:
         step = int(checkpoint.name.split("-")[1])
         branch = f"step-{step}"
         run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
-        own_files = {n: checkpoint / n for n in ("trainer_state.json", "training_args.bin") if (checkpoint / n).is_file()}
+        own_files = {"trainer_state.json": checkpoint / "trainer_state.json"} if (checkpoint / "trainer_state.json").is_file() else {}
         checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
         prov = provenance(checkpoint_files, dataset, training_steps=step)
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
@@ -433,26 +522,31 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
             limitations=limitations(config, "checkpoint"),
         )  # fmt: skip
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-        stages.append(Stage(repo_id, branch, write_folder(output / branch, checkpoint_files, texts), checkpoint))
+        stages.append(Stage(repo_id, branch, write_folder(args, repo_id, branch, checkpoint_files, texts), checkpoint))
     return stages
 
 
 def stage_tiny_random(args, workdir):
     """One tiny random model per attention type, saved in `workdir` and staged from there."""
+    repo_ids = {
+        kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
+        for kind in symbert.ATTENTION_TYPES
+    }  # fmt: skip
+    for repo_id in repo_ids.values():
+        staging_folder(args, repo_id, "main")  # every folder checked before the first is written
     tokenizer = tiny_random.tiny_tokenizer()
     stages = []
-    for attention_type in symbert.ATTENTION_TYPES:
+    for attention_type, repo_id in repo_ids.items():
         source = tiny_random.save_tiny_random(attention_type, Path(workdir) / attention_type, tokenizer)
         config = SymBertConfig.from_pretrained(source)
-        name = f"tiny-random-symbert-{attention_type}"
-        repo_id = f"{args.namespace}/{name}"
+        name = repo_id.split("/")[1]
         files = model_files(source)
         prov = provenance(files, tiny_random.DATASET, seed=tiny_random.SEED)
         data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
         values = card_values(config, repo_id, args.tag, "tiny_random", prov)
         card = cards.render(name, data, **values, limitations=limitations(config, "tiny_random"))
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-        stages.append(Stage(repo_id, "main", write_folder(Path(args.output_dir) / name / "main", files, texts), source))
+        stages.append(Stage(repo_id, "main", write_folder(args, repo_id, "main", files, texts), source))
     return stages
 
 
@@ -550,16 +644,59 @@ def check_files(stage):
             problems.append(f"{RESULTS_FILE} was measured on weights {measured[:16]}…, model.safetensors is {weights[:16]}…")
     prov = read_json(folder / "provenance.json")
     tokenizer_file = folder / "tokenizer.json" if (folder / "tokenizer.json").is_file() else folder / "vocab.txt"
-    if prov["weights_sha256"] != weights or prov["tokenizer_sha256"] != sha256(tokenizer_file):
-        problems.append("provenance.json's weights or tokenizer sha256 does not match the folder's files")
+    code = code_hashes({path.name: path for path in folder.glob("*.py")})
+    if (prov["weights_sha256"], prov["tokenizer_sha256"], prov.get("code_sha256")) != (weights, sha256(tokenizer_file), code):
+        problems.append("provenance.json's weights, tokenizer or code sha256 does not match the folder's files")
+    return problems
+
+
+def looks_pickled(path):
+    """A pickle by name (the suffixes torch.save and pickle files go by) or by content: a pickle's protocol 2-5
+    header, or a torch.save zip archive, which holds a data.pkl."""
+    if path.suffix in PICKLE_SUFFIXES:
+        return True
+    if path.suffix == ".safetensors":  # begins with its header's length, which can look like a pickle header
+        return False
+    with open(path, "rb") as file:
+        head = file.read(2)
+    if len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return True
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith(".pkl") for name in archive.namelist())
+    return False
+
+
+def check_safety(folder):
+    """Problems that make a staged folder unsafe to load at all: a pickle anywhere in it, or code files that are not
+    byte for byte the project's own (the installed symbert package's)."""
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    problems = [f"{path.relative_to(folder)} is a pickle, which a release never holds" for path in files if looks_pickled(path)]
+    project_files = code_files()
+    project = code_hashes(project_files)
+    staged = code_hashes({path.relative_to(folder).as_posix(): path for path in files if path.suffix == ".py"})
+    for name, digest in staged.items():
+        if name not in project:
+            problems.append(f"{name} is not one of the project's code files ({', '.join(project)})")
+        elif digest != project[name]:
+            problems.append(
+                f"{name} differs from the project's {project_files[name]} (sha256 {digest[:16]}…, the project's "
+                f"{project[name][:16]}…)"
+            )
+    problems += [f"{name} is missing" for name in project if name not in staged]
     return problems
 
 
 def validate(stages):
     """Raise listing every problem of every staged folder; return quietly if all pass."""
     problems = {stage.folder: check_files(stage) for stage in stages}
-    reports, logits = load_in_fresh_process([stage.folder for stage in stages])
+    unsafe = {stage.folder: check_safety(stage.folder) for stage in stages}
+    loadable = [stage.folder for stage in stages if not unsafe[stage.folder]]  # never run code that is not ours
+    reports, logits = load_in_fresh_process(loadable) if loadable else ({}, {})
     for stage in stages:
+        if unsafe[stage.folder]:
+            problems[stage.folder] += [*unsafe[stage.folder], "so it was not loaded, nor its code run"]
+            continue
         report = reports[stage.folder.resolve()]
         if "error" in report:
             problems[stage.folder].append(f"does not load with trust_remote_code=True in a fresh process: {report['error']}")
@@ -580,7 +717,7 @@ def validate(stages):
     failed = {folder: items for folder, items in problems.items() if items}
     if failed:
         lines = [f"{folder}:\n" + "\n".join(f"  - {item}" for item in items) for folder, items in failed.items()]
-        raise ValueError("Validation failed; nothing was pushed.\n" + "\n".join(lines))
+        raise UserError("Validation failed; nothing was pushed.\n" + "\n".join(lines))
 
 
 # ---------------------------------------------------------------------------------------------- pushing
@@ -614,9 +751,31 @@ def remote_state(api, stage):
     return "same"
 
 
-def push(stages, api, args):
-    """Create, upload (one commit per revision), tag, branch and collect; every repository is checked first, so a
-    conflict stops the release before anything is written."""
+def hub_errors():
+    """What huggingface_hub raises when the Hub cannot be reached or refuses a request: OfflineModeIsEnabled (a
+    ConnectionError), HfHubHTTPError, and the transport errors of the HTTP library it has imported: requests'
+    (huggingface_hub 0.x), httpx's (1.x) or httpx2's (2.x). Nothing is imported here that it did not import."""
+    errors = [ConnectionError, TimeoutError, HfHubHTTPError]
+    for library, names in (("requests", ("ConnectionError", "Timeout")), ("httpx", ("TransportError",)), ("httpx2", ("TransportError",))):
+        if library in sys.modules:
+            errors += [getattr(sys.modules[library], name) for name in names]
+    return tuple(errors)
+
+
+def push_or_explain(stages, api, args):
+    """`push`, with a Hub that cannot be reached (or refuses a request) reported in one line saying what was pushed."""
+    pushed = []
+    try:
+        push(stages, api, args, pushed)
+    except hub_errors() as error:
+        reason = "refused a request" if isinstance(error, HfHubHTTPError) else "cannot be reached"
+        done = f"pushed before it stopped: {'; '.join(pushed)}" if pushed else "nothing was pushed"
+        raise UserError(f"the Hugging Face Hub ({constants.ENDPOINT}) {reason} ({type(error).__name__}: {error}): {done}.") from None
+
+
+def push(stages, api, args, pushed):
+    """Create, upload (one commit per revision), tag, branch and collect, listing what is done in `pushed`; every
+    repository is checked first, so a conflict stops the release before anything is written."""
     repos = {}
     for stage in stages:
         repos.setdefault(stage.repo_id, []).append(stage)
@@ -630,10 +789,10 @@ def push(stages, api, args):
         if "different" in states and not args.force:
             conflicts.append(repo_id)
         elif exists and args.tag in {t.name for t in api.list_repo_refs(repo_id).tags}:
-            raise ValueError(f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed.")
+            raise UserError(f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed.")
         to_push[repo_id] = (repo_stages, exists)
     if conflicts:
-        raise ValueError(
+        raise UserError(
             f"These repositories exist with different content: {', '.join(conflicts)}. Pass --force to replace their "
             "content (a new commit; the history stays), or choose another --namespace/--name_template. Nothing was pushed."
         )
@@ -641,12 +800,15 @@ def push(stages, api, args):
     for repo_id, (repo_stages, existed) in to_push.items():
         main, branches = repo_stages[0], repo_stages[1:]
         api.create_repo(repo_id, repo_type="model", private=args.private, exist_ok=True)
+        pushed.append(f"created {repo_id}")
         stale = set(remote_files(api, repo_id, "main")) - set(staged_files(main.folder)) if existed else set()
         commit = api.create_commit(
             repo_id, operations=operations(main.folder, delete=stale), revision="main",
             commit_message=f"Release {repo_id.split('/')[1]} ({args.tag})",
         )  # fmt: skip
+        pushed.append(f"{repo_id} main")
         api.create_tag(repo_id, tag=args.tag, revision=commit.oid)
+        pushed.append(f"{repo_id} tag {args.tag}")
         print(f"{repo_id}: pushed main ({commit.oid[:10]}), tagged {args.tag}")
         existing_branches = {b.name for b in api.list_repo_refs(repo_id).branches} if existed else set()
         for stage in branches:
@@ -658,12 +820,14 @@ def push(stages, api, args):
                 repo_id, operations=operations(stage.folder, delete=stale), revision=stage.revision,
                 commit_message=f"Checkpoint {stage.revision}",
             )  # fmt: skip
+            pushed.append(f"{repo_id} branch {stage.revision}")
             print(f"{repo_id}: pushed branch {stage.revision}")
 
     if args.collection:
         collection = api.create_collection(args.collection, namespace=args.namespace, exists_ok=True)
         for repo_id in repos:
             api.add_collection_item(collection.slug, repo_id, "model", exists_ok=True)
+            pushed.append(f"{repo_id} in collection {collection.slug}")
         print(f"collection {collection.slug}: {len(repos)} models")
 
 
@@ -724,9 +888,14 @@ def release(args):
     """Stage and validate every model, then show (dry run) or push; returns the `Stage`s."""
     token = None
     if args.push:
+        if constants.HF_HUB_OFFLINE:
+            raise UserError(
+                "--push needs the Hugging Face Hub, but offline mode is on (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is "
+                "set): unset it to push. Nothing was staged."
+            )
         token = get_token()  # HF_TOKEN, else the `hf auth login` token; handed to HfApi, never shown
         if not token:
-            raise ValueError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged.")
+            raise UserError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged.")
     with tempfile.TemporaryDirectory() as workdir:
         if args.tiny_random:
             stages = stage_tiny_random(args, workdir)
@@ -736,15 +905,19 @@ def release(args):
         print(f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
               "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out.")  # fmt: skip
         if args.push:
-            push(stages, HfApi(token=token), args)
+            push_or_explain(stages, HfApi(token=token), args)
         else:
             show(stages, args)
             print("\nDry run: nothing pushed. Run again with --push to upload.")
     return stages
 
 
+def release_command(argv):
+    return release(parse_arguments(argv))
+
+
 def main(argv=None):
-    release(parse_arguments(sys.argv[1:] if argv is None else argv))
+    run_command(release_command, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
-import httpx2
 import pytest
 import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard, RepoFile
@@ -23,8 +22,9 @@ from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
+from symbert.cli import UserError
 from symbert.hub_cards import release
-from symbert.hub_cards.release import Stage, parse_arguments
+from symbert.hub_cards.release import Stage, parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.training import data
 from symbert.training.pretrain import main as pretrain
@@ -94,6 +94,7 @@ def family(tmp_path_factory):
     api, printed = RecordingHfApi(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(release, "HfApi", api)
+        patch.setattr(release.constants, "HF_HUB_OFFLINE", False)  # the stand-in never goes online
         patch.setenv("HF_TOKEN", SECRET)
         stages = release.release(parse_arguments([*args, "--push"]))
     return SimpleNamespace(root=root, runs=root / "runs", staged=root / "staged", results=results, stages=stages,
@@ -109,17 +110,23 @@ def test_stages_each_model_and_checkpoint(family):
     assert sorted(p.name for p in main.iterdir()) == sorted([
         "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
         "tokenizer.json", "tokenizer_config.json", "glue_results.json", "glue_vs_step.png", "loss.png", "metrics.csv", "metrics.json",
-        "trainer_state.json", "training_args.bin", "training_summary.json", "provenance.json",
+        "trainer_state.json", "training_summary.json", "provenance.json",
     ])  # fmt: skip
     source = family.runs / "pairwise"
-    for name in ("model.safetensors", "tokenizer.json", "config.json", "training_args.bin", "loss.png"):
+    for name in ("model.safetensors", "tokenizer.json", "config.json", "training_summary.json", "loss.png"):
         assert (main / name).read_bytes() == (source / name).read_bytes(), name
+    assert (source / "training_args.bin").is_file() and (source / "checkpoint-1" / "optimizer.pt").is_file()
+    staged = [p for p in family.staged.rglob("*") if p.is_file()]  # no pickle anywhere: none by name, none by content
+    assert staged and not [p for p in staged if p.suffix in (".bin", ".pt", ".pth", ".pkl") or p.read_bytes()[:1] == b"\x80"]
     assert json.loads((main / "config.json").read_text())["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
     assert json.loads((main / "glue_results.json").read_text()) == family.results["pairwise"]
 
     branch = family.staged / "symbert-tiny-pairwise" / "step-1"
     assert (branch / "model.safetensors").read_bytes() == (source / "checkpoint-1" / "model.safetensors").read_bytes()
-    assert not (branch / "glue_results.json").exists() and not (branch / "optimizer.pt").exists()
+    assert sorted(p.name for p in branch.iterdir()) == sorted([
+        "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
+        "tokenizer.json", "tokenizer_config.json", "loss.png", "metrics.csv", "trainer_state.json", "provenance.json",
+    ])  # fmt: skip
     assert json.loads((branch / "trainer_state.json").read_text())["global_step"] == 1
 
     provenance = json.loads((main / "provenance.json").read_text())
@@ -129,6 +136,8 @@ def test_stages_each_model_and_checkpoint(family):
     assert provenance["tokenizer_sha256"] == sha256(source / "tokenizer.json")
     assert provenance["weights_sha256"] == sha256(source / "model.safetensors") == family.results["pairwise"]["model"]["weights_sha256"]
     assert provenance["dataset"] == "local files: train.txt"  # as symbert-pretrain recorded it
+    project_code = {name: sha256(path) for name, path in release.code_files().items()}
+    assert provenance["code_sha256"] == project_code == {name: sha256(main / name) for name in project_code}
 
 
 def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
@@ -164,6 +173,9 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     hardware = json.loads((family.runs / "pairwise" / "training_summary.json").read_text())["hardware"]
     assert "| data | local files: train.txt |" in body and f"| hardware | {hardware} |" in body and hardware.startswith("CPU")
     assert "| steps | 2 |" in body and "| tokens seen | 256 |" in body  # 2 steps × 4 blocks × 32 tokens
+    arguments = json.loads((family.runs / "pairwise" / "training_summary.json").read_text())["training_arguments"]
+    assert f"| learning rate | {arguments['learning_rate']}, 1 warm-up steps, then {arguments['lr_scheduler_type']} decay |" in body
+    assert "training_args.bin" not in body and 'under `"training_arguments"` in `training_summary.json`' in body
     assert "![Train and eval loss against step](loss.png)" in body
     assert "![GLUE score of checkpoints along pre-training](glue_vs_step.png)" in body
     assert "(5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, max length 128, weight decay 0; also `max_steps=2`)" in body
@@ -184,25 +196,25 @@ def test_validation_catches_a_tampered_staged_folder(family, tmp_path):
     card = folder / "README.md"
     card.write_text(card.read_text() + "\n![GLUE](glue_missing.png)\n")
     stage = Stage(f"{NAMESPACE}/symbert-tiny-pairwise", "main", folder, family.runs / "pairwise", family.stages[2].eval_results)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(UserError) as error:
         release.validate([stage])
     message = str(error.value)
     assert "Validation failed; nothing was pushed." in message and str(folder) in message
     assert "does not reproduce the logits of" in message
     assert "glue_results.json was measured on weights" in message
     assert "the card names files that are not in the folder: glue_missing.png" in message
-    assert "provenance.json's weights or tokenizer sha256 does not match" in message
+    assert "provenance.json's weights, tokenizer or code sha256 does not match" in message
 
 
 def test_results_for_other_weights_are_refused(family, tmp_path):
     pairwise, original_results = family.runs / "pairwise", family.root / "glue" / "original" / "glue_results.json"
     output = tmp_path / "staged"
     base = ["--namespace", NAMESPACE, "--dataset", "x", "--output_dir", str(output)]
-    with pytest.raises(FileNotFoundError, match=r"No GLUE results file for .*pairwise .*Results files found are for other weights:\n.*original"):
-        release.main([str(pairwise), "--results", str(original_results), *base])
+    with pytest.raises(UserError, match=r"No GLUE results file for .*pairwise .*Results files found are for other weights:\n.*original"):
+        release_command([str(pairwise), "--results", str(original_results), *base])
     pairwise_results = family.root / "glue" / "pairwise" / "glue_results.json"
-    with pytest.raises(ValueError, match=r"original/glue_results.json is the GLUE result of other weights .* than any model being released"):
-        release.main([str(pairwise), "--results", str(pairwise_results), str(original_results), *base])
+    with pytest.raises(UserError, match=r"original/glue_results.json is the GLUE result of other weights .* than any model being released"):
+        release_command([str(pairwise), "--results", str(pairwise_results), str(original_results), *base])
     sweep = tmp_path / "sweep" / "pairwise" / "step-2" / "glue_results.json"  # fewer runs on the same weights
     results = write_results(pairwise, sweep)
     results["scores"] = {"rte": results["scores"]["rte"]}
@@ -214,8 +226,8 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
     assert plan[3] == pairwise_results.resolve()
     forged = tmp_path / "forged" / "glue_results.json"  # right hash, wrong attention type
     write_results(family.runs / "original", forged, sha=sha256(pairwise / "model.safetensors"))
-    with pytest.raises(ValueError, match="says attention_type='original' but .* is 'pairwise'"):
-        release.main([str(pairwise), "--results", str(forged), *base])
+    with pytest.raises(UserError, match="says attention_type='original' but .* is 'pairwise'"):
+        release_command([str(pairwise), "--results", str(forged), *base])
     assert not output.exists()  # refused before anything was staged
 
 
@@ -224,26 +236,26 @@ def test_bad_input_is_refused_before_any_work(family, tmp_path, monkeypatch):
     base = ["--namespace", NAMESPACE, "--dataset", "x", "--output_dir", str(output)]
     no_tokenizer = tmp_path / "no-tokenizer"
     shutil.copytree(family.runs / "pairwise", no_tokenizer, ignore=shutil.ignore_patterns("tokenizer*", "checkpoint-*"))
-    with pytest.raises(FileNotFoundError, match=r"no-tokenizer lacks tokenizer \(tokenizer_config.json and tokenizer.json"):
-        release.main([str(no_tokenizer), "--results", str(family.root / "glue"), *base])
-    with pytest.raises(FileNotFoundError, match="No GLUE results file for"):
-        release.main([str(family.runs / "pairwise"), "--results", str(tmp_path), *base])
-    with pytest.raises(FileNotFoundError, match=r"has no checkpoint-7; its checkpoints: \[1, 2\]"):
-        release.main([str(family.runs / "pairwise"), "--results", str(family.root / "glue"), "--checkpoints", "7", *base])
+    with pytest.raises(UserError, match=r"no-tokenizer lacks tokenizer \(tokenizer_config.json and tokenizer.json"):
+        release_command([str(no_tokenizer), "--results", str(family.root / "glue"), *base])
+    with pytest.raises(UserError, match="No GLUE results file for"):
+        release_command([str(family.runs / "pairwise"), "--results", str(tmp_path), *base])
+    with pytest.raises(UserError, match=r"has no checkpoint-7; its checkpoints: \[1, 2\]"):
+        release_command([str(family.runs / "pairwise"), "--results", str(family.root / "glue"), "--checkpoints", "7", *base])
     older = tmp_path / "older"  # an output from before symbert-pretrain recorded its data
     shutil.copytree(family.runs / "pairwise", older, ignore=shutil.ignore_patterns("checkpoint-*"))
     summary = json.loads((older / "training_summary.json").read_text())
     (older / "training_summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "data_arguments"}))
-    with pytest.raises(ValueError, match="older/training_summary.json does not record the pre-training data .*; pass --dataset"):
-        release.main([str(older), "--results", str(family.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)])
+    with pytest.raises(UserError, match="older/training_summary.json does not record the pre-training data .*; pass --dataset"):
+        release_command([str(older), "--results", str(family.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)])
     newer = tmp_path / "newer" / "glue_results.json"
     write_results(family.runs / "pairwise", newer)
     newer.write_text(newer.read_text().replace('"schema_version": 1', '"schema_version": 2'))
-    with pytest.raises(ValueError, match="has schema_version=2; this release tool reads 1"):
-        release.main([str(family.runs / "pairwise"), "--results", str(newer), *base])
+    with pytest.raises(UserError, match="has schema_version=2; this release tool reads 1"):
+        release_command([str(family.runs / "pairwise"), "--results", str(newer), *base])
     monkeypatch.setattr(release, "get_token", lambda: None)
-    with pytest.raises(ValueError, match="--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`"):
-        release.main([*family.args[:-1], str(output), "--push"])
+    with pytest.raises(UserError, match="--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`"):
+        release_command([*family.args[:-1], str(output), "--push"])
     assert not output.exists()
 
 
@@ -263,7 +275,7 @@ class RecordingHfApi:
 
     def list_repo_tree(self, repo_id, revision=None, recursive=False, **kwargs):
         if revision not in self.remote[repo_id]:
-            raise RevisionNotFoundError("no such revision", response=httpx2.Response(404, request=httpx2.Request("GET", "https://hf.co")))
+            raise RevisionNotFoundError("no such revision", response=SimpleNamespace(headers={}, request=None, status_code=404))
         files = self.remote[repo_id][revision]
         return [RepoFile(path=path, size=len(content), oid=git_hash(content)) for path, content in files.items()]
 
@@ -331,29 +343,29 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
     staged = {p.name: p.read_bytes() for p in pairwise_main.folder.iterdir()}
 
     api = RecordingHfApi(remote={repo: {"main": {**staged, "README.md": b"an older card"}}})
-    with pytest.raises(ValueError, match=f"These repositories exist with different content: {repo}. Pass --force"):
-        release.push(stages, api, args)
+    with pytest.raises(UserError, match=f"These repositories exist with different content: {repo}. Pass --force"):
+        release.push_or_explain(stages, api, args)
     assert api.calls == []  # nothing written
 
     api = RecordingHfApi(remote={repo: {"main": {**staged, ".gitattributes": b"*.safetensors filter=lfs"}}})
-    release.push(stages, api, args)
+    release.push_or_explain(stages, api, args)
     assert api.of("create_commit") == [] and "already holds exactly these files" in capsys.readouterr().out
 
     args.force = True
     api = RecordingHfApi(remote={repo: {"main": {**staged, "old.bin": b"stale"}}})
-    release.push(stages, api, args)
+    release.push_or_explain(stages, api, args)
     ((_, revision, added, deleted),) = api.of("create_commit")
     assert revision == "main" and added == staged and deleted == ["old.bin"]
 
     args.force = False
     api = RecordingHfApi(remote={repo: {"main": {".gitattributes": b"*.bin filter=lfs"}}})  # created, never filled
-    release.push(stages, api, args)
+    release.push_or_explain(stages, api, args)
     assert [call[:2] for call in api.of("create_commit")] == [(repo, "main")]
 
     args.force = True
     api = RecordingHfApi(remote={repo: {"main": {"README.md": b"x"}}}, tags=["v0.1.0"])
-    with pytest.raises(ValueError, match="already has the tag 'v0.1.0'; pass a new --tag"):
-        release.push(stages, api, args)
+    with pytest.raises(UserError, match="already has the tag 'v0.1.0'; pass a new --tag"):
+        release.push_or_explain(stages, api, args)
     assert api.calls == []
 
 
