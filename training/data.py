@@ -4,7 +4,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, count
@@ -65,11 +64,19 @@ def load_texts(data_args):
         raise UserError(f"text_column {data_args.text_column!r} is not in the dataset; its columns are {columns}.")
     feature = (dataset.features or {}).get(data_args.text_column)
     if feature is not None and feature not in (Value("string"), Value("large_string")):
-        raise UserError(
-            f"text_column {data_args.text_column!r} of {describe_source(data_args)} holds {feature_type(feature)} "
-            "values, not strings; pass --text_column with a column of texts."
-        )
+        raise not_text_error(data_args, feature.dtype if isinstance(feature, Value) else type(feature).__name__)
     return dataset
+
+
+def not_text_error(data_args, type_name):
+    """A text column that holds other values than strings; for local files, the file and line that do."""
+    for file in map(Path, data_args.train_files or []):
+        if data_args.dataset_name is None and (problem := file_problem(file, data_args.text_column, limit=None)):
+            return UserError(f"{file} {problem}")
+    return UserError(
+        f"text_column {data_args.text_column!r} of {describe_source(data_args)} holds values of type {type_name}, "
+        "not strings; pass --text_column with a column of texts."
+    )
 
 
 def local_format(path):
@@ -188,10 +195,6 @@ def parquet_problem(path, text_column):
     return None
 
 
-def feature_type(feature):
-    return feature.dtype if isinstance(feature, Value) else type(feature).__name__
-
-
 def describe_source(data_args):
     if uses_embedded_corpus(data_args):
         return "the embedded corpus"
@@ -256,7 +259,7 @@ def cached_wordpiece(vocab_size):
                 except Exception as error:  # truncated JSON, missing files, a vocabulary tokenizers rejects, ...
                     print(f"The cached tokenizer {folder} is unreadable ({error.__class__.__name__}); training it again.")
             texts = load_dataset("text", data_files=str(EMBEDDED_CORPUS), split="train")["text"]
-            staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+            staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
             try:
                 train_wordpiece(texts, vocab_size).save_pretrained(staging)
                 shutil.rmtree(folder, ignore_errors=True)
@@ -290,10 +293,7 @@ def load_blocks(data_args, tokenizer, seed=0):
     def has_text(batch):
         for text in batch[data_args.text_column]:  # a stream's later rows may hold numbers, lists, ...
             if text is not None and not isinstance(text, str):
-                raise UserError(
-                    f"text_column {data_args.text_column!r} of {describe_source(data_args)} holds a "
-                    f"{type(text).__name__} ({str(text)[:40]!r}); it must hold strings."
-                )
+                raise not_text_error(data_args, type(text).__name__)
         return [bool(text and text.strip()) for text in batch[data_args.text_column]]
 
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.

@@ -1,0 +1,325 @@
+"""symbert-pretrain's inputs: degenerate numbers, bad corpus files, bad recipes and a corrupt tokenizer cache are
+refused with one line naming the value, file or line, before anything is written."""
+
+import gzip
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+
+from symbert.cli import UserError
+from symbert.training import data
+from symbert.training.pretrain import main, parse_arguments
+
+WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tokenizer")
+    rng = random.Random(0)
+    data.train_wordpiece([" ".join(rng.choices(WORDS, k=12)) for _ in range(200)], vocab_size=100).save_pretrained(root)
+    return root
+
+
+def sentences(count, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(5, 15))) + "." for _ in range(count)]
+
+
+def args(output_dir, *extra, tokenizer=None):
+    return [
+        "--output_dir", str(output_dir), "--max_seq_length", "32", "--eval_blocks", "2",
+        "--per_device_train_batch_size", "4", "--max_steps", "2", "--eval_strategy", "no", "--save_strategy", "no",
+        "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true",
+        *(["--tokenizer", str(tokenizer)] if tokenizer else []), *extra,
+    ]  # fmt: skip
+
+
+def snapshot(folder):
+    """Every file under `folder` with its bytes; None if the folder does not exist."""
+    if not folder.exists():
+        return None
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def output_dir(tmp_path):
+    """An output folder that already holds a file: a refused run must leave it byte for byte as it was."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("kept\n")
+    return folder
+
+
+def refused(argv, capsys, monkeypatch):
+    """Run the command; return its one error line, after checking it exits with status 2 and no traceback."""
+    monkeypatch.setattr(sys, "argv", ["symbert-pretrain"])
+    capsys.readouterr()  # only what the command prints
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("symbert-pretrain: error: "), lines
+    return lines[0]
+
+
+# --- numbers ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--mlm_probability", "0"], "mlm_probability=0.0 is not allowed; it must be strictly between 0 and 1"),
+        (["--mlm_probability", "1"], "mlm_probability=1.0 is not allowed; it must be strictly between 0 and 1"),
+        (["--mlm_probability", "nan"], "mlm_probability=nan is not allowed"),
+        (["--max_seq_length", "1"], r"max_seq_length=1 is too short to mask: .*mlm_probability=0.15 .*max_seq_length ≥ 9"),
+        (["--max_seq_length", "8"], r"max_seq_length=8 is too short to mask: .*max_seq_length ≥ 9"),
+        (["--max_seq_length", "9", "--mlm_probability", "0.1"], r"max_seq_length=9 is too short .*max_seq_length ≥ 12"),
+        (["--learning_rate", "nan"], "learning_rate=nan is not allowed; it must be a finite number above 0"),
+        (["--learning_rate", "inf"], "learning_rate=inf is not allowed"),
+        (["--learning_rate", "0"], "learning_rate=0.0 is not allowed"),
+        (["--learning_rate=-1e-4"], "learning_rate=-0.0001 is not allowed"),
+        (["--weight_decay", "-0.01"], "weight_decay=-0.01 is not allowed; it must be a finite number ≥ 0"),
+        (["--warmup_steps", "nan"], "warmup_steps=nan is not allowed"),
+        (["--warmup_steps", "-1"], "warmup_steps = -1.0, Expected value warmup_steps >= 0"),  # TrainingArguments' own
+        (["--adam_beta2", "1"], r"adam_beta2=1.0 is not allowed; it must be in \[0, 1\)"),
+        (["--adam_epsilon=-1e-8"], "adam_epsilon=-1e-08 is not allowed"),
+        (["--max_grad_norm", "nan"], "max_grad_norm=nan is not allowed"),
+        (["--max_steps", "0"], "max_steps=0 is not allowed; it must be a positive number of steps, or -1"),
+        (["--max_steps", "-1", "--num_train_epochs", "0"], "num_train_epochs=0.0 is not allowed"),
+        (["--per_device_train_batch_size", "0"], "per_device_train_batch_size=0 is not allowed; it must be at least 1"),
+        (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps=0 is not allowed"),
+        (["--eval_strategy", "steps", "--eval_steps", "-5"], "eval_steps=-5.0 is not allowed; it must be above 0 with eval_strategy=steps"),
+        (["--save_strategy", "steps", "--save_steps", "-1"], "save_steps=-1.0 is not allowed"),
+        (["--seed", "-1"], "seed=-1 is not allowed; it must be an integer ≥ 0"),
+        (["--global_batch_size", "0"], "global_batch_size=0 is not allowed; it must be at least 1"),
+        (["--target_eval_loss", "nan"], "target_eval_loss=nan is not allowed"),
+        (["--streaming", "true", "--max_steps", "-1"], "streaming=True needs --max_steps"),
+        (["--config_overrides", '{"sparse_predicton": true}'],
+         r"config_overrides: unknown SymBertConfig field 'sparse_predicton' \(did you mean 'sparse_prediction'\?\)"),
+        (["--config_overrides", '{"hidden_size": 65}'], "config_overrides: hidden_size=65 is not divisible by num_attention_heads"),
+        (["--config_overrides", '{"hidden_dropout_prob": 2}'], r"config_overrides: hidden_dropout_prob=2 is invalid; .*\[0, 1\)"),
+    ],
+)  # fmt: skip
+def test_degenerate_numbers_are_refused_before_anything_is_read(output_dir, capsys, monkeypatch, extra, message):
+    before = snapshot(output_dir)
+    # a corpus path that does not exist: the numbers are refused before any data is looked at
+    line = refused(args(output_dir, "--train_files", "not-read.txt", *extra), capsys, monkeypatch)
+    assert re.search(message, line), line
+    assert snapshot(output_dir) == before
+
+
+def test_shortest_block_is_the_one_with_a_masked_token_on_average(tmp_path):
+    for probability, shortest in [(0.15, 9), (0.1, 12), (0.5, 4), (0.2, 7), (0.9, 4)]:
+        _, data_args, _ = parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(shortest)))
+        assert (data_args.max_seq_length - 2) * probability >= 1 - 1e-9
+        with pytest.raises(UserError, match=f"max_seq_length ≥ {shortest}"):
+            parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(shortest - 1)))
+
+
+def test_command_prints_one_line_and_exits_2(tmp_path):
+    output_dir = tmp_path / "never"
+    result = subprocess.run(
+        [Path(sys.executable).with_name("symbert-pretrain"), "--output_dir", str(output_dir), "--learning_rate", "nan"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == "symbert-pretrain: error: learning_rate=nan is not allowed; it must be a finite number above 0.\n"
+    assert not output_dir.exists()
+
+
+# --- corpus files ----------------------------------------------------------------------------------------------------
+
+def write_gzip_truncated(path):
+    whole = gzip.compress("\n".join(sentences(2000)).encode())
+    path.write_bytes(whole[: len(whole) // 2])
+
+
+CORPUS_FILES = {
+    "empty.txt": (lambda p: p.write_bytes(b""), r"empty.txt is empty \(0 bytes\)"),
+    "blank.txt": (lambda p: p.write_text("\n   \n\t\n"), "blank.txt holds only blank lines"),
+    "binary.txt": (lambda p: p.write_bytes(bytes(range(256)) * 4), "binary.txt is not text: line 1 holds a NUL byte"),
+    "latin1.txt": (lambda p: p.write_bytes("first line\ncafé au lait\n".encode("latin-1")),
+                   "latin1.txt is not UTF-8 text: line 2, byte 4 is 0xe9; it may be Latin-1 .* convert it to UTF-8"),
+    "truncated.txt.gz": (write_gzip_truncated, "truncated.txt.gz is a truncated or corrupt gzip archive"),
+    "notgzip.txt.gz": (lambda p: p.write_text("plain text, not gzip\n"), "notgzip.txt.gz is a truncated or corrupt gzip archive"),
+    "malformed.jsonl": (lambda p: p.write_text('{"text": "a b"}\n\n{"text": "c d"\n'),
+                        "malformed.jsonl is not valid JSON lines: line 3: Expecting ',' delimiter"),
+    "array.jsonl": (lambda p: p.write_text('["a b"]\n'), "array.jsonl is not JSON lines of objects: line 1 is a JSON array"),
+    "numbers.jsonl": (lambda p: p.write_text('{"text": "a b"}\n{"text": 17}\n'),
+                      "numbers.jsonl has a number in column 'text' on line 2 \\(17\\); text_column must hold strings"),
+    "numbers.parquet": (lambda p: Dataset.from_dict({"text": [1, 2]}).to_parquet(str(p)),
+                        "numbers.parquet has int64 values in column 'text'; text_column must hold strings"),
+    "broken.parquet": (lambda p: p.write_bytes(b"PAR1 not really"), "broken.parquet is not a readable Parquet file"),
+    "empty.parquet": (lambda p: Dataset.from_dict({"text": []}).to_parquet(str(p)), "empty.parquet holds no rows"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["loaded", "streamed"])
+@pytest.mark.parametrize("name", CORPUS_FILES)
+def test_bad_corpus_file_is_named_before_training(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch, name, streaming):
+    write, message = CORPUS_FILES[name]
+    good, bad = tmp_path / f"good{Path(name).suffixes[0]}", tmp_path / name
+    if name.endswith(".parquet"):
+        Dataset.from_dict({"text": sentences(50)}).to_parquet(str(good))
+    elif name.endswith(".jsonl"):
+        good.write_text("".join(json.dumps({"text": s}) + "\n" for s in sentences(50)))
+    else:
+        good.write_text("\n".join(sentences(50)))
+    write(bad)
+    before = snapshot(output_dir)
+    line = refused(
+        args(output_dir, "--train_files", str(good), str(bad), "--streaming", str(streaming).lower(), tokenizer=tokenizer_dir),
+        capsys, monkeypatch,
+    )  # fmt: skip
+    assert re.search(f"error: {tmp_path}/{message}", line), line
+    assert snapshot(output_dir) == before
+
+
+LATE_PROBLEMS = {
+    "late.txt": (lambda lines: "\n".join(lines).encode() + "\nna\xefve\n".encode("latin-1"),
+                 r"late.txt is not UTF-8 text: line 401, byte 3 is 0xef"),
+    "late.jsonl": (lambda lines: "".join(json.dumps({"text": s}) + "\n" for s in lines).encode() + b'{"text": 5}\n',
+                   r"late.jsonl has a number in column 'text' on line 401"),
+    "late_bad.jsonl": (lambda lines: "".join(json.dumps({"text": s}) + "\n" for s in lines).encode() + b'{"text": "x",\n',
+                       r"late_bad.jsonl is not valid JSON lines: line 401"),
+    "late.txt.gz": (lambda lines: gzip.compress("\n".join(lines).encode())[:-100],
+                    r"late.txt.gz is a truncated or corrupt gzip archive \(EOFError"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", LATE_PROBLEMS)
+@pytest.mark.parametrize("streaming", [False, True], ids=["loaded", "streamed"])
+def test_problem_past_the_checked_start_is_named_when_read(tmp_path, tokenizer_dir, monkeypatch, name, streaming):
+    """Only the first CHECKED_BYTES of a file are checked up front (big corpora are not read twice); a problem further
+    on is found when datasets reads the file, and reported with the file and line all the same."""
+    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    build, message = LATE_PROBLEMS[name]
+    path = tmp_path / name
+    path.write_bytes(build(sentences(400)))
+    assert data.file_problem(path, "text", limit=256) is None  # not visible in the checked start
+    _, data_args, _ = parse_arguments(args(tmp_path / "run", "--train_files", str(path), "--streaming", str(streaming).lower()))
+    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[1])
+    with pytest.raises(UserError, match=f"{tmp_path}/{message}"):
+        train, held_out = data.load_blocks(data_args, tokenizer)
+        list(train)  # a stream is read while training
+
+
+def test_non_string_texts_in_a_stream_are_named(tmp_path, tokenizer_dir, monkeypatch):
+    """Hub streams may hold other types further on than their first rows."""
+    from datasets import IterableDataset
+
+    def rows():
+        yield from ({"text": s} for s in sentences(30))
+        yield {"text": [1, 2]}
+
+    monkeypatch.setattr(data, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
+    _, data_args, _ = parse_arguments(args(tmp_path, "--streaming", "true", tokenizer=tokenizer_dir))
+    tokenizer = data.load_tokenizer(data_args)
+    with pytest.raises(UserError, match=r"text_column 'text' of .* holds values of type list, not strings"):
+        train, _ = data.load_blocks(data_args, tokenizer)
+        list(train)
+
+
+def test_missing_corpus_file_is_a_user_error_and_a_file_not_found(tmp_path, tokenizer_dir):
+    _, data_args, _ = parse_arguments(args(tmp_path, "--train_files", str(tmp_path / "nope.txt"), tokenizer=tokenizer_dir))
+    with pytest.raises(UserError, match="train_files not found: .*nope.txt") as error:
+        data.load_texts(data_args)
+    assert isinstance(error.value, FileNotFoundError)
+
+
+def test_unknown_tokenizer_path_is_a_user_error(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a.txt").write_text("some words\n")
+    line = refused(args(tmp_path / "run", "--train_files", str(tmp_path / "a.txt"), tokenizer=tmp_path / "no" / "tok"),
+                   capsys, monkeypatch)  # fmt: skip
+    assert f"'{tmp_path}/no/tok' does not exist" in line
+    assert not (tmp_path / "run").exists()
+
+
+# --- the cached tokenizer --------------------------------------------------------------------------------------------
+
+def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
+    run_args = args(tmp_path / "run", "--tokenizer_vocab_size", "300", "--max_seq_length", "64", "--eval_blocks", "4",
+                    "--config_overrides", '{"sparse_prediction": true}')  # fmt: skip
+    _, data_args, _ = parse_arguments(run_args)
+    first = data.load_tokenizer(data_args)
+    folder = next((tmp_path / "cache" / "tokenizers").glob("wordpiece-300-*[!.lock]"))
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name, f"{folder.name}.lock"]  # no temporary left
+    saved = folder / "tokenizer.json"
+    whole = saved.read_bytes()
+    saved.write_bytes(whole[: len(whole) // 3])
+    capsys.readouterr()
+
+    monkeypatch.setattr(sys, "argv", ["symbert-pretrain"])
+    main(run_args)
+    out = capsys.readouterr().out
+    assert f"The cached tokenizer {folder} is unreadable (JSONDecodeError); training it again.\n" in out
+    rebuilt = json.loads(saved.read_text())["model"]["vocab"]  # complete JSON again, of the same size (the trainer's
+    assert len(rebuilt) == len(first) == 300  # tie order may differ between trainings: see README)
+    assert json.loads((tmp_path / "run" / "training_summary.json").read_text())["steps"] == 2
+    assert data.load_tokenizer(data_args).get_vocab() == rebuilt
+    assert "unreadable" not in capsys.readouterr().out  # the rebuilt cache is used as is
+
+
+def test_unwritable_tokenizer_cache_is_named(tmp_path, monkeypatch):
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "not-a-folder"))
+    _, data_args, _ = parse_arguments(args(tmp_path / "run", "--tokenizer_vocab_size", "300"))
+    with pytest.raises(UserError, match=f"Cannot write the tokenizer cache {tmp_path}/not-a-folder/tokenizers/wordpiece-300-"):
+        data.load_tokenizer(data_args)
+
+
+def test_bare_command_defaults_fit_the_embedded_corpus(tmp_path, monkeypatch):
+    """`symbert-pretrain` with no arguments: 512-token blocks of the embedded corpus, 200 of them held out."""
+    monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
+    _, data_args, _ = parse_arguments([])
+    assert data.uses_embedded_corpus(data_args) and (data_args.max_seq_length, data_args.eval_blocks) == (512, 200)
+    train, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args))
+    assert len(held_out) == 200 and len(train) > 2000
+
+
+# --- recipes ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"size": "tiny",\n "max_steps": 10,\n}', r"Recipe .*bad.json is not valid JSON: .*line 3 column 1"),
+        ('[{"size": "tiny"}]', r"Recipe .*bad.json must hold a JSON object of argument names and values, not a list"),
+        ('"tiny"', r"Recipe .*bad.json must hold a JSON object .*not a str"),
+        ('{"_comment": "ok", "learning_rat": 0.001}',
+         r"Recipe .*bad.json: unknown argument 'learning_rat' \(did you mean 'learning_rate'"),
+        ('{"mlm_probabilty": 0.2}', r"Recipe .*bad.json: unknown argument 'mlm_probabilty' \(did you mean 'mlm_probability'"),
+        ('{"zzz": 1}', r"Recipe .*bad.json: unknown argument 'zzz'\.$"),
+    ],
+)  # fmt: skip
+def test_bad_recipe_is_named(tmp_path, output_dir, capsys, monkeypatch, text, message):
+    recipe = tmp_path / "bad.json"
+    recipe.write_text(text)
+    before = snapshot(output_dir)
+    for form in (["--recipe", str(recipe)], [f"--recipe={recipe}"]):
+        line = refused(["--output_dir", str(output_dir), *form], capsys, monkeypatch)
+        assert re.search(message, line), line
+    assert snapshot(output_dir) == before
+
+
+def test_recipe_with_equals_sign(tmp_path):
+    spaced = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])
+    joined = parse_arguments([f"--recipe=cpu-demo", "--output_dir", str(tmp_path)])
+    assert joined[0].recipe == "cpu-demo" and joined[2].max_steps == 1000
+    assert [vars(a) for a in joined[:2]] == [vars(a) for a in spaced[:2]]
+    assert joined[2].to_dict() == spaced[2].to_dict()
+    # the last --recipe wins, as for any argument
+    assert parse_arguments(["--recipe=paper-small", "--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[0].size == "tiny"
+
+
+def test_unknown_recipe_name_is_a_user_error(tmp_path, capsys, monkeypatch):
+    line = refused(["--recipe", "paper-huge", "--output_dir", str(tmp_path / "run")], capsys, monkeypatch)
+    assert "Unknown recipe 'paper-huge': not a .json file and not one of cpu-demo, paper-base, paper-small" in line
+    assert not (tmp_path / "run").exists()
