@@ -41,7 +41,7 @@ def refused_run(assets, data, tmp_path, capsys, fake_fine_tune, task):  # noqa: 
 def test_cola_file_without_its_sentence_column(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
     edit_lines(data / "CoLA" / "train.tsv", lambda lines: [line.rsplit("\t", 1)[0] for line in lines])
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "cola")
-    assert f"{data / 'CoLA' / 'train.tsv'}, line 1: 3 field(s), expected 4; column 'sentence' (field 4) and after are missing." in message
+    assert f"{data / 'CoLA' / 'train.tsv'}, line 1: 3 field(s), expected 4; column 'sentence' (field 4) and after are missing; fix the line" in message
 
 
 def test_truncated_sst2_rows_are_refused_not_dropped(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
@@ -51,14 +51,14 @@ def test_truncated_sst2_rows_are_refused_not_dropped(assets, data, tmp_path, cap
     path.write_text("sentence\tlabel\n" + "\n".join(r.split("\t")[0] if i in truncated else r for i, r in enumerate(rows)) + "\n")
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "sst2")
     # data row 37 (0-based) is line 39: the header is line 1
-    assert f"{path}, line 39: 1 field(s), expected 2; column 'label' (field 2) and after are missing." in message
+    assert f"{path}, line 39: 1 field(s), expected 2; column 'label' (field 2) and after are missing; fix the line" in message
 
 
 def test_row_with_too_many_fields(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
     path = data / "MRPC" / "dev.tsv"
     edit_lines(path, lambda lines: [*lines[:5], lines[5] + "\textra", *lines[6:]])
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "mrpc")
-    assert f"{path}, line 6: 6 field(s), expected 5; fields after the last column '#2 String' (a tab inside a field?)." in message
+    assert f"{path}, line 6: 6 field(s), expected 5; fields after the last column '#2 String' (a tab inside a field?); fix the line" in message
 
 
 def test_bad_label_after_unbalanced_quotes(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811

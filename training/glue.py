@@ -82,6 +82,11 @@ class GlueArguments:
         default=None, metadata={"help": "pre-training output folders: score their checkpoint-N folders (the sweep)"}
     )
     steps: str | None = field(default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"})
+    skip_malformed_rows: bool = field(
+        default=False,
+        metadata={"help": "drop TSV rows with the wrong number of fields (with a notice naming their lines) instead of "
+                  "refusing the file; the official QQP train.tsv holds a few, which nyu-mll/glue drops"},
+    )  # fmt: skip
 
 
 def protocol_defaults():
@@ -389,7 +394,9 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
     for task in tasks:
         drop_stale(runs, task, seeds, sha256[task], protocol["data"])
     todo = {task: [seed for seed in seeds if (task, seed) not in runs] for task in tasks}
-    data = {task: load_task(task, glue_args.data_dir) for task, left in todo.items() if left}  # all checked first
+    data = {
+        task: load_task(task, glue_args.data_dir, glue_args.skip_malformed_rows) for task, left in todo.items() if left
+    }  # all checked first
 
     for task, left in todo.items():
         done = [seed for seed in seeds if seed not in left]

@@ -113,7 +113,7 @@ def load_hub(task):
                         "pass --data_dir with the GLUE data on disk.") from None  # fmt: skip
 
 
-def load_task(task, data_dir=None):
+def load_task(task, data_dir=None, skip_malformed_rows=False):
     """The task's train and eval splits as a DatasetDict, checked (splits, columns, labels) before any training."""
     spec = TASKS[task]
     splits = ("train", *spec.eval_splits)
@@ -122,7 +122,7 @@ def load_task(task, data_dir=None):
     else:
         kind, where = task_files(task, data_dir)
         if kind == "tsv":
-            return DatasetDict({split: read_tsv(task, path) for split, path in where.items()})  # checked as read
+            return DatasetDict({split: read_tsv(task, path, skip_malformed_rows) for split, path in where.items()})
         source, data = where, load_from_disk(str(where))
     if not isinstance(data, DatasetDict):
         raise UserError(
@@ -139,8 +139,10 @@ def load_task(task, data_dir=None):
     return data
 
 
-def read_tsv(task, path):
-    """One GLUE TSV file as a Dataset with nyu-mll/glue's columns; label strings become the Hub's label ids."""
+def read_tsv(task, path, skip_malformed_rows=False):
+    """One GLUE TSV file as a Dataset with nyu-mll/glue's columns; label strings become the Hub's label ids.
+    A row with the wrong number of fields is an error, or with `skip_malformed_rows` is dropped with a notice
+    (the official QQP train.tsv holds a few such rows, which nyu-mll/glue drops)."""
     spec = TASKS[task]
     with open(path, encoding="utf-8", newline="") as file:
         # GLUE's TSVs hold unbalanced quotes: no quoting at all, as the official loaders read them. So a row is one
@@ -152,16 +154,24 @@ def read_tsv(task, path):
         positions = {column: tsv_position(path, header, source) for column, source in spec.tsv_columns.items()}
         label_column = header[positions["label"]]
         columns = {column: [] for column in spec.tsv_columns}
+        skipped = []
         for row in reader:
             where = f"{path}, line {reader.line_num}"
             if len(row) != len(header):
-                raise UserError(f"{where}: {len(row)} field(s), expected {len(header)}; {width_problem(header, row)}.")
+                if skip_malformed_rows:
+                    skipped.append(reader.line_num)
+                    continue
+                raise UserError(f"{where}: {len(row)} field(s), expected {len(header)}; {width_problem(header, row)}; "
+                                "fix the line, or pass --skip_malformed_rows true to drop such rows as nyu-mll/glue does.")
             for column, position in positions.items():
                 columns[column].append(row[position])
             try:
                 columns["label"][-1] = parse_label(spec, columns["label"][-1])
             except ValueError as error:
                 raise UserError(f"{where}, column {label_column!r}: {error}.") from None
+    if skipped:
+        lines = ", ".join(map(str, skipped[:10])) + (", ..." if len(skipped) > 10 else "")
+        print(f"{task}: skipped {len(skipped)} malformed row(s) of {path} (line {lines})")
     if not columns["label"]:
         raise UserError(f"{path} has no data rows: the {task} split is empty.")
     columns["idx"] = list(range(len(columns["label"])))
