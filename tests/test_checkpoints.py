@@ -1,0 +1,260 @@
+"""Pre-training's run folder under faults: atomic checkpoints, resume past damaged ones, the output-folder lock,
+--overwrite_output_dir that deletes nothing a refused run needs, a diverging run, the training summary."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from symbert.cli import UserError
+from symbert.training.pretrain import (
+    LOCK_FILE,
+    STAGING_DIR,
+    SymBertPretrainingTrainer,
+    checkpoint_problem,
+    main,
+    parse_arguments,
+    pretrain,
+    resume_checkpoint,
+)
+
+from test_pretrain import corpus, eval_losses, run_args  # noqa: F401  (corpus is a fixture)
+
+# Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
+# own saving steps, so nothing of this lives in the project's code.
+KILL_DRIVER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from pathlib import Path
+    from transformers import Trainer
+    from symbert.training import pretrain
+
+    moment, step = os.environ["HOOK_AT"].split(":")
+
+    def kill():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def wait_for_release():
+        while not Path(os.environ["RELEASE_FILE"]).exists():
+            time.sleep(0.05)
+
+    def hook(owner, name, before=None, after=None):
+        original = getattr(owner, name)
+        def hooked(self, *args, **kwargs):
+            if self.state.global_step == int(step) and before:
+                before()
+            result = original(self, *args, **kwargs)
+            if self.state.global_step == int(step) and after:
+                after()
+            return result
+        setattr(owner, name, hooked)
+
+    if moment == "after-weights":  # model and tokenizer written, optimizer not yet
+        hook(Trainer, "_save_optimizer_and_scheduler", before=kill)
+    elif moment == "after-optimizer":  # optimizer and scheduler written, RNG and trainer state not yet
+        hook(Trainer, "_save_rng_state", before=kill)
+    elif moment == "before-rename":  # every part written to the staging folder, not renamed into place
+        hook(Trainer, "_save_checkpoint", after=kill)
+    elif moment == "after-save":  # the checkpoint renamed into place
+        hook(pretrain.SymBertPretrainingTrainer, "_save_checkpoint", after=kill)
+    elif moment == "wait-after-save":  # pause until the test creates RELEASE_FILE
+        hook(pretrain.SymBertPretrainingTrainer, "_save_checkpoint", after=wait_for_release)
+    pretrain.main(sys.argv[1:])
+    """
+)
+
+
+def child_command(args, hook_at=None, **env):
+    """The pre-training command in a fresh process, with a hook at one moment of saving a checkpoint."""
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HOOK_AT": hook_at or "none:-1", **env}
+    return [sys.executable, "-c", KILL_DRIVER, *args], env
+
+
+def run_child(args, kill_at=None):
+    command, env = child_command(args, kill_at)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def straight(corpus, tmp_path_factory):  # noqa: F811
+    """An uninterrupted run: the reference for every resumed one."""
+    output_dir = tmp_path_factory.mktemp("straight") / "run"
+    result = run_child(run_args(corpus, output_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return output_dir
+
+
+@pytest.fixture(scope="module")
+def killed_after_checkpoint_8(corpus, tmp_path_factory):  # noqa: F811
+    """A run killed right after checkpoint-8 was saved, before its final model and summary."""
+    output_dir = tmp_path_factory.mktemp("killed") / "run"
+    result = run_child(run_args(corpus, output_dir), kill_at="after-save:8")
+    assert result.returncode == -signal.SIGKILL and not (output_dir / "training_summary.json").exists()
+    return output_dir
+
+
+def assert_same_training(output_dir, reference):
+    for (step_a, loss_a), (step_b, loss_b) in zip(eval_losses(reference), eval_losses(output_dir), strict=True):
+        assert step_a == step_b and abs(loss_a - loss_b) <= 1e-5
+    weights_a, weights_b = load_file(reference / "model.safetensors"), load_file(output_dir / "model.safetensors")
+    assert weights_a.keys() == weights_b.keys()
+    for name in weights_a:
+        torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
+
+
+def metric_rows(output_dir):
+    """metrics.csv's (step, loss, eval_loss) rows; timing columns differ between runs."""
+    with open(output_dir / "metrics.csv") as file:
+        return [(int(row["step"]), row["loss"], row["eval_loss"]) for row in csv.DictReader(file)]
+
+
+def checkpoints(output_dir):
+    return sorted(path.name for path in output_dir.glob("checkpoint-*"))
+
+
+def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_path):  # noqa: F811
+    """The same command, rerun after each SIGKILL, never sees a half-written checkpoint and ends as a run that was
+    never interrupted; save_total_limit=1 never counts the staging folder, and the killed runs' lock blocks nobody."""
+    output_dir = tmp_path / "run"
+    args = run_args(corpus, output_dir, "--save_total_limit", "1")
+
+    killed = run_child(args, kill_at="after-weights:4")
+    staged = output_dir / STAGING_DIR / "checkpoint-4"
+    assert killed.returncode == -signal.SIGKILL and checkpoints(output_dir) == []
+    assert (staged / "model.safetensors").is_file() and not (staged / "optimizer.pt").exists()
+    assert (output_dir / LOCK_FILE).is_file()  # left by the killed run; the OS released its lock
+
+    killed = run_child(args, kill_at="after-optimizer:8")  # no checkpoint: starts afresh
+    staged = output_dir / STAGING_DIR / "checkpoint-8"
+    assert killed.returncode == -signal.SIGKILL and "Resuming" not in killed.stdout
+    assert checkpoints(output_dir) == ["checkpoint-4"]
+    assert (staged / "optimizer.pt").is_file() and not (staged / "trainer_state.json").exists()
+    assert not (output_dir / STAGING_DIR / "checkpoint-4").exists()  # the first run's leftover was removed
+
+    killed = run_child(args, kill_at="before-rename:8")
+    assert killed.returncode == -signal.SIGKILL and f"Resuming from {output_dir / 'checkpoint-4'}" in killed.stdout
+    assert checkpoints(output_dir) == ["checkpoint-4"] and checkpoint_problem(staged) is None
+
+    finished = run_child(args)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert f"Resuming from {output_dir / 'checkpoint-4'}" in finished.stdout and "Skipping" not in finished.stdout
+    assert checkpoints(output_dir) == ["checkpoint-8"] and not (output_dir / STAGING_DIR).exists()
+    assert_same_training(output_dir, straight)
+
+    rows, reference_rows = metric_rows(output_dir), metric_rows(straight)
+    assert len(rows) == len(set(rows)) == len(reference_rows)  # the killed runs' rows after step 4 are gone
+    for (step, loss, eval_loss), (step_ref, loss_ref, eval_loss_ref) in zip(rows, reference_rows, strict=True):
+        assert step == step_ref and bool(loss) == bool(loss_ref) and bool(eval_loss) == bool(eval_loss_ref)
+        for value, ref in ((loss, loss_ref), (eval_loss, eval_loss_ref)):
+            assert not value or abs(float(value) - float(ref)) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        ("truncated weights", r"model\.safetensors is unreadable \(SafetensorError"),
+        ("missing trainer state", r"trainer_state\.json is missing"),
+    ],
+)
+def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, killed_after_checkpoint_8, tmp_path, capsys, damage, reason):  # noqa: F811
+    output_dir = tmp_path / "run"
+    shutil.copytree(killed_after_checkpoint_8, output_dir)
+    newest = output_dir / "checkpoint-8"
+    if damage == "truncated weights":
+        weights = newest / "model.safetensors"
+        os.truncate(weights, weights.stat().st_size // 2)
+    else:
+        (newest / "trainer_state.json").unlink()
+
+    # asked for by name, it is refused before anything is written
+    model_args, _, training_args = parse_arguments(run_args(corpus, tmp_path / "other", "--resume_from_checkpoint", str(newest)))
+    named = re.escape(f"resume_from_checkpoint='{newest}'")
+    with pytest.raises(UserError, match=f"{named} (cannot be resumed from: {reason}|is not a Trainer checkpoint folder)"):
+        resume_checkpoint(model_args, training_args)
+    assert not (tmp_path / "other").exists()
+
+    pretrain(*parse_arguments(run_args(corpus, output_dir)))  # as rerunning the command does
+    out = capsys.readouterr().out
+    assert re.search(f"Skipping {re.escape(str(newest))}: {reason}", out)
+    assert f"Resuming from {output_dir / 'checkpoint-4'}" in out
+    assert_same_training(output_dir, straight)
+
+
+def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path, capsys):  # noqa: F811
+    output_dir, release = tmp_path / "run", tmp_path / "release"
+    args = run_args(corpus, output_dir)
+    command, env = child_command(args, "wait-after-save:4", RELEASE_FILE=str(release))
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (output_dir / "checkpoint-4").is_dir():  # the first run is mid-training, holding the folder
+        assert time.monotonic() < deadline and first.poll() is None, first.stderr.read()[-3000:]
+        time.sleep(0.05)
+
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2 and time.monotonic() - started < 30
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and f"output_dir='{output_dir}' is in use by another run" in error
+
+    release.touch()
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr[-3000:]
+    assert_same_training(output_dir, straight)
+
+
+@pytest.mark.parametrize(
+    "extra, error, message",
+    [
+        (["--learning_rate", "nan"], UserError, "learning_rate=nan is not allowed"),  # refused up front
+        (["--lr_scheduler_type", "cosine_with_min_lr"], ValueError, "min_lr"),  # refused by the Trainer's scheduler
+    ],
+)
+def test_overwrite_of_a_finished_run_deletes_nothing_when_refused(corpus, straight, tmp_path, extra, error, message):  # noqa: F811
+    output_dir = tmp_path / "run"
+    shutil.copytree(straight, output_dir)
+    before = {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()}
+    with pytest.raises(error, match=message):
+        pretrain(*parse_arguments(run_args(corpus, output_dir, "--overwrite_output_dir", "true", *extra)))
+    assert {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()} == before
+
+
+def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(corpus, tmp_path, capsys, monkeypatch):  # noqa: F811
+    original = SymBertPretrainingTrainer.prediction_step
+
+    def nan_after_step_4(self, *args, **kwargs):  # the eval loss of a model that diverged after step 4
+        loss, logits, labels = original(self, *args, **kwargs)
+        return (loss * float("nan") if self.state.global_step > 4 else loss), logits, labels
+
+    monkeypatch.setattr(SymBertPretrainingTrainer, "prediction_step", nan_after_step_4)
+    output_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(run_args(corpus, output_dir))
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"the eval loss is nan at step 8, so training stopped there; the checkpoints up to {output_dir / 'checkpoint-4'} are kept" in error
+    assert "Lower --learning_rate (it is 0.001)" in error
+    assert checkpoints(output_dir) == ["checkpoint-4"] and checkpoint_problem(output_dir / "checkpoint-4") is None
+    assert not (output_dir / STAGING_DIR).exists()
+    assert not (output_dir / "model.safetensors").exists() and not (output_dir / "training_summary.json").exists()
+    assert metric_rows(output_dir)[-2:] == [(8, "", "nan"), (8, "", "")]  # the NaN, then the Trainer's train summary
+
+
+def test_training_summary_holds_what_the_release_needs(straight):
+    summary = json.loads((straight / "training_summary.json").read_text())
+    arguments = summary["training_arguments"]
+    assert arguments["learning_rate"] == 0.001 and arguments["max_steps"] == 8 and arguments["save_steps"] == 4
+    assert arguments["output_dir"] == str(straight) and arguments["lr_scheduler_type"] == "linear"
+    assert 0 < summary["train_runtime"] < 600
+    assert summary["steps"] == 8 and summary["world_size"] == 1 and summary["data_arguments"]["max_seq_length"] == 32
+    assert not list(straight.glob(".*.tmp"))  # written through a temporary file, which is gone
