@@ -13,8 +13,6 @@ import textwrap
 import time
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from symbert.cli import UserError
 from symbert.training.pretrain import (
@@ -28,7 +26,7 @@ from symbert.training.pretrain import (
     resume_checkpoint,
 )
 
-from test_pretrain import corpus, eval_losses, run_args  # noqa: F401  (corpus is a fixture)
+from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (corpus is a fixture)
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
 # own saving steps, so nothing of this lives in the project's code.
@@ -101,15 +99,6 @@ def killed_after_checkpoint_8(corpus, tmp_path_factory):  # noqa: F811
     result = run_child(run_args(corpus, output_dir), kill_at="after-save:8")
     assert result.returncode == -signal.SIGKILL and not (output_dir / "training_summary.json").exists()
     return output_dir
-
-
-def assert_same_training(output_dir, reference):
-    for (step_a, loss_a), (step_b, loss_b) in zip(eval_losses(reference), eval_losses(output_dir), strict=True):
-        assert step_a == step_b and abs(loss_a - loss_b) <= 1e-5
-    weights_a, weights_b = load_file(reference / "model.safetensors"), load_file(output_dir / "model.safetensors")
-    assert weights_a.keys() == weights_b.keys()
-    for name in weights_a:
-        torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
 
 
 def metric_rows(output_dir):

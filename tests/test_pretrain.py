@@ -78,6 +78,16 @@ def eval_losses(output_dir):
     return [(entry["step"], entry["eval_loss"]) for entry in state["log_history"] if "eval_loss" in entry]
 
 
+def assert_same_training(output_dir, reference):
+    """The same eval losses and final weights as the reference run, within 1e-5."""
+    for (step_a, loss_a), (step_b, loss_b) in zip(eval_losses(reference), eval_losses(output_dir), strict=True):
+        assert step_a == step_b and abs(loss_a - loss_b) <= 1e-5
+    weights_a, weights_b = load_file(reference / "model.safetensors"), load_file(output_dir / "model.safetensors")
+    assert weights_a.keys() == weights_b.keys()
+    for name in weights_a:
+        torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
+
+
 def test_paper_recipe_is_the_papers_protocol(tmp_path):
     model_args, data_args, args = parse_arguments(["--recipe", "paper-base", "--output_dir", str(tmp_path)])
     assert model_args.size == "base" and data_args.tokenizer == "bert-base-uncased"
@@ -194,12 +204,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert "Resuming from" in finished.stdout and "checkpoint-4" in finished.stdout
 
-    for (step_a, loss_a), (step_b, loss_b) in zip(eval_losses(straight), eval_losses(resumed), strict=True):
-        assert step_a == step_b and abs(loss_a - loss_b) <= 1e-5
-    weights_a, weights_b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
-    assert weights_a.keys() == weights_b.keys()
-    for name in weights_a:
-        torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
+    assert_same_training(resumed, straight)
 
 
 LAUNCHERS = {
