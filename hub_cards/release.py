@@ -768,9 +768,9 @@ def push_or_explain(stages, api, args):
     try:
         push(stages, api, args, pushed)
     except hub_errors() as error:
-        reason = "refused a request" if isinstance(error, HfHubHTTPError) else "cannot be reached"
+        problem = "the Hugging Face Hub refused a request" if isinstance(error, HfHubHTTPError) else "cannot reach the Hugging Face Hub"
         done = f"pushed before it stopped: {'; '.join(pushed)}" if pushed else "nothing was pushed"
-        raise UserError(f"the Hugging Face Hub ({constants.ENDPOINT}) {reason} ({type(error).__name__}: {error}): {done}.") from None
+        raise UserError(f"{problem} ({constants.ENDPOINT}: {type(error).__name__}: {error}): {done}.") from None
 
 
 def push(stages, api, args, pushed):

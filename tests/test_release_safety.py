@@ -1,0 +1,300 @@
+"""What symbert-release refuses, on a faked symbert-pretrain output (no pre-training): it unpickles nothing and stages
+no pickle, a repository name from training_summary.json never leaves --output_dir nor passes the dry run when the Hub
+would refuse it, changed code in a staged folder fails validation, and an unreachable Hub is one line, exit 2."""
+
+import contextlib
+import io
+import json
+import os
+import pickle
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from huggingface_hub import HfApi
+from transformers import TrainingArguments
+
+from symbert import SymBertConfig, SymBertForMaskedLM
+from symbert.cli import UserError
+from symbert.hub_cards import release
+from symbert.hub_cards.release import Stage, release_command
+from symbert.training import data
+from symbert.training.reporting import write_metrics
+
+from test_release import NAMESPACE, WORDS, RecordingHfApi, write_results
+
+RUNTIME = 4000.0  # seconds, as the summary records it
+
+
+class RunsCodeWhenUnpickled:
+    """A training_args.bin whose unpickling creates `marker`: loading it with weights_only=False runs code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def fake_run(folder, tokenizer, marker, size="tiny"):
+    """A symbert-pretrain output folder with a checkpoint-1, as the Trainer leaves them: weights, tokenizer, JSON
+    logs, a training_summary.json with "training_arguments", and pickles (optimizer, scheduler, RNG state and a
+    training_args.bin that must never be loaded)."""
+    config = SymBertConfig.from_preset("tiny", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = SymBertForMaskedLM(config)
+    state = {"global_step": 1, "log_history": [{"loss": 4.6, "step": 1}, {"eval_loss": 4.4, "step": 1}]}
+    for target in (folder, folder / "checkpoint-1"):
+        model.save_pretrained(target)
+        tokenizer.save_pretrained(target)
+        (target / "trainer_state.json").write_text(json.dumps(state))
+        write_metrics(state["log_history"], target)
+        (target / "training_args.bin").write_bytes(pickle.dumps(RunsCodeWhenUnpickled(marker)))
+        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+            torch.save({"step": torch.tensor(1)}, target / name)
+    arguments = TrainingArguments(
+        output_dir=str(folder), max_steps=1, warmup_steps=1, learning_rate=5e-4, seed=7, use_cpu=True, report_to=[],
+    ).to_dict()  # fmt: skip
+    summary = {
+        "recipe": "cpu-demo", "attention_type": "original", "size": size, "parameters": model.num_parameters(),
+        "world_size": 1, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "global_batch_size": 4,
+        "max_seq_length": 32, "steps": 1, "final_eval_loss": 4.4, "hardware": "CPU (2 threads)",
+        "data_arguments": {"dataset_name": None, "train_files": ["/data/train.txt"]},
+        "training_arguments": json.loads(json.dumps(arguments)), "train_runtime": RUNTIME,
+    }  # fmt: skip
+    (folder / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    return folder
+
+
+def copy_run(run, folder, **summary_changes):
+    """A copy of the run's final model (no checkpoints) with training_summary.json changed: None removes a key."""
+    shutil.copytree(run, folder, ignore=shutil.ignore_patterns("checkpoint-*"))
+    summary = json.loads((folder / "training_summary.json").read_text())
+    summary.update(summary_changes)
+    summary = {key: value for key, value in summary.items() if value is not None}
+    (folder / "training_summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def tree(folder):
+    """{relative path: bytes} of every file under `folder`."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def pickles(folder):
+    """Files under `folder` that are pickles by name or by content (a pickle header, or a torch.save zip)."""
+    def pickled(path):
+        content = path.read_bytes()
+        return (
+            path.suffix in (".bin", ".pt", ".pth", ".pkl", ".pickle")
+            or (content[:1] == b"\x80" and path.suffix != ".safetensors")
+            or (zipfile.is_zipfile(path) and any(n.endswith(".pkl") for n in zipfile.ZipFile(path).namelist()))
+        )
+
+    return [p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file() and pickled(p)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release-safety")
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(200)]
+    tokenizer = data.train_wordpiece(lines, vocab_size=120)
+    marker = root / "unpickled"
+    folder = fake_run(root / "runs" / "tiny-original", tokenizer, marker)
+    write_results(folder, root / "glue" / "glue_results.json")
+    return SimpleNamespace(root=root, folder=folder, glue=root / "glue", marker=marker)
+
+
+@pytest.fixture(scope="module")
+def staged(run):
+    """A dry run of the faked run with its checkpoint as a branch."""
+    output = run.root / "staged"
+    with contextlib.redirect_stdout(io.StringIO()):
+        stages = release_command([
+            str(run.folder), "--results", str(run.glue), "--namespace", NAMESPACE, "--checkpoints", "1",
+            "--output_dir", str(output),
+        ])  # fmt: skip
+    return SimpleNamespace(output=output, stages=stages)
+
+
+def release_args(model, run, output, *more):
+    return [str(model), "--results", str(run.glue), "--namespace", NAMESPACE, "--output_dir", str(output), *more]
+
+
+def test_dry_run_unpickles_nothing_and_stages_no_pickle(run, staged):
+    assert [(s.repo_id, s.revision) for s in staged.stages] == [
+        (f"{NAMESPACE}/symbert-tiny-original", "main"), (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
+    ]  # fmt: skip
+    assert not run.marker.exists()  # training_args.bin (main and checkpoint) was never unpickled
+    assert pickles(run.folder) and pickles(run.folder / "checkpoint-1")  # the run has them ...
+    assert pickles(staged.output) == []  # ... the staged repositories have none, by name or content
+    assert {"trainer_state.json", "training_summary.json"} <= set(os.listdir(staged.output / "symbert-tiny-original" / "main"))
+    card = (staged.output / "symbert-tiny-original" / "main" / "README.md").read_text()
+    # the training section comes from training_summary.json's "training_arguments" and "train_runtime"
+    assert "| learning rate | 0.0005, 1 warm-up steps, then linear decay |" in card
+    assert "| seed | 7 |" in card and "| precision | fp32 |" in card and "| training time | 1.11 h (4,000 s) |" in card
+    assert "training_args.bin" not in card
+
+
+def test_summary_without_training_arguments_is_refused(run, tmp_path, capsys):
+    older = copy_run(run.folder, tmp_path / "older", training_arguments=None)
+    output = tmp_path / "staged"
+    with pytest.raises(UserError, match=r"older/training_summary.json lacks 'training_arguments': it is the output of an older"):
+        release_command(release_args(older, run, output))
+    with pytest.raises(SystemExit) as exit:
+        release.main(release_args(older, run, output))
+    error = capsys.readouterr().err
+    assert exit.value.code == 2 and error.count("\n") == 1 and "Traceback" not in error
+    assert error.endswith("pre-train again.\n") and f"{older}/training_summary.json lacks 'training_arguments'" in error
+    no_seed = copy_run(run.folder, tmp_path / "no-seed")
+    summary = json.loads((no_seed / "training_summary.json").read_text())
+    del summary["training_arguments"]["seed"]
+    (no_seed / "training_summary.json").write_text(json.dumps(summary))
+    with pytest.raises(UserError, match=r"no-seed/training_summary.json lacks 'training_arguments.seed'"):
+        release_command(release_args(no_seed, run, output))
+    assert not output.exists() and not run.marker.exists()
+
+
+@pytest.mark.parametrize("size", ["..", "a/../../b", "../main", "."])
+def test_size_that_leaves_output_dir_is_refused_and_nothing_outside_changes(run, tmp_path, size):
+    model = copy_run(run.folder, tmp_path / "model", size=size)
+    work = tmp_path / "work"
+    for folder in ("main", "b/main", "staged/main"):  # where "{size}" = ".." etc. would have staged (and deleted)
+        (work / folder / "sub").mkdir(parents=True)
+        (work / folder / "keep.txt").write_text(f"{folder}: not the release's")
+        (work / folder / "sub" / "data.bin").write_bytes(os.urandom(64))
+    before = tree(tmp_path)
+    with pytest.raises(UserError) as error:
+        release_command(release_args(model, run, work / "staged", "--name_template", "{size}"))
+    message = str(error.value)
+    assert f"size={size!r}" in message and "--name_template '{size}'" in message
+    assert f"{model}/training_summary.json" in message and "which the Hub does not accept" in message
+    assert tree(tmp_path) == before  # byte for byte, inside and outside --output_dir
+
+
+def test_invalid_repository_id_is_refused_on_the_dry_run(run, tmp_path):
+    output = tmp_path / "staged"
+    for size, template, repo_id in [
+        ("tiny model", "symbert-{size}", f"{NAMESPACE}/symbert-tiny model"),  # a space
+        ("tiny--x", "{size}-{attention_type}", f"{NAMESPACE}/tiny--x-original"),  # "--"
+        ("tiny" * 30, "{size}", f"{NAMESPACE}/{'tiny' * 30}"),  # longer than 96 characters
+    ]:
+        model = copy_run(run.folder, tmp_path / f"model-{len(repo_id)}", size=size)
+        with pytest.raises(UserError) as error:
+            release_command(release_args(model, run, output, "--name_template", template))
+        message = str(error.value)
+        assert f"gives the repository id {repo_id!r}, which the Hub does not accept" in message
+        assert f"size={size!r}" in message and f"--name_template {template!r}" in message
+    assert not output.exists()
+
+
+def test_staging_folder_stays_inside_output_dir(tmp_path):
+    output = tmp_path / "staged"
+    args = SimpleNamespace(output_dir=str(output), name_template="{size}")
+    assert release.staging_folder(args, f"{NAMESPACE}/symbert-tiny", "step-1") == output / "symbert-tiny" / "step-1"
+    outside = tmp_path / "outside"
+    (outside / "main").mkdir(parents=True)
+    (outside / "main" / "keep.txt").write_text("mine")
+    output.mkdir()
+    (output / "linked").symlink_to(outside)  # a repository folder that links out of --output_dir
+    for repo_id, revision in [(f"{NAMESPACE}/..", "main"), (f"{NAMESPACE}/.", "x/.."), (f"{NAMESPACE}/linked", "main")]:
+        with pytest.raises(UserError, match=r"\(from --name_template '\{size\}'\) would be staged in .*, which is not a folder inside --output_dir"):
+            release.write_folder(args, repo_id, revision, {}, {"README.md": "x"})
+    (output / "mine" / "main").mkdir(parents=True)  # exists, but not staged by symbert-release
+    (output / "mine" / "main" / "keep.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"mine/main' exists and was not staged by symbert-release \(no provenance.json\)"):
+        release.write_folder(args, f"{NAMESPACE}/mine", "main", {}, {"README.md": "x"})
+    assert tree(outside) == {"main/keep.txt": b"mine"} and tree(output / "mine") == {"main/keep.txt": b"mine"}
+
+
+def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
+    main = staged.output / "symbert-tiny-original" / "main"
+    folders = {name: shutil.copytree(main, tmp_path / name) for name in ("changed", "extra-code", "pickled")}
+    modeling = folders["changed"] / "modeling_symbert.py"
+    modeling.write_text(modeling.read_text() + "\nimport os  # not the project's code\n")
+    (folders["extra-code"] / "helpers.py").write_text("print('hello')\n")
+    (folders["pickled"] / "training_args.bin").write_bytes(pickle.dumps({"lr": 1e-3}))
+    (folders["pickled"] / "logs").mkdir()
+    (folders["pickled"] / "logs" / "state.json").write_bytes(pickle.dumps([1, 2]))  # a pickle by content
+    # the provenance records the staged code; here it agrees, so the code check alone must catch the change
+    provenance = json.loads((folders["changed"] / "provenance.json").read_text())
+    provenance["code_sha256"]["modeling_symbert.py"] = release.sha256(modeling)
+    (folders["changed"] / "provenance.json").write_text(json.dumps(provenance))
+    stages = [Stage(f"{NAMESPACE}/symbert-tiny-original", "main", folder, run.folder, staged.stages[0].eval_results) for folder in folders.values()]
+    with pytest.raises(UserError) as error:
+        release.validate(stages)
+    message = str(error.value)
+    project = release.code_files()["modeling_symbert.py"]
+    assert f"{folders['changed']}:\n  - modeling_symbert.py differs from the project's {project}" in message
+    assert f"{folders['extra-code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message
+    assert "helpers.py is not one of the project's code files (configuration_symbert.py, modeling_symbert.py)" in message
+    assert "training_args.bin is a pickle, which a release never holds" in message
+    assert "logs/state.json is a pickle, which a release never holds" in message
+    assert message.count("so it was not loaded, nor its code run") == 3
+    release.validate(staged.stages)  # the untouched staged folders pass
+
+
+def test_push_that_stops_part_way_says_what_was_pushed(staged):
+    class LosesTheNetwork(RecordingHfApi):
+        def create_commit(self, *args, **kwargs):
+            raise ConnectionError("[Errno 101] Network is unreachable")
+
+    args = SimpleNamespace(force=False, tag="v0.1.0", private=False, collection=None, namespace=NAMESPACE)
+    with pytest.raises(UserError) as error:
+        release.push_or_explain(staged.stages, LosesTheNetwork(), args)
+    assert str(error.value) == (
+        f"cannot reach the Hugging Face Hub ({release.constants.ENDPOINT}: ConnectionError: [Errno 101] Network is "
+        f"unreachable): pushed before it stopped: created {NAMESPACE}/symbert-tiny-original."
+    )
+
+
+def unused_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed on return: nothing listens there
+
+
+def run_release(arguments, **env):
+    environment = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")}
+    command = Path(sys.executable).with_name("symbert-release")
+    return subprocess.run(
+        [str(command), *arguments], env={**environment, "HF_TOKEN": "hf_notARealToken", **env},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_push_without_a_reachable_hub_is_one_line(run, tmp_path):
+    endpoint = f"http://127.0.0.1:{unused_port()}"
+    result = run_release(release_args(run.folder, run, tmp_path / "staged", "--push"), HF_ENDPOINT=endpoint)
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert last_line.startswith(f"symbert-release: error: cannot reach the Hugging Face Hub ({endpoint}: ConnectError: ")
+    assert last_line.endswith("): nothing was pushed.") and "Connection refused" in last_line
+    assert "Validated 1 staged folders" in result.stdout  # it got as far as pushing
+
+
+def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, monkeypatch):
+    # huggingface_hub reads HF_HUB_OFFLINE=1 (or TRANSFORMERS_OFFLINE=1) when imported, into constants.HF_HUB_OFFLINE
+    monkeypatch.setattr(release.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_TOKEN", "hf_notARealToken")
+    with pytest.raises(UserError) as error:
+        release_command(release_args(run.folder, run, tmp_path / "staged", "--push"))
+    assert str(error.value) == (
+        "--push needs the Hugging Face Hub, but offline mode is on (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is set): "
+        "unset it to push. Nothing was staged."
+    )
+    assert not (tmp_path / "staged").exists()
+    # and should the Hub go offline between that check and the push, huggingface_hub's own refusal is one line too
+    args = SimpleNamespace(force=False, tag="v0.1.0", private=False, collection=None, namespace=NAMESPACE)
+    with pytest.raises(UserError) as error:
+        release.push_or_explain(staged.stages, HfApi(token="hf_notARealToken"), args)
+    assert str(error.value).startswith(f"cannot reach the Hugging Face Hub ({release.constants.ENDPOINT}: OfflineModeIsEnabled: Cannot reach ")
+    assert str(error.value).endswith("offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable.): nothing was pushed.")
