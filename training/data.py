@@ -26,7 +26,7 @@ DEFAULT_TOKENIZER = "bert-base-uncased"
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 LOCAL_FORMATS = {".txt": "text", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 # How much of each local file is checked before loading; a problem further on is reported when the file is read.
-CHECKED_BYTES = 2**20
+CHECKED_BYTES = 2**16
 JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}
 
 
