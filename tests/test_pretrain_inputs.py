@@ -151,6 +151,8 @@ CORPUS_FILES = {
     "notgzip.txt.gz": (lambda p: p.write_text("plain text, not gzip\n"), "notgzip.txt.gz is a truncated or corrupt gzip archive"),
     "malformed.jsonl": (lambda p: p.write_text('{"text": "a b"}\n\n{"text": "c d"\n'),
                         "malformed.jsonl is not valid JSON lines: line 3: Expecting ',' delimiter"),
+    "malformed.json": (lambda p: p.write_text('{"text": "a b"}\n{"text": "c d"}\n{"text": "e f",\n'),
+                       "malformed.json is not valid JSON lines: line 3: Expecting property name"),
     "array.jsonl": (lambda p: p.write_text('["a b"]\n'), "array.jsonl is not JSON lines of objects: line 1 is a JSON array"),
     "numbers.jsonl": (lambda p: p.write_text('{"text": "a b"}\n{"text": 17}\n'),
                       "numbers.jsonl has a number in column 'text' on line 2 \\(17\\); text_column must hold strings"),
@@ -168,7 +170,7 @@ def test_bad_corpus_file_is_named_before_training(tmp_path, output_dir, tokenize
     good, bad = tmp_path / f"good{Path(name).suffixes[0]}", tmp_path / name
     if name.endswith(".parquet"):
         Dataset.from_dict({"text": sentences(50)}).to_parquet(str(good))
-    elif name.endswith(".jsonl"):
+    elif name.endswith((".jsonl", ".json")):
         good.write_text("".join(json.dumps({"text": s}) + "\n" for s in sentences(50)))
     else:
         good.write_text("\n".join(sentences(50)))

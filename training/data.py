@@ -133,7 +133,8 @@ def file_problem(path, text_column, limit):
         return "is empty (0 bytes); remove it from --train_files."
     if local_format(path) == "parquet":
         return parquet_problem(path, text_column)
-    json_lines = path.suffixes[0] == ".jsonl"  # a .json file may also be one JSON document: checked when read
+    # A .json file holds JSON lines if its first line is an object; else one JSON document, checked when read.
+    json_lines = {".jsonl": True, ".json": None}.get(path.suffixes[0], False)
     seen = texts = 0
     try:
         with fsspec.open(str(path), "rb", compression="infer") as file:
@@ -142,6 +143,8 @@ def file_problem(path, text_column, limit):
                 seen += len(line)
                 if not line or (limit is not None and seen >= limit and not line.endswith(b"\n")):
                     break  # the end of the file, or a line cut by the limit: the rest is checked when read
+                if json_lines is None and line.strip():
+                    json_lines = is_json_object(line)
                 if problem := line_problem(line, number, json_lines, text_column):
                     return problem
                 texts += bool(line.strip())
@@ -180,6 +183,13 @@ def line_problem(line, number, json_lines, text_column):
             f"({json.dumps(value)[:40]}); text_column must hold strings."
         )
     return None
+
+
+def is_json_object(line):
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:  # not JSON, or not UTF-8
+        return False
 
 
 def parquet_problem(path, text_column):
