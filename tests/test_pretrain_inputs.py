@@ -3,7 +3,6 @@ refused with one line naming the value, file or line, before anything is written
 
 import gzip
 import json
-import os
 import random
 import re
 import subprocess
@@ -117,10 +116,12 @@ def test_degenerate_numbers_are_refused_before_anything_is_read(output_dir, caps
 
 def test_shortest_block_is_the_one_with_a_masked_token_on_average(tmp_path):
     for probability, shortest in [(0.15, 9), (0.1, 12), (0.5, 4), (0.2, 7), (0.9, 4)]:
-        _, data_args, _ = parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(shortest)))
-        assert (data_args.max_seq_length - 2) * probability >= 1 - 1e-9
+        def parse(length):
+            return parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(length)))
+
+        assert (parse(shortest)[1].max_seq_length - 2) * probability >= 1 - 1e-9
         with pytest.raises(UserError, match=f"max_seq_length ≥ {shortest}"):
-            parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(shortest - 1)))
+            parse(shortest - 1)
 
 
 def test_command_prints_one_line_and_exits_2(tmp_path):
@@ -130,7 +131,8 @@ def test_command_prints_one_line_and_exits_2(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr == "symbert-pretrain: error: learning_rate=nan is not allowed; it must be a finite number above 0.\n"
+    message = "learning_rate=nan is not allowed; it must be a finite number above 0."
+    assert result.stderr == f"symbert-pretrain: error: {message}\n"
     assert not output_dir.exists()
 
 
@@ -176,10 +178,8 @@ def test_bad_corpus_file_is_named_before_training(tmp_path, output_dir, tokenize
         good.write_text("\n".join(sentences(50)))
     write(bad)
     before = snapshot(output_dir)
-    line = refused(
-        args(output_dir, "--train_files", str(good), str(bad), "--streaming", str(streaming).lower(), tokenizer=tokenizer_dir),
-        capsys, monkeypatch,
-    )  # fmt: skip
+    streaming = ["--streaming", str(streaming).lower()]
+    line = refused(args(output_dir, "--train_files", str(good), str(bad), *streaming, tokenizer=tokenizer_dir), capsys, monkeypatch)
     assert re.search(f"error: {tmp_path}/{message}", line), line
     assert snapshot(output_dir) == before
 
@@ -206,7 +206,8 @@ def test_problem_past_the_checked_start_is_named_when_read(tmp_path, tokenizer_d
     path = tmp_path / name
     path.write_bytes(build(sentences(400)))
     assert data.file_problem(path, "text", limit=256) is None  # not visible in the checked start
-    _, data_args, _ = parse_arguments(args(tmp_path / "run", "--train_files", str(path), "--streaming", str(streaming).lower()))
+    streaming = ["--streaming", str(streaming).lower()]
+    _, data_args, _ = parse_arguments(args(tmp_path / "run", "--train_files", str(path), *streaming))
     tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[1])
     with pytest.raises(UserError, match=f"{tmp_path}/{message}"):
         train, held_out = data.load_blocks(data_args, tokenizer)
@@ -274,7 +275,8 @@ def test_unwritable_tokenizer_cache_is_named(tmp_path, monkeypatch):
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "not-a-folder"))
     _, data_args, _ = parse_arguments(args(tmp_path / "run", "--tokenizer_vocab_size", "300"))
-    with pytest.raises(UserError, match=f"Cannot write the tokenizer cache {tmp_path}/not-a-folder/tokenizers/wordpiece-300-"):
+    cache = tmp_path / "not-a-folder" / "tokenizers"
+    with pytest.raises(UserError, match=f"Cannot write the tokenizer cache {cache}/wordpiece-300-"):
         data.load_tokenizer(data_args)
 
 
@@ -313,7 +315,7 @@ def test_bad_recipe_is_named(tmp_path, output_dir, capsys, monkeypatch, text, me
 
 def test_recipe_with_equals_sign(tmp_path):
     spaced = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])
-    joined = parse_arguments([f"--recipe=cpu-demo", "--output_dir", str(tmp_path)])
+    joined = parse_arguments(["--recipe=cpu-demo", "--output_dir", str(tmp_path)])
     assert joined[0].recipe == "cpu-demo" and joined[2].max_steps == 1000
     assert [vars(a) for a in joined[:2]] == [vars(a) for a in spaced[:2]]
     assert joined[2].to_dict() == spaced[2].to_dict()
