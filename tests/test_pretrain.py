@@ -14,7 +14,14 @@ from safetensors.torch import load_file
 
 from symbert import SymBertForMaskedLM
 from symbert.training import data
-from symbert.training.pretrain import SymBertPretrainingTrainer, main, parse_arguments, run
+from symbert.training.pretrain import (
+    STAGING_DIR,
+    SymBertPretrainingTrainer,
+    checkpoint_problem,
+    main,
+    parse_arguments,
+    run,
+)
 
 from conftest import tiny_config
 
@@ -226,6 +233,9 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     losses = [e["loss"] for e in json.loads((output_dir / "trainer_state.json").read_text())["log_history"] if "loss" in e]
     assert len(losses) == 8 and losses[-1] < losses[0]
     assert result.stdout.count("Results in") == 1  # printed, like every file, by rank 0 only
+    checkpoint = output_dir / "checkpoint-8"  # renamed into place once both processes wrote their RNG state
+    assert checkpoint_problem(checkpoint) is None and (checkpoint / "rng_state_1.pth").is_file()
+    assert not (output_dir / STAGING_DIR).exists()
     assert sorted(p.name for p in output_dir.iterdir() if p.is_file()) == sorted(
         ["config.json", "configuration_symbert.py", "loss.png", "metrics.csv", "metrics.json", "model.safetensors",
          "modeling_symbert.py", "tokenizer.json", "tokenizer_config.json", "trainer_state.json", "training_args.bin",

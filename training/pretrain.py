@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -448,30 +448,38 @@ def output_folder_lock(output_dir):
 
 
 def on_main_process(training_args, decide):
-    """`decide()` runs on the main process only; every process gets its result. If it raises, the launcher ends the
-    other processes."""
-    result = [decide() if training_args.process_index == 0 else None]
+    """`decide()` runs on the main process only; every process gets its result, or raises its UserError (any other
+    error there ends the launch)."""
+    outcome = [None, None]
+    if training_args.process_index == 0:
+        try:
+            outcome = [decide(), None]
+        except UserError as error:
+            outcome = [None, error]
     if training_args.world_size > 1:
-        torch.distributed.broadcast_object_list(result, src=0)
-    return result[0]
+        torch.distributed.broadcast_object_list(outcome, src=0)
+    result, error = outcome
+    if error is not None:
+        raise error
+    return result
 
 
 def pretrain(model_args, data_args, training_args):
     """Train one attention type; returns the Trainer's log history. The main process holds the output folder's lock
     from before anything is read there until the run ends."""
-    with output_folder_lock(training_args.output_dir) if training_args.process_index == 0 else nullcontext():
-        return pretrain_in_locked_folder(model_args, data_args, training_args)
+    with ExitStack() as held:
+
+        def claim_output_folder():
+            held.enter_context(output_folder_lock(training_args.output_dir))
+            shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)  # a killed save's
+            return resume_checkpoint(model_args, training_args)
+
+        resume = on_main_process(training_args, claim_output_folder)
+        return pretrain_in_locked_folder(model_args, data_args, training_args, resume)
 
 
-def prepare_output_folder(model_args, training_args):
-    """Under the lock: drop what a run killed while saving left, and pick the checkpoint to resume from."""
-    shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)
-    return resume_checkpoint(model_args, training_args)
-
-
-def pretrain_in_locked_folder(model_args, data_args, training_args):
+def pretrain_in_locked_folder(model_args, data_args, training_args, resume):
     set_seed(training_args.seed)
-    resume = on_main_process(training_args, lambda: prepare_output_folder(model_args, training_args))
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
         config = model_config(model_args, tokenizer)
