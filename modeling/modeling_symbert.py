@@ -466,8 +466,8 @@ class SymBertPreTrainedModel(PreTrainedModel):
             _check_attention_tensors(model.config.attention_type, loading_info, name_or_path)
         if loading_info["mismatched_keys"] and not allow_new_shapes:
             shapes = "; ".join(
-                f"{name}: {list(saved)} in the checkpoint, {list(wanted)} in the model"
-                for name, saved, wanted in sorted(loading_info["mismatched_keys"])
+                f"{name}: {list(saved)} in the checkpoint, {list(wanted)} in the model" if saved else name
+                for name, saved, wanted in _mismatched(loading_info)
             )
             raise ValueError(
                 f"{name_or_path!r} has tensors of another shape than the model: {shapes}. Fix the config, or pass "
@@ -487,13 +487,18 @@ class SymBertPreTrainedModel(PreTrainedModel):
         """
         kwargs.update(ignore_mismatched_sizes=True, output_loading_info=True)
         model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
-        new_parameters = set(loading_info["missing_keys"]) | {key for key, *_ in loading_info["mismatched_keys"]}
+        new_parameters = set(loading_info["missing_keys"]) | {name for name, *_ in _mismatched(loading_info)}
         new_parameters = sorted(name for name in new_parameters if name in dict(model.named_parameters()))
         logger.warning(
             f"Initialised {cls.__name__} ({model.config.attention_type}) from {bert_name_or_path}; "
             f"{len(new_parameters)} tensors are new: {new_parameters}"
         )
         return model, new_parameters
+
+
+def _mismatched(loading_info):
+    """Sorted (name, checkpoint shape, model shape) of the reshaped tensors; transformers 4 gives only the names."""
+    return sorted((item, None, None) if isinstance(item, str) else tuple(item) for item in loading_info["mismatched_keys"])
 
 
 def _check_attention_tensors(attention_type, loading_info, name_or_path):
@@ -504,7 +509,7 @@ def _check_attention_tensors(attention_type, loading_info, name_or_path):
 
     missing = attention_tensors(loading_info["missing_keys"])
     unexpected = attention_tensors(loading_info["unexpected_keys"])
-    reshaped = attention_tensors(name for name, *_ in loading_info["mismatched_keys"])
+    reshaped = attention_tensors(name for name, *_ in _mismatched(loading_info))
     if missing or unexpected or reshaped:
         raise ValueError(
             f"The weights of {name_or_path!r} do not match attention_type={attention_type!r} of its config: in every "
@@ -568,7 +573,7 @@ def _check_input_shapes(config, input_ids, inputs_embeds, attention_mask, token_
             continue
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"{other} must be a torch.Tensor of the shape of {name} {list(shape)}, not a {type(value).__name__}.")
-        if other == "attention_mask" and value.dim() == 4:  # a ready-made [batch, 1 or heads, sequence, sequence] mask
+        if other == "attention_mask" and value.dim() == 4 and TRANSFORMERS_V5:  # [batch, 1 or heads, seq, seq]
             if value.shape[0] == batch and value.shape[2] == length and value.shape[3] == length:
                 continue
         elif tuple(value.shape) in allowed[other]:
