@@ -99,6 +99,8 @@ def read_summary(model):
     (outputs of an older symbert-pretrain kept those only in the training_args.bin pickle, which is never loaded)."""
     path = model / "training_summary.json"
     summary = read_json(path)
+    if not isinstance(summary, dict) or not isinstance(summary.get("training_arguments", {}), dict):
+        raise UserError(f"{path} is not a training summary: a JSON object whose \"training_arguments\" is an object.")
     missing = [key for key in SUMMARY_KEYS if key not in summary]
     if not missing:
         missing = [f"training_arguments.{key}" for key in TRAINING_ARGUMENT_KEYS if key not in summary["training_arguments"]]
@@ -683,7 +685,7 @@ def check_safety(folder):
                 f"{name} differs from the project's {project_files[name]} (sha256 {digest[:16]}…, the project's "
                 f"{project[name][:16]}…)"
             )
-    problems += [f"{name} is missing" for name in project if name not in staged]
+    problems += [f"{name} is missing: every release ships the project's model code" for name in project if name not in staged]
     return problems
 
 
@@ -903,7 +905,8 @@ def release(args):
             stages = [stage for plan in plan_models(args) for stage in stage_model(*plan, args, workdir)]
         validate(stages)
         print(f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
-              "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out.")  # fmt: skip
+              "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out; "
+              "the code files are the project's and no file is a pickle.")  # fmt: skip
         if args.push:
             push_or_explain(stages, HfApi(token=token), args)
         else:
