@@ -471,7 +471,7 @@ def pretrain(model_args, data_args, training_args):
 
         def claim_output_folder():
             held.enter_context(output_folder_lock(training_args.output_dir))
-            shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)  # a killed save's
+            shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)  # left by a killed save
             return resume_checkpoint(model_args, training_args)
 
         resume = on_main_process(training_args, claim_output_folder)
