@@ -34,8 +34,13 @@ from transformers import (
 )
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_pt_utils import safe_globals
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
+
+try:  # transformers 5: a function; 4.x: the Trainer's _rotate_checkpoints method
+    from transformers.trainer_utils import rotate_checkpoints
+except ImportError:
+    rotate_checkpoints = None
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError, run_command
@@ -286,7 +291,10 @@ class SymBertPretrainingTrainer(Trainer):
                 shutil.rmtree(final)
             os.replace(staged, final)
             os.rmdir(os.path.dirname(staged))
-            rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint, use_mtime=True)
+            if rotate_checkpoints is None:
+                self._rotate_checkpoints(use_mtime=True, output_dir=run_dir)
+            else:
+                rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint, use_mtime=True)
         self.accelerator.wait_for_everyone()
 
 
