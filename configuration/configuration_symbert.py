@@ -145,7 +145,8 @@ class SymBertConfig(PreTrainedConfig):
 
         Runs at construction, on `from_pretrained` overrides, on load and before saving. transformers 5 also calls
         it from `save_pretrained` (its strict-dataclass hook); its own checks of the common fields run as well."""
-        for name, allowed in (("attention_type", ATTENTION_TYPES), ("pairwise_init", PAIRWISE_INITS), ("problem_type", PROBLEM_TYPES)):
+        enums = {"attention_type": ATTENTION_TYPES, "pairwise_init": PAIRWISE_INITS, "problem_type": PROBLEM_TYPES}
+        for name, allowed in enums.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(map(str, allowed))}.")

@@ -498,7 +498,8 @@ class SymBertPreTrainedModel(PreTrainedModel):
 
 def _mismatched(loading_info):
     """Sorted (name, checkpoint shape, model shape) of the reshaped tensors; transformers 4 gives only the names."""
-    return sorted((item, None, None) if isinstance(item, str) else tuple(item) for item in loading_info["mismatched_keys"])
+    items = loading_info["mismatched_keys"]
+    return sorted((item, None, None) if isinstance(item, str) else tuple(item) for item in items)
 
 
 def _check_attention_tensors(attention_type, loading_info, name_or_path):
@@ -558,7 +559,9 @@ def _check_input_shapes(config, input_ids, inputs_embeds, attention_mask, token_
     else:
         _check_tensor("inputs_embeds", inputs_embeds, ("batch", "sequence", f"hidden_size={config.hidden_size}"))
         if inputs_embeds.shape[-1] != config.hidden_size:
-            raise ValueError(f"inputs_embeds has shape {list(inputs_embeds.shape)}; expected [batch, sequence, {config.hidden_size}].")
+            raise ValueError(
+                f"inputs_embeds has shape {list(inputs_embeds.shape)}; expected [batch, sequence, {config.hidden_size}]."
+            )
         name, shape = "inputs_embeds", tuple(inputs_embeds.shape[:2])
     if 0 in shape:
         raise ValueError(f"{name} has shape {list(shape)}: an empty batch or sequence; pass at least one token.")
@@ -568,11 +571,14 @@ def _check_input_shapes(config, input_ids, inputs_embeds, attention_mask, token_
         "token_type_ids": [(batch, length)],
         "position_ids": [(batch, length), (1, length)],  # [1, sequence]: the same positions for every row
     }
-    for other, value in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+    others = {"attention_mask": attention_mask, "token_type_ids": token_type_ids, "position_ids": position_ids}
+    for other, value in others.items():
         if value is None:
             continue
         if not isinstance(value, torch.Tensor):
-            raise ValueError(f"{other} must be a torch.Tensor of the shape of {name} {list(shape)}, not a {type(value).__name__}.")
+            raise ValueError(
+                f"{other} must be a torch.Tensor of the shape of {name} {list(shape)}, not a {type(value).__name__}."
+            )
         if other == "attention_mask" and value.dim() == 4 and TRANSFORMERS_V5:  # [batch, 1 or heads, seq, seq]
             if value.shape[0] == batch and value.shape[2] == length and value.shape[3] == length:
                 continue
