@@ -1,20 +1,40 @@
 """The model card of a released SymBERT model.
 
-The YAML metadata is built with huggingface_hub's `ModelCardData` and `EvalResult`, so that the Hub (and
-`ModelCard.load`) reads back exactly the GLUE results written here; the Markdown body is `card_template.md`, a Jinja
-template rendered by `ModelCard.from_template`.
+The GLUE results are written twice, both with huggingface_hub's own classes: as `.eval_results/glue.yaml`
+(`EvalResultEntry`, the Hub's current format, shown on the model page and the benchmark's leaderboard) and as the
+card's `model-index` (`ModelCardData` + `EvalResult`, the legacy format older tools read). The Markdown body is
+`card_template.md`, a Jinja template rendered by `ModelCard.from_template`.
 """
 
 import re
+from dataclasses import fields
+from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
+import huggingface_hub
 import torch
+import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub.utils import yaml_dump
+from packaging.requirements import Requirement
+from transformers import TrainingArguments
 
 from symbert import SymBertConfig, SymBertForMaskedLM
+from symbert.training import glue
+
+try:  # the .eval_results/ format; the huggingface_hub 0.x releases that transformers 4.x needs predate it
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
+except ImportError:
+    EvalResultEntry = eval_result_entries_to_yaml = parse_eval_result_entries = None
 
 TEMPLATE = Path(__file__).with_name("card_template.md")
-GLUE_DATASET = "nyu-mll/glue"
+GLUE_DATASET = glue.HUB_DATASET  # nyu-mll/glue
+EVAL_RESULTS_FILE = ".eval_results/glue.yaml"
+EVAL_RESULTS_NOTICE = (
+    f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so the GLUE results are staged in "
+    "the card's model-index only, without .eval_results/glue.yaml (a newer huggingface_hub writes both)."
+)
+GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the mean of the nine scores (no nyu-mll/glue config)
 
 # The nine numbers of the GLUE score (glue_results.json "scores" names) ->
 # (display name, nyu-mll/glue config, split, metric type, what the number is)
@@ -155,6 +175,45 @@ def glue_eval_results(results):
     return eval_results
 
 
+def task_id(score):
+    """The .eval_results task id of a GLUE score: its nyu-mll/glue config (mnli_matched / mnli_mismatched for MNLI's
+    two validation sets, which are configs of their own there)."""
+    _, config, split, _, _ = GLUE_SCORES[score]
+    return f"{config}_{split.removeprefix('validation_')}" if split != "validation" else config
+
+
+def glue_eval_entries(results):
+    """`EvalResultEntry`s for .eval_results/glue.yaml: the same numbers as `glue_eval_results`, one entry per task
+    score and one for the GLUE score (task id "glue_score"); the format has no metric field, so `notes` names it."""
+    if EvalResultEntry is None:
+        return []
+    aggregates, date = results["aggregates"], results.get("created")
+    entries = []
+    for score, (display, _, split, _, metric) in GLUE_SCORES.items():
+        task = aggregates["tasks"].get(score)
+        if task is None or task.get("mean") is None:
+            continue
+        notes = f"{display} {metric} in percent on the {split} split, mean of {task['n']} seeds"
+        entries.append(EvalResultEntry(GLUE_DATASET, task_id(score), round(task["mean"], 2), date=date, notes=notes))
+    glue_score = aggregates["glue"]
+    if glue_score.get("complete") and glue_score.get("mean") is not None:
+        notes = f"GLUE score: mean of the 9 task scores in percent on the validation splits, mean of {glue_score['n_seeds']} seeds"
+        entries.append(EvalResultEntry(GLUE_DATASET, GLUE_SCORE_TASK, round(glue_score["mean"], 2), date=date, notes=notes))
+    return entries
+
+
+def eval_results_yaml(entries):
+    """The text of an .eval_results/*.yaml file, serialised by huggingface_hub."""
+    return yaml_dump(eval_result_entries_to_yaml(entries), sort_keys=False)
+
+
+def read_eval_results(path):
+    """The `EvalResultEntry`s of an .eval_results/*.yaml file, parsed by huggingface_hub."""
+    if parse_eval_result_entries is None:
+        raise ValueError(f"huggingface_hub {huggingface_hub.__version__} cannot read {path} (no EvalResultEntry)")
+    return parse_eval_result_entries(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+
+
 def card_data(model_name, attention_type, *, eval_results=None, datasets=None, extra_tags=()):
     return ModelCardData(
         language="en",
@@ -166,6 +225,66 @@ def card_data(model_name, attention_type, *, eval_results=None, datasets=None, e
         model_name=model_name if eval_results else None,
         eval_results=eval_results or None,
     )
+
+
+def paper_protocol():
+    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue.py's `pair_protocol`):
+    PAPER_PROTOCOL over TrainingArguments' defaults, symbert-glue's own defaults, one process, the Hub's GLUE data."""
+    settings = {**{f.name: f.default for f in fields(TrainingArguments)}, **glue.PAPER_PROTOCOL}
+    return {
+        "epochs": settings["num_train_epochs"],
+        "max_steps": settings["max_steps"],
+        "learning_rate": settings["learning_rate"],
+        "lr_scheduler_type": settings["lr_scheduler_type"],
+        "warmup_ratio": glue.PAPER_PROTOCOL["warmup_steps"],  # below 1: a ratio
+        "warmup_steps": None,
+        "per_device_train_batch_size": settings["per_device_train_batch_size"],
+        "gradient_accumulation_steps": settings["gradient_accumulation_steps"],
+        "world_size": 1,
+        "max_length": glue.GlueArguments.max_length,
+        "weight_decay": settings["weight_decay"],
+        "data": glue.HUB_DATASET,
+        "seeds": [int(seed) for seed in glue.GlueArguments.seeds.split(",")],
+        "tasks": list(glue.PAPER_TASKS),
+    }
+
+
+def shown(value):
+    """A protocol value for the card: lists joined, a local path by its name only."""
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return Path(value).name if isinstance(value, str) and Path(value).is_absolute() else value
+
+
+def comparable(value):
+    return sorted(value) if isinstance(value, list) else value  # the order seeds or tasks ran in is no deviation
+
+
+def protocol_text(protocol):
+    """The fine-tuning protocol in words: the paper's, then every setting of this run that differs from it (a value
+    equal to the paper's, or one the results file does not record, is not a deviation)."""
+    paper = paper_protocol()
+    text = (
+        f"the paper's protocol: {paper['epochs']:g} epochs, learning rate {paper['learning_rate']:g} with a "
+        f"{paper['lr_scheduler_type']} schedule and warm-up ratio {paper['warmup_ratio']:g}, batch "
+        f"{paper['per_device_train_batch_size']}, max length {paper['max_length']}, weight decay {paper['weight_decay']:g}"
+    )
+    deviations = []
+    for key, value in protocol.items():
+        if value is None or (key in paper and comparable(value) == comparable(paper[key])):
+            continue
+        paper_value = f" (paper: {shown(paper[key])})" if paper.get(key) is not None else ""
+        deviations.append(f"`{key}={shown(value)}`{paper_value}")
+    return text + (f"; this run differs in {', '.join(deviations)}" if deviations else "; no deviation from it")
+
+
+def install_command():
+    """`pip install` of what the model code needs (transformers, torch), with the project's version ranges."""
+    try:
+        ranges = {req.name: str(req.specifier) for req in map(Requirement, requires("symbert") or []) if not req.marker}
+    except PackageNotFoundError:
+        ranges = {}
+    return "pip install " + " ".join(f'"{name}{ranges.get(name, "")}"' for name in ("transformers", "torch"))
 
 
 def parameter_counts(config):

@@ -24,6 +24,7 @@ The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfA
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -80,6 +81,7 @@ class Stage:
     folder: Path
     source: Path  # the model folder whose outputs the staged one must reproduce
     eval_results: list = field(default_factory=list)  # what the card's model-index must parse back into
+    eval_entries: list = field(default_factory=list)  # what .eval_results/glue.yaml must parse back into
 
 
 def sha256(path):
@@ -317,6 +319,7 @@ def write_folder(args, repo_id, revision, copies, texts):
     for name, source in copies.items():
         shutil.copyfile(source, building / name)
     for name, text in texts.items():
+        (building / name).parent.mkdir(parents=True, exist_ok=True)
         (building / name).write_text(text, encoding="utf-8")
     if folder.exists():
         shutil.rmtree(folder)
@@ -333,6 +336,11 @@ def code_files():
 def code_hashes(files):
     """{name: sha256} of code files ({name: path})."""
     return {name: sha256(path) for name, path in sorted(files.items())}
+
+
+def text_hashes(texts):
+    """{name: sha256} of files to be written ({name: text}), as `sha256` will read them back."""
+    return {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(texts.items())}
 
 
 def model_files(folder):
@@ -415,43 +423,101 @@ def training_info(model, args):
         "seed": training_args["seed"],
         "hardware": hardware if world == 1 else f"{world} × {hardware}",
         "runtime": "not recorded" if runtime is None else f"{runtime / 3600:.2f} h ({runtime:,.0f} s)",
-        "final_eval_loss": f"{summary['final_eval_loss']:.4f}",
+        "eval_loss": f"{summary['final_eval_loss']:.4f}",
     }
 
 
-def protocol_text(protocol):
-    """The fine-tuning protocol in words, with any setting beyond the paper's (e.g. max_steps) named as it was set."""
-    known = ("epochs", "learning_rate", "lr_scheduler_type", "warmup_ratio", "per_device_train_batch_size",
-             "max_length", "weight_decay", "seeds", "tasks")  # fmt: skip
-    text = (
-        f"{protocol.get('epochs'):g} epochs, learning rate {protocol.get('learning_rate'):g} with a "
-        f"{protocol.get('lr_scheduler_type')} schedule and warm-up ratio {protocol.get('warmup_ratio'):g}, batch "
-        f"{protocol.get('per_device_train_batch_size')}, max length {protocol.get('max_length')}, weight decay "
-        f"{protocol.get('weight_decay'):g}"
-    )
-    others = [
-        f"`{key}={Path(value).name if isinstance(value, str) and os.path.isabs(value) else value}`"  # no local paths
-        for key, value in protocol.items() if key not in known and value is not None
-    ]  # fmt: skip
-    return text + (f"; also {', '.join(others)}" if others else "")
+def checkpoint_training(training, checkpoint, step):
+    """`training` (the run's) as of checkpoint-N: its step, the tokens seen up to it and its own eval loss."""
+    return {
+        **training,
+        "steps": step,
+        "run_steps": training["steps"],
+        "tokens": step * training["global_batch_size"] * training["max_seq_length"],
+        "eval_loss": checkpoint_eval_loss(checkpoint, step),
+    }
 
 
-def limitations(config, kind, results=None):
+def checkpoint_eval_loss(checkpoint, step):
+    """The eval loss logged at `step` in the checkpoint's own trainer_state.json, else the latest one before it,
+    saying at which step."""
+    if not (checkpoint / "trainer_state.json").is_file():
+        return f"not recorded ({checkpoint.name} has no trainer_state.json)"
+    evaluations = [e for e in load_log_history(checkpoint) if "eval_loss" in e and e.get("step", math.inf) <= step]
+    if not evaluations:
+        return f"none logged by step {step:,}"
+    latest = max(evaluations, key=lambda e: e["step"])
+    if latest["step"] == step:
+        return f"{latest['eval_loss']:.4f} at step {step:,}"
+    return f"{latest['eval_loss']:.4f} at step {latest['step']:,}, the latest evaluation before step {step:,}"
+
+
+def implementation_choices(config):
+    """What the papers leave open, as this implementation fixes it."""
     pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
     items = [choice.format(pairwise_init=pairwise_init) for choice in cards.OPEN_CHOICES[config.attention_type]]
-    items.append("Every score is scaled by 1/√d and attention-probability dropout applies, as in BERT.")
+    return items + ["Every score is scaled by 1/√d and attention-probability dropout applies, as in BERT."]
+
+
+def intended_uses(kind):
     if kind == "tiny_random":
-        items.insert(0, "Random weights: for testing code paths only, never for predictions.")
-    else:
-        items += [
-            "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
-            "starts untrained, as with any MLM-only BERT checkpoint.",
-            "English text only; the vocabulary is the tokenizer's it was trained with.",
+        return [
+            "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
+            "small and fast and behaves like a trained SymBERT model of its attention type in every code path.",
+            "Out of scope: anything that needs meaningful outputs.",
         ]
+    items = [
+        "Research on self-attention: comparing this attention variant with BERT's and the other SymBERT variants "
+        "pre-trained with the same recipe, data and budget.",
+        "A starting point for fine-tuning an English encoder on sentence and sentence-pair tasks (classification and "
+        "regression, as in GLUE) or token tasks, through any `AutoModelFor...` head.",
+        "Masked-token prediction (`fill-mask`) on English text, e.g. to probe what pre-training taught it.",
+    ]
+    if kind == "checkpoint":
+        items.append("Studying pre-training dynamics (e.g. GLUE along pre-training) with the other `step-N` branches.")
+    return items + [
+        "Out of scope: text generation (it is an encoder), other languages than English, and decisions about people "
+        "or any production use without an evaluation of your own on your data.",
+    ]
+
+
+def limitations(config, kind, training=None, results=None):
+    if kind == "tiny_random":
+        return [
+            "Random weights: for testing code paths only, never for predictions.",
+            "The model code runs from this repository: loading needs `trust_remote_code=True`.",
+        ]
+    items = [
+        f"A small training budget: {training['tokens']:,} tokens of {training['dataset']} ({training['steps']:,} × "
+        f"{training['global_batch_size']} blocks of {training['max_seq_length']} tokens; BERT: 1,000,000 × 256 "
+        "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
+        "BERT's scale.",
+    ]
+    if training["dataset"] == EMBEDDED_CORPUS:
+        items.append(
+            "The corpus is nine English novels and story collections published 1811–1892: literary prose of its time, "
+            "not modern, web, conversational or domain-specific text."
+        )
+    items += [
+        "It reproduces the biases and views of its training text; no bias or safety evaluation was done.",
+        f"English only, with a {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
+        "split into unknown or meaningless pieces.",
+        f"Pre-trained on {training['max_seq_length']}-token blocks: longer inputs (up to its "
+        f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
+        "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
+        "starts untrained, as with any MLM-only BERT checkpoint.",
+    ]
+    if kind == "checkpoint":
+        items.append(
+            f"An intermediate checkpoint: pre-training went on to step {training['run_steps']:,}; the final model is on "
+            "`main`, with the GLUE results, which do not apply to this checkpoint."
+        )
     if results is not None:
-        seeds = results["protocol"].get("seeds")
+        seeds = ", ".join(map(str, results["protocol"].get("seeds", [])))
         items.append(f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds}.")
-    items.append("The model code runs from this repository: loading needs `trust_remote_code=True`.")
+    items.append(
+        "The model code runs from this repository: loading needs `trust_remote_code=True`; pin a revision, as below."
+    )
     return items
 
 
@@ -464,7 +530,8 @@ def card_values(config, repo_id, revision, kind, prov, size=None):
         parameter_change=change, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
         hidden_size=config.hidden_size, head_size=config.hidden_size // config.num_attention_heads,
         intermediate_size=config.intermediate_size, vocab_size=config.vocab_size,
-        max_positions=config.max_position_embeddings, provenance=prov,
+        max_positions=config.max_position_embeddings, provenance=prov, choices=implementation_choices(config),
+        intended_uses=intended_uses(kind), install=cards.install_command(),
         citations="\n\n".join(cards.CITATIONS[key] for key in cards.PAPERS[config.attention_type]),
     )  # fmt: skip
 
@@ -498,17 +565,23 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
     if glue_plot is not None:
         files[GLUE_PLOT] = glue_plot
 
-    prov = provenance(files, dataset, glue_results_sha256=sha256(results_path), training_steps=summary["steps"])
-    eval_results = cards.glue_eval_results(results)
+    eval_results, eval_entries = cards.glue_eval_results(results), cards.glue_eval_entries(results)
+    eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
+    prov = provenance(
+        files, dataset, glue_results_sha256=sha256(results_path), eval_results_sha256=text_hashes(eval_texts),
+        training_steps=summary["steps"],
+    )  # fmt: skip
     data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
     values = card_values(config, repo_id, args.tag, "release", prov, size=summary.get("size"))
     card = cards.render(
         name, data, **values, training=training, loss_plot="loss.png", glue_table=cards.glue_table(results),
-        seeds=", ".join(map(str, results["protocol"].get("seeds", []))), protocol=protocol_text(results["protocol"]),
-        glue_plot=GLUE_PLOT if glue_plot else None, limitations=limitations(config, "release", results),
+        seeds=", ".join(map(str, results["protocol"].get("seeds", []))), protocol=cards.protocol_text(results["protocol"]),
+        glue_plot=GLUE_PLOT if glue_plot else None, eval_results_file=next(iter(eval_texts), None),
+        limitations=limitations(config, "release", training, results),
     )  # fmt: skip
-    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-    stages = [Stage(repo_id, "main", write_folder(args, repo_id, "main", files, texts), model, eval_results)]
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
+    main = write_folder(args, repo_id, "main", files, texts)
+    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries)]
 
     for checkpoint in checkpoints:
         step = int(checkpoint.name.split("-")[1])
@@ -519,9 +592,10 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
         prov = provenance(checkpoint_files, dataset, training_steps=step)
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
         values = card_values(config, repo_id, branch, "checkpoint", prov, size=summary.get("size"))
+        at_step = checkpoint_training(training, checkpoint, step)
         card = cards.render(
-            f"{name} at step {step}", data, **values, step=f"{step:,} steps", training=training, loss_plot="loss.png",
-            limitations=limitations(config, "checkpoint"),
+            f"{name} at step {step}", data, **values, training=at_step, loss_plot="loss.png",
+            limitations=limitations(config, "checkpoint", at_step),
         )  # fmt: skip
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         stages.append(Stage(repo_id, branch, write_folder(args, repo_id, branch, checkpoint_files, texts), checkpoint))
@@ -644,11 +718,21 @@ def check_files(stage):
         measured = read_json(folder / RESULTS_FILE)["model"]["weights_sha256"]
         if measured != weights:
             problems.append(f"{RESULTS_FILE} was measured on weights {measured[:16]}…, model.safetensors is {weights[:16]}…")
+    eval_file = folder / cards.EVAL_RESULTS_FILE
+    try:
+        entries = cards.read_eval_results(eval_file) if eval_file.is_file() else []
+    except Exception as error:  # whatever YAML or the parser raises on a damaged file
+        entries = f"{type(error).__name__}: {error}"
+    if entries != stage.eval_entries:
+        problems.append(f"{cards.EVAL_RESULTS_FILE} does not parse back into the GLUE results it was built from")
     prov = read_json(folder / "provenance.json")
     tokenizer_file = folder / "tokenizer.json" if (folder / "tokenizer.json").is_file() else folder / "vocab.txt"
     code = code_hashes({path.name: path for path in folder.glob("*.py")})
     if (prov["weights_sha256"], prov["tokenizer_sha256"], prov.get("code_sha256")) != (weights, sha256(tokenizer_file), code):
         problems.append("provenance.json's weights, tokenizer or code sha256 does not match the folder's files")
+    evaluations = code_hashes({path.relative_to(folder).as_posix(): path for path in folder.glob(".eval_results/*")})
+    if prov.get("eval_results_sha256", {}) != evaluations:
+        problems.append("provenance.json's eval_results sha256 does not match the folder's .eval_results files")
     return problems
 
 
@@ -726,7 +810,8 @@ def validate(stages):
 
 
 def staged_files(folder):
-    return sorted(p.name for p in folder.iterdir() if p.is_file())
+    """The staged files' paths in the repository (.eval_results/glue.yaml included)."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
 def remote_files(api, repo_id, revision):
@@ -898,6 +983,8 @@ def release(args):
         token = get_token()  # HF_TOKEN, else the `hf auth login` token; handed to HfApi, never shown
         if not token:
             raise UserError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged.")
+    if not args.tiny_random and cards.EvalResultEntry is None:
+        print(cards.EVAL_RESULTS_NOTICE, file=sys.stderr)
     with tempfile.TemporaryDirectory() as workdir:
         if args.tiny_random:
             stages = stage_tiny_random(args, workdir)

@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
+from symbert.hub_cards import card as cards
 from symbert.hub_cards import release
 from symbert.hub_cards.release import Stage, parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
@@ -37,8 +38,17 @@ SECRET = "hf_thisIsNotARealTokenButMustNeverBeShown"
 WORDS = "the a river man woman house walked slowly along bank old young city night light water stone road".split()
 
 
+# The Hub's .eval_results/ format, staged where huggingface_hub has EvalResultEntry (not in the 0.x releases)
+EVAL_RESULTS = [cards.EVAL_RESULTS_FILE] if cards.EvalResultEntry is not None else []
+
+
 def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def tree(folder):
+    """{relative path: bytes} of every file under `folder`."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
 
 
 def write_results(model_folder, path, offset=0.0, sha=None):
@@ -107,8 +117,8 @@ def test_stages_each_model_and_checkpoint(family):
         (f"{NAMESPACE}/symbert-tiny-pairwise", "main"), (f"{NAMESPACE}/symbert-tiny-pairwise", "step-1"),
     ]  # fmt: skip
     main = family.staged / "symbert-tiny-pairwise" / "main"
-    assert sorted(p.name for p in main.iterdir()) == sorted([
-        "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
+    assert sorted(tree(main)) == sorted([
+        *EVAL_RESULTS, "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
         "tokenizer.json", "tokenizer_config.json", "glue_results.json", "glue_vs_step.png", "loss.png", "metrics.csv", "metrics.json",
         "trainer_state.json", "training_summary.json", "provenance.json",
     ])  # fmt: skip
@@ -123,7 +133,7 @@ def test_stages_each_model_and_checkpoint(family):
 
     branch = family.staged / "symbert-tiny-pairwise" / "step-1"
     assert (branch / "model.safetensors").read_bytes() == (source / "checkpoint-1" / "model.safetensors").read_bytes()
-    assert sorted(p.name for p in branch.iterdir()) == sorted([
+    assert sorted(tree(branch)) == sorted([
         "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
         "tokenizer.json", "tokenizer_config.json", "loss.png", "metrics.csv", "trainer_state.json", "provenance.json",
     ])  # fmt: skip
@@ -178,10 +188,19 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     assert "training_args.bin" not in body and 'under `"training_arguments"` in `training_summary.json`' in body
     assert "![Train and eval loss against step](loss.png)" in body
     assert "![GLUE score of checkpoints along pre-training](glue_vs_step.png)" in body
-    assert "(5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, max length 128, weight decay 0; also `max_steps=2`)" in body
+    assert (  # only real deviations: the results file records seeds 1-3 and max_steps=2, the rest is the paper's
+        "(the paper's protocol: 5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, "
+        "max length 128, weight decay 0; this run differs in `seeds=1,2,3` (paper: 1,2,3,4,5), `max_steps=2` (paper: -1))"
+    ) in body
+    assert "## Intended uses" in body and "## Limitations" in body and "not test-server scores, over seeds 1, 2, 3" in body
+    assert 'pip install "transformers<6,>=4.54" "torch>=2.4"' in body  # pyproject.toml's ranges
 
     branch = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "step-1" / "README.md")
     assert branch.data.eval_results is None and "intermediate-checkpoint" in branch.data.tags
+    assert "| steps | 1 (this checkpoint) of the run's 2 |" in branch.text and "| steps | 2 |" not in branch.text
+    assert "| tokens seen | 128 (up to this checkpoint) |" in branch.text  # 1 step × 4 blocks × 32 tokens
+    assert "| eval loss (held-out blocks) | none logged by step 1 |" in branch.text  # evaluated every 2 steps
+    assert "final eval loss" not in branch.text and "GLUE numbers are dev-set scores" not in branch.text
     assert 'repo, revision = "symbert-test/symbert-tiny-pairwise", "step-1"' in branch.text
     original_card = ModelCard.load(family.staged / "symbert-tiny-original" / "main" / "README.md").text
     assert "devlin-etal-2019-bert" in original_card and "courtois-etal-2024-symmetric" in original_card
@@ -195,7 +214,8 @@ def test_validation_catches_a_tampered_staged_folder(family, tmp_path):
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
     card = folder / "README.md"
     card.write_text(card.read_text() + "\n![GLUE](glue_missing.png)\n")
-    stage = Stage(f"{NAMESPACE}/symbert-tiny-pairwise", "main", folder, family.runs / "pairwise", family.stages[2].eval_results)
+    main = family.stages[2]
+    stage = Stage(main.repo_id, "main", folder, family.runs / "pairwise", main.eval_results, main.eval_entries)
     with pytest.raises(UserError) as error:
         release.validate([stage])
     message = str(error.value)
@@ -323,11 +343,11 @@ def test_push_creates_repositories_commits_branches_and_collection(family):
     assert [(repo, revision) for repo, revision, *_ in commits] == [(r, rev) for r in repos for rev in ("main", "step-1")]
     for repo, revision, added, deleted in commits:
         folder = output / repo.split("/")[1] / revision
-        assert added == {p.name: p.read_bytes() for p in folder.iterdir()}, (repo, revision)
+        assert added == tree(folder), (repo, revision)
         if revision == "main":
             assert deleted == []
         else:  # the branch starts from main's commit: files only the final model has go
-            assert deleted == ["glue_results.json", "glue_vs_step.png", "metrics.json", "training_summary.json"]
+            assert deleted == [*EVAL_RESULTS, "glue_results.json", "glue_vs_step.png", "metrics.json", "training_summary.json"]
     main_oids = {repo: hashlib.sha1(f"{repo}@main".encode()).hexdigest() for repo in repos}
     assert api.of("create_tag") == [(repo, "v0.1.0", main_oids[repo]) for repo in repos]
     assert api.of("create_branch") == [(repo, "step-1", main_oids[repo]) for repo in repos]
@@ -340,7 +360,7 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
     pairwise_main = next(s for s in family.stages if s.repo_id.endswith("pairwise") and s.revision == "main")
     stages = [pairwise_main]
     repo = pairwise_main.repo_id
-    staged = {p.name: p.read_bytes() for p in pairwise_main.folder.iterdir()}
+    staged = tree(pairwise_main.folder)
 
     api = RecordingHfApi(remote={repo: {"main": {**staged, "README.md": b"an older card"}}})
     with pytest.raises(UserError, match=f"These repositories exist with different content: {repo}. Pass --force"):

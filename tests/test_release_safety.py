@@ -28,7 +28,7 @@ from symbert.hub_cards.release import Stage, release_command
 from symbert.training import data
 from symbert.training.reporting import write_metrics
 
-from test_release import NAMESPACE, WORDS, RecordingHfApi, write_results
+from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 
 RUNTIME = 4000.0  # seconds, as the summary records it
 
@@ -81,11 +81,6 @@ def copy_run(run, folder, **summary_changes):
     summary = {key: value for key, value in summary.items() if value is not None}
     (folder / "training_summary.json").write_text(json.dumps(summary))
     return folder
-
-
-def tree(folder):
-    """{relative path: bytes} of every file under `folder`."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
 
 
 def pickles(folder):
@@ -228,7 +223,8 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     provenance = json.loads((folders["changed"] / "provenance.json").read_text())
     provenance["code_sha256"]["modeling_symbert.py"] = release.sha256(modeling)
     (folders["changed"] / "provenance.json").write_text(json.dumps(provenance))
-    stages = [Stage(f"{NAMESPACE}/symbert-tiny-original", "main", folder, run.folder, staged.stages[0].eval_results) for folder in folders.values()]
+    main_stage = staged.stages[0]
+    stages = [Stage(main_stage.repo_id, "main", folder, run.folder, main_stage.eval_results, main_stage.eval_entries) for folder in folders.values()]
     with pytest.raises(UserError) as error:
         release.validate(stages)
     message = str(error.value)
