@@ -122,7 +122,15 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
 def _attention_function(implementation):
     if hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers >= 5
         return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-    return eager_attention_forward if implementation in ("eager", None) else ALL_ATTENTION_FUNCTIONS[implementation]
+    return ALL_ATTENTION_FUNCTIONS.get(implementation, eager_attention_forward)  # 4.x registers no "eager"
+
+
+def _eager_attention_mask(attention_mask, dtype):
+    """The additive padding mask of `eager_attention_forward`: [batch, 1, 1, seq], 0 on tokens and the dtype's
+    minimum on padding (as BERT's eager mask). A 4D mask is used as given."""
+    if attention_mask is None or attention_mask.dim() == 4:
+        return attention_mask
+    return (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
 
 class SymBertSelfAttention(nn.Module):
@@ -149,6 +157,13 @@ class SymBertSelfAttention(nn.Module):
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
         query, key, value = self.project(hidden_states)
         attention_interface = _attention_function(self.config._attn_implementation)
+        if output_attentions and attention_interface is not eager_attention_forward:
+            # fused kernels do not return the weights; SymBertModel then passes the eager (additive) mask
+            logger.warning_once(
+                f"attn_implementation={self.config._attn_implementation!r} does not return attention weights: "
+                "calls with output_attentions=True compute attention with the eager implementation."
+            )
+            attention_interface = eager_attention_forward
         attn_output, attn_weights = attention_interface(
             self,
             query,
@@ -340,7 +355,9 @@ class SymBertEncoder(nn.Module):
         all_attentions = () if output_attentions else None
         for layer_module in self.layer:
             # hidden_states positional: gradient checkpointing only tracks positional inputs
-            hidden_states, attn_weights = layer_module(hidden_states, attention_mask, **kwargs)
+            hidden_states, attn_weights = layer_module(
+                hidden_states, attention_mask, output_attentions=output_attentions, **kwargs
+            )
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
@@ -430,6 +447,12 @@ class SymBertPreTrainedModel(PreTrainedModel):
             init.normal_(module.head_embeddings, mean=0.0, std=std)
         elif isinstance(module, SymBertMHEMulSelfAttention):
             init.normal_(module.head_embeddings, mean=1.0, std=std)
+
+    @classmethod
+    def _can_set_attn_implementation(cls):
+        # Every variant dispatches through the attention interface. transformers guesses this from the source text,
+        # whose expected spelling differs between 4.x and 5.x; without it, 4.x's set_attn_implementation does nothing.
+        return True
 
     def __init__(self, config, *inputs, **kwargs):
         config.validate()  # the config may have been changed after construction
@@ -632,19 +655,16 @@ class SymBertModel(SymBertPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds.")
         _check_input_shapes(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
-        if output_attentions and self.config._attn_implementation not in ("eager", None):
-            raise ValueError(
-                f"output_attentions=True needs attn_implementation='eager', not "
-                f"{self.config._attn_implementation!r} (fused kernels do not materialise attention weights); "
-                "load with attn_implementation='eager' or call model.set_attn_implementation('eager')."
-            )
 
         embedding_output = self.embeddings(
             input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
         )
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
-        )
+        if output_attentions:  # every attention implementation then runs the eager function (see SymBertSelfAttention)
+            attention_mask = _eager_attention_mask(attention_mask, embedding_output.dtype)
+        else:
+            attention_mask = create_bidirectional_mask(
+                config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
+            )
         encoder_outputs = self.encoder(
             embedding_output,
             attention_mask=attention_mask,

@@ -1,9 +1,12 @@
 """The attention variants against their defining properties (../shared/spec/attention-variants.md)."""
 
+import logging
+
 import pytest
 import torch
+from transformers.utils import logging as transformers_logging
 
-from symbert import SymBertForMaskedLM
+from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
 from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 
 from conftest import padded_batch, tiny_config
@@ -133,9 +136,10 @@ def test_new_parameters_initialised_as_specified():
     assert abs(pairwise.mean().item()) < 0.05 and abs(pairwise.std().item() - 1.0) < 0.05
 
 
-def test_output_attentions_and_hidden_states(attention_type):
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_output_attentions_and_hidden_states(attention_type, implementation):
     input_ids, attention_mask = padded_batch()
-    model = model_for(attention_type)
+    model = model_for(attention_type, implementation)
     outputs = model(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
     assert len(outputs.attentions) == 2 and outputs.attentions[0].shape == (3, 2, 11, 11)
     assert len(outputs.hidden_states) == 3
@@ -143,10 +147,41 @@ def test_output_attentions_and_hidden_states(attention_type):
     torch.testing.assert_close(probabilities.sum(-1), torch.ones(3, 2, 11))
     assert probabilities[2, :, :, attention_mask[2] == 0].abs().max() == 0  # no weight on padding
     as_tuple = model(input_ids, attention_mask=attention_mask, return_dict=False)
-    assert isinstance(as_tuple, tuple) and torch.equal(as_tuple[0], outputs.logits)
+    assert isinstance(as_tuple, tuple)
+    torch.testing.assert_close(as_tuple[0], outputs.logits, atol=1e-5, rtol=0)
 
 
-def test_output_attentions_with_sdpa_is_a_clear_error():
+def test_output_attentions_under_sdpa_are_the_eager_weights(attention_type):
+    input_ids, attention_mask = padded_batch()
+    eager = model_for(attention_type, "eager", model_class=SymBertForSequenceClassification)
+    sdpa = model_for(attention_type, "sdpa", model_class=SymBertForSequenceClassification)
+    assert sdpa.config._attn_implementation == "sdpa"
+    plain = sdpa(input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    with_attentions = sdpa(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+    assert sdpa.config._attn_implementation == "sdpa"  # the fallback is for that call only
+    torch.testing.assert_close(with_attentions.hidden_states[-1], plain.hidden_states[-1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(with_attentions.logits, plain.logits, atol=1e-5, rtol=0)
+    expected = eager(input_ids, attention_mask=attention_mask, output_attentions=True).attentions
+    assert len(with_attentions.attentions) == len(expected) == 2
+    for got, want in zip(with_attentions.attentions, expected):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_output_attentions_under_sdpa_warns_once(caplog):
+    transformers_logging.warning_once.cache_clear()  # an earlier test may have had the warning already
     model = model_for("pairwise", "sdpa")
-    with pytest.raises(ValueError, match="output_attentions=True needs attn_implementation='eager', not 'sdpa'"):
-        model(torch.tensor([[1, 2, 3]]), output_attentions=True)
+    input_ids = torch.tensor([[1, 2, 3]])
+    with caplog.at_level(logging.WARNING):
+        model(input_ids, output_attentions=True)
+        model(input_ids, output_attentions=True)
+        model(input_ids)
+    assert caplog.text.count("attn_implementation='sdpa' does not return attention weights") == 1
+
+
+def test_set_attn_implementation_switches_the_kernel():
+    """transformers decides from the source text whether a model may switch; SymBERT always may."""
+    model = model_for("original", "sdpa")
+    model.set_attn_implementation("eager")
+    assert model.config._attn_implementation == "eager"
+    weights = model.bert.encoder.layer[0].attention.self(torch.randn(1, 4, 128))[1]
+    assert weights.shape == (1, 2, 4, 4)
