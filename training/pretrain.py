@@ -19,12 +19,14 @@ import subprocess
 import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
+from itertools import islice
 from pathlib import Path
 
 import safetensors.torch
 import torch
 from filelock import FileLock, Timeout
 from transformers import (
+    AutoTokenizer,
     HfArgumentParser,
     Trainer,
     TrainerCallback,
@@ -48,8 +50,10 @@ from symbert.training import data as data_module
 from symbert.training.reporting import (
     MetricsLogCallback,
     comparison_table,
+    masked_token_scores,
     plot_comparison,
     plot_losses,
+    unigram_baseline,
     write_atomically,
 )
 
@@ -562,26 +566,38 @@ def divergence_message(training_args, step, eval_loss):
     )
 
 
+# Fixed before any training: each masked word is a common word of 19th-century English prose.
+FILL_MASK_SENTENCES = [
+    "The old man walked slowly along the {mask} of the river.",
+    "She opened the {mask} and looked out into the garden.",
+    "He put his hand into his {mask} and took out a letter.",
+    "I shall never {mask} what you have done for me.",
+    "It was a cold {mask} in the middle of winter.",
+]
+
 FILL_MASK_SCRIPT = """
 import json, sys
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
-folder = sys.argv[1]
+folder, sentences = sys.argv[1], json.loads(sys.argv[2])
 model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # else it asks: config.json maps custom code
 fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
-sentence = f"The old man walked slowly along the {tokenizer.mask_token} of the river."
-predictions = [(p["token_str"], round(p["score"], 3)) for p in fill_mask(sentence, top_k=5)]
-print(json.dumps({"class": type(model).__name__, "sentence": sentence, "predictions": predictions}))
+examples = []
+for sentence in sentences:
+    sentence = sentence.format(mask=tokenizer.mask_token)
+    predictions = [(p["token_str"], round(p["score"], 3)) for p in fill_mask(sentence, top_k=5)]
+    examples.append({"sentence": sentence, "predictions": predictions})
+print(json.dumps({"class": type(model).__name__, "examples": examples}))
 """
 
 
-def fill_mask_example(folder):
-    """Top-5 predictions of the model saved in `folder`, loaded there by a fresh Python process with
-    `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`, so from the folder's own code and
-    tokenizer, as a user without this project would load it."""
+def fill_mask_example(folder, sentences=FILL_MASK_SENTENCES):
+    """Top-5 predictions for each of `sentences` ("{mask}" marks the masked word) of the model saved in `folder`,
+    loaded there by a fresh Python process with `AutoModelForMaskedLM.from_pretrained(folder,
+    trust_remote_code=True)`, so from the folder's own code and tokenizer, as a user without this project would."""
     result = subprocess.run(
-        [sys.executable, "-c", FILL_MASK_SCRIPT, str(Path(folder).resolve())],
+        [sys.executable, "-c", FILL_MASK_SCRIPT, str(Path(folder).resolve()), json.dumps(sentences)],
         capture_output=True, text=True, cwd=Path(folder).resolve(), env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     if result.returncode != 0:
@@ -589,15 +605,54 @@ def fill_mask_example(folder):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+BASELINE_MAX_TRAIN_BLOCKS = 100_000  # token frequencies from at most this many training blocks (a stream is endless)
+
+
+def eval_comparison(output_dir):
+    """The unigram baseline and the saved model scored on the run's held-out blocks, masked exactly as the Trainer's
+    evaluation masked them: the same blocks, batches and mask seed (the collator seeds each batch's masks by its
+    content), rebuilt from training_summary.json. The baseline's token frequencies are the training blocks'."""
+    summary = json.loads((Path(output_dir) / "training_summary.json").read_text())
+    data_args = DataArguments(**summary["data_arguments"])
+    seed, batch_size = summary["training_arguments"]["seed"], summary["training_arguments"]["per_device_eval_batch_size"]
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed)
+    collator = data_module.ResumableMLMCollator(tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=seed)
+    eval_blocks = list(eval_blocks)
+    batches = [collator(eval_blocks[start : start + batch_size]) for start in range(0, len(eval_blocks), batch_size)]
+
+    counts = torch.zeros(len(tokenizer), dtype=torch.int64)
+    train_batches = train_blocks.iter(batch_size=1000)
+    for batch in islice(train_batches, math.ceil(BASELINE_MAX_TRAIN_BLOCKS / 1000)):
+        counts += torch.bincount(torch.tensor(batch["input_ids"]).flatten(), minlength=len(tokenizer))
+    counts[tokenizer.all_special_ids] = 0  # never masked: the baseline spreads nothing on them
+    labels = torch.cat([batch["labels"][batch["labels"] != -100] for batch in batches])
+    model = SymBertForMaskedLM.from_pretrained(output_dir)
+    return {
+        "eval_blocks": len(eval_blocks),
+        "unigram": unigram_baseline(counts, labels),
+        "model": masked_token_scores(model, batches),
+    }
+
+
 def report(output_dir, log_history):
-    """What the main job prints at the end: eval loss before and after, a fill-mask example, where the results are."""
+    """What the main job prints at the end: eval loss before and after, the model against the unigram baseline on the
+    same masked tokens, fill-mask examples, where the results are."""
     evals = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
     (first_step, first_loss), (last_step, last_loss) = evals[0], evals[-1]
-    example = fill_mask_example(output_dir)
-    predictions = ", ".join(f"{token} ({score})" for token, score in example["predictions"])
+    comparison = eval_comparison(output_dir)
+    unigram, model = comparison["unigram"], comparison["model"]
     print(f"\nEval loss: {first_loss:.4f} at step {first_step} -> {last_loss:.4f} at step {last_step}")
+    print(f"\nMasked-token prediction on the {comparison['eval_blocks']} held-out blocks ({model['masked_tokens']:,} "
+          "masked tokens, the same masks for both):")  # fmt: skip
+    print(f"  {'':40} {'cross-entropy':>13} {'top-1 accuracy':>15}")
+    for name, scores in ((f"unigram baseline (train token frequencies)", unigram), (f"model at step {last_step}", model)):
+        print(f"  {name:40} {scores['loss']:13.4f} {scores['accuracy']:15.1%}")
+    example = fill_mask_example(output_dir)
     print(f"\nfill-mask ({example['class']} loaded from {output_dir} in a fresh process with trust_remote_code=True):")
-    print(f"  {example['sentence']}\n  -> {predictions}")
+    for item in example["examples"]:
+        predictions = ", ".join(f"{token} ({score})" for token, score in item["predictions"])
+        print(f"  {item['sentence']}\n    -> {predictions}")
     print(f"\nResults in {output_dir}: model + code + tokenizer (load with "
           f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), training_summary.json, "
           f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs")  # fmt: skip

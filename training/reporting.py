@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from transformers import TrainerCallback
@@ -152,3 +153,36 @@ def new_figure(ylabel, title):
 def save_figure(fig, path):
     fig.savefig(path)
     return path
+
+
+def unigram_baseline(token_counts, labels):
+    """Cross-entropy (nats per token) and top-1 accuracy of predicting each of `labels` (token ids) from token
+    frequencies alone: `token_counts[i]` is how often token i occurs in the training set. Add-one smoothing keeps
+    a token unseen in training at a finite loss. Returns {"loss", "accuracy", "masked_tokens"}."""
+    counts = torch.as_tensor(token_counts, dtype=torch.float64)
+    labels = torch.as_tensor(labels).flatten()
+    log_probabilities = ((counts + 1) / (counts.sum() + len(counts))).log()
+    return {
+        "loss": -log_probabilities[labels].mean().item(),
+        "accuracy": (labels == counts.argmax()).double().mean().item(),
+        "masked_tokens": labels.numel(),
+    }
+
+
+@torch.no_grad()
+def masked_token_scores(model, batches):
+    """The model's cross-entropy (nats per masked token) and top-1 accuracy over every masked token of `batches`
+    (dicts of model inputs with `labels`, -100 where nothing is masked). Returns {"loss", "accuracy",
+    "masked_tokens"}. Works with logits at every position or, with sparse_prediction, at the masked ones only."""
+    model.eval()
+    loss = correct = count = 0
+    for batch in batches:
+        labels = batch["labels"]
+        logits = model(**batch).logits
+        if logits.shape[:-1] == labels.shape:  # dense: one row of logits per position
+            logits = logits[labels != -100]
+        labels = labels[labels != -100]
+        loss += torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum").item()
+        correct += (logits.argmax(-1) == labels).sum().item()
+        count += labels.numel()
+    return {"loss": loss / count, "accuracy": correct / count, "masked_tokens": count}

@@ -1,0 +1,79 @@
+"""The main job's report: the unigram baseline, the model's masked-token scores, and the model against the baseline
+on exactly the Trainer's eval masks."""
+
+import json
+import math
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from symbert.training import data
+from symbert.training.pretrain import FILL_MASK_SENTENCES, eval_comparison, main
+from symbert.training.reporting import masked_token_scores, unigram_baseline
+
+
+def test_unigram_baseline_by_hand():
+    # counts 3, 1, 0 -> add-one smoothed probabilities 4/7, 2/7, 1/7; token 0 is the most frequent
+    scores = unigram_baseline(torch.tensor([3, 1, 0]), torch.tensor([0, 1, 2, 0]))
+    expected = -(2 * math.log(4 / 7) + math.log(2 / 7) + math.log(1 / 7)) / 4
+    assert scores == {"loss": pytest.approx(expected, abs=1e-12), "accuracy": 0.5, "masked_tokens": 4}
+
+
+class FixedLogits(torch.nn.Module):
+    """Returns the logits it was given, whatever the input; `eval()` is all the scoring needs of a model."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, **batch):
+        return SimpleNamespace(logits=self.logits)
+
+
+def test_masked_token_scores_by_hand():
+    labels = torch.tensor([[-100, 0, -100], [1, -100, 2]])  # three masked tokens, vocabulary of 3
+    at_masked = torch.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 3.0]])  # right, wrong (says 2), right
+    # log-softmax by hand: -log(e^2 / (e^2 + 2)), -log(1 / (2 + e)), -log(e^3 / (2 + e^3))
+    expected = (
+        -math.log(math.e**2 / (math.e**2 + 2)) - math.log(1 / (2 + math.e)) - math.log(math.e**3 / (2 + math.e**3))
+    ) / 3
+    dense = torch.full((2, 3, 3), float("nan"))  # unmasked positions must not count
+    dense[labels != -100] = at_masked
+    for logits in (at_masked, dense):  # sparse_prediction's logits (masked positions only) and every position's
+        scores = masked_token_scores(FixedLogits(logits), [{"input_ids": labels.clamp(min=0), "labels": labels}])
+        assert scores["loss"] == pytest.approx(expected, abs=1e-6)
+        assert scores["accuracy"] == pytest.approx(2 / 3)
+        assert scores["masked_tokens"] == 3
+
+
+def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
+    words = "the a river man house walked slowly along bank old night water road looked said went came saw".split()
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
+    data.train_wordpiece(lines, vocab_size=100).save_pretrained(tmp_path / "tokenizer")
+    output_dir = tmp_path / "run"
+    main([
+        "--recipe", "cpu-demo", "--output_dir", str(output_dir), "--train_files", str(tmp_path / "train.txt"),
+        "--tokenizer", str(tmp_path / "tokenizer"), "--max_seq_length", "32", "--eval_blocks", "8",
+        "--per_device_train_batch_size", "4", "--max_steps", "6", "--warmup_steps", "2", "--eval_steps", "6",
+        "--save_steps", "100", "--logging_steps", "2", "--report_to", "none", "--disable_tqdm", "true",
+    ])  # fmt: skip
+    printed = capsys.readouterr().out
+    comparison = eval_comparison(output_dir)
+    # one eval batch of 8 blocks: the Trainer's eval loss is the mean over its masked tokens, as the report's is
+    trainer_loss = [entry["eval_loss"] for entry in json_log(output_dir) if "eval_loss" in entry][-1]
+    assert comparison["model"]["loss"] == pytest.approx(trainer_loss, abs=1e-5)
+    assert comparison["eval_blocks"] == 8
+    assert comparison["unigram"]["masked_tokens"] == comparison["model"]["masked_tokens"] > 0
+    unigram, model = comparison["unigram"], comparison["model"]
+    assert f"unigram baseline (train token frequencies) {unigram['loss']:13.4f} {unigram['accuracy']:15.1%}" in printed
+    assert f"model at step 6 {' ' * 25}{model['loss']:13.4f} {model['accuracy']:15.1%}" in printed
+    for sentence in FILL_MASK_SENTENCES:
+        assert sentence.format(mask="[MASK]") in printed
+
+
+def json_log(output_dir):
+    return json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
