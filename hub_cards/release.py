@@ -10,8 +10,8 @@ size): every folder below with a `training_summary.json` is a model. Each model 
 (`glue_results.json`, written by `symbert-glue`), found under the model folder or under the `--results` paths and
 matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main` (and
 `OUTPUT_DIR/<repo name>/step-N` per checkpoint), then validated: it loads in a fresh Python process that cannot import
-this project and reproduces the source model's logits, its card's metadata parses back into the same GLUE results, the
-GLUE results name its weights, every file the card names is there, its code files are this project's (by sha256) and
+this project and reproduces the source model's logits, its card's model-index and its .eval_results/glue.yaml (the
+Hub's current format) parse back into the same GLUE results, the GLUE results name its weights, every file the card names is there, its code files are this project's (by sha256) and
 it holds no pickle. Nothing is pushed unless every model passes.
 
 Nothing is unpickled: the training arguments come from `training_summary.json` ("training_arguments", written by

@@ -1,0 +1,163 @@
+"""What the staged model cards say: a checkpoint's card gives that checkpoint's step, tokens and eval loss (from its
+own trainer_state.json), the GLUE protocol line names only real deviations from the paper's protocol, and the GLUE
+results are staged both as the card's model-index and as the Hub's .eval_results/ files, which parse back (with
+huggingface_hub's own parsers) into the numbers of glue_results.json."""
+
+import contextlib
+import io
+import json
+import random
+import shutil
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from huggingface_hub import ModelCard
+from huggingface_hub.repocard import metadata_load
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+from symbert.hub_cards import card as cards
+from symbert.hub_cards import release
+from symbert.hub_cards.release import Stage, release_command
+from symbert.training import data, glue
+
+from test_release import BASE_SCORES, NAMESPACE, WORDS, write_results
+from test_release_safety import fake_run
+
+needs_eval_results = pytest.mark.skipif(
+    cards.EvalResultEntry is None, reason="this huggingface_hub has no EvalResultEntry (the .eval_results/ format)"
+)
+# Per step: the run's log, and each checkpoint's own (checkpoint-3's eval at step 2 differs from the run's, to show
+# which file the card reads: a resumed run logs that step again).
+RUN_LOG = [{"loss": 5.5, "step": 1}, {"eval_loss": 5.0, "step": 2}, {"loss": 4.5, "step": 3}, {"eval_loss": 4.0, "step": 4}]
+CHECKPOINT_LOGS = {2: RUN_LOG[:2], 3: [RUN_LOG[0], {"eval_loss": 4.9, "step": 2}, RUN_LOG[2]]}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A faked 4-step symbert-pretrain output with checkpoints 2 and 3 (batch 4 × 32 tokens), released as a dry run."""
+    root = tmp_path_factory.mktemp("cards")
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(200)]
+    folder = fake_run(root / "runs" / "tiny-original", data.train_wordpiece(lines, vocab_size=120), root / "unpickled")
+    for step, log in CHECKPOINT_LOGS.items():
+        checkpoint = shutil.copytree(folder / "checkpoint-1", folder / f"checkpoint-{step}")
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": log}))
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": RUN_LOG}))
+    summary = json.loads((folder / "training_summary.json").read_text())
+    (folder / "training_summary.json").write_text(json.dumps({**summary, "steps": 4, "final_eval_loss": 4.0}))
+    results = write_results(folder, root / "glue" / "glue_results.json")
+    output = root / "staged"
+    with contextlib.redirect_stdout(io.StringIO()):
+        stages = release_command([
+            str(folder), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--checkpoints", "2,3",
+            "--output_dir", str(output),
+        ])  # fmt: skip
+    return SimpleNamespace(root=root, folder=folder, results=results, stages=stages, repo=output / "symbert-tiny-original")
+
+
+def test_each_revision_card_gives_its_own_step_tokens_and_eval_loss(run):
+    main = ModelCard.load(run.repo / "main" / "README.md").text
+    assert "| steps | 4 |" in main and "| tokens seen | 512 |" in main  # 4 steps × 4 blocks × 32 tokens
+    assert "| final eval loss | 4.0000 (held-out blocks) |" in main
+    for step, tokens, loss in [(2, 256, "5.0000 at step 2"), (3, 384, "4.9000 at step 2, the latest evaluation before step 3")]:
+        card = ModelCard.load(run.repo / f"step-{step}" / "README.md")
+        assert f"its weights after\n**{step}** of the run's 4 pre-training steps" in card.text
+        assert f"| steps | {step} (this checkpoint) of the run's 4 |" in card.text
+        assert f"| tokens seen | {tokens} (up to this checkpoint) |" in card.text
+        assert f"| eval loss (held-out blocks) | {loss} |" in card.text
+        assert "| steps | 4 |" not in card.text and "| tokens seen | 512" not in card.text and "4.0000" not in card.text
+        assert "| training time | 1.11 h (4,000 s) (the whole run) |" in card.text
+        assert f"A small training budget: {tokens} tokens of local files: train.txt" in card.text
+        assert "pre-training went on to step 4; the final model is on `main`" in card.text
+        assert card.data.eval_results is None and not (run.repo / f"step-{step}" / ".eval_results").exists()
+    no_state = shutil.copytree(run.folder / "checkpoint-2", run.root / "no-state" / "checkpoint-2")
+    (no_state / "trainer_state.json").unlink()
+    assert release.checkpoint_eval_loss(no_state, 2) == "not recorded (checkpoint-2 has no trainer_state.json)"
+    assert release.checkpoint_eval_loss(run.folder / "checkpoint-3", 1) == "none logged by step 1"
+
+
+def test_cards_have_intended_uses_limitations_and_an_install_line(run):
+    card = (run.repo / "main" / "README.md").read_text()
+    sections = [line for line in card.splitlines() if line.startswith("## ")]
+    assert sections.index("## Intended uses") < sections.index("## Limitations") < sections.index("## Usage")
+    assert "## Implementation choices" in sections
+    assert "comparing this attention variant with BERT's and the other SymBERT variants" in card
+    vocab_size = json.loads((run.repo / "main" / "config.json").read_text())["vocab_size"]
+    assert f"English only, with a {vocab_size}-token WordPiece vocabulary" in card
+    assert "Pre-trained on 32-token blocks: longer inputs (up to its 512 positions)" in card
+    assert "loading needs `trust_remote_code=True`; pin a revision" in card
+    assert "GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds 1, 2, 3." in card
+    assert '```bash\npip install "transformers<6,>=4.54" "torch>=2.4"\n```' in card  # pyproject.toml's ranges
+
+
+def test_protocol_line_lists_only_real_deviations(tmp_path):
+    glue_args, training_args, tasks, seeds = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
+    paper = {**glue.pair_protocol(glue_args, training_args), "seeds": seeds, "tasks": tasks}  # as symbert-glue records it
+    assert (paper["max_steps"], paper["gradient_accumulation_steps"], paper["world_size"], paper["data"]) == (-1, 1, 1, "nyu-mll/glue")
+    assert cards.protocol_text(paper) == (
+        "the paper's protocol: 5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, "
+        "max length 128, weight decay 0; no deviation from it"
+    )
+    changed = {
+        **paper, "max_steps": 10, "world_size": 2, "data": "/home/me/glue_data", "tasks": ["rte", "cola"],
+        "seeds": [5, 4, 3, 2, 1], "bf16": True,
+    }  # fmt: skip
+    assert cards.protocol_text(changed).endswith(
+        "; this run differs in `max_steps=10` (paper: -1), `world_size=2` (paper: 1), `data=glue_data` (paper: "
+        "nyu-mll/glue), `tasks=rte,cola` (paper: cola,sst2,mrpc,qqp,stsb,mnli,qnli,rte), `bf16=True`"
+    )  # the seeds in another order are no deviation; a local path is shown by its name only
+
+
+@needs_eval_results
+def test_eval_results_files_and_model_index_give_the_numbers_of_glue_results_json(run):
+    main = run.repo / "main"
+    scores = run.results["aggregates"]
+    expected = {name: round(scores["tasks"][name]["mean"], 2) for name in BASE_SCORES}
+    expected["glue"] = round(scores["glue"]["mean"], 2)
+
+    entries = cards.parse_eval_result_entries(yaml.safe_load((main / ".eval_results" / "glue.yaml").read_text()))
+    assert {entry.dataset_id for entry in entries} == {"nyu-mll/glue"}
+    task_ids = {"mnli-m": "mnli_matched", "mnli-mm": "mnli_mismatched", "glue": "glue_score"}
+    assert {entry.task_id: entry.value for entry in entries} == {task_ids.get(name, name): value for name, value in expected.items()}
+    assert next(e for e in entries if e.task_id == "stsb").notes.startswith("STS-B (Pearson + Spearman) / 2 in percent")
+
+    model_name, model_index = model_index_to_eval_results(metadata_load(main / "README.md")["model-index"])
+    by_dataset = {result.dataset_name: result for result in model_index}
+    displays = {name: f"GLUE {display}" for name, (display, *_) in cards.GLUE_SCORES.items()}
+    assert model_name == "symbert-tiny-original"
+    assert {name: by_dataset[displays.get(name, "GLUE")].metric_value for name in expected} == expected
+    assert ModelCard.load(main / "README.md").data.eval_results == model_index
+
+    provenance = json.loads((main / "provenance.json").read_text())
+    assert provenance["eval_results_sha256"] == {".eval_results/glue.yaml": release.sha256(main / ".eval_results" / "glue.yaml")}
+    assert release.check_safety(main) == [] and release.check_files(run.stages[0]) == []
+    assert ".eval_results/glue.yaml" in release.staged_files(main)  # pushed with the rest
+
+
+@needs_eval_results
+def test_validation_refuses_changed_eval_results(run, tmp_path):
+    folder = shutil.copytree(run.repo / "main", tmp_path / "main")
+    results_file = folder / ".eval_results" / "glue.yaml"
+    entries = yaml.safe_load(results_file.read_text())
+    entries[0]["value"] += 70  # CoLA
+    results_file.write_text(yaml.safe_dump(entries))
+    stage = Stage(run.stages[0].repo_id, "main", folder, run.folder, run.stages[0].eval_results, run.stages[0].eval_entries)
+    assert release.check_files(stage) == [
+        ".eval_results/glue.yaml does not parse back into the GLUE results it was built from",
+        "provenance.json's eval_results sha256 does not match the folder's .eval_results files",
+    ]
+    results_file.write_text("- dataset: [not, a, mapping\n")
+    assert release.check_files(stage)[0] == ".eval_results/glue.yaml does not parse back into the GLUE results it was built from"
+
+
+def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cards, "EvalResultEntry", None)  # as under huggingface_hub 0.x
+    output = tmp_path / "staged"
+    (stage,) = release_command([str(run.folder), "--results", str(run.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)])
+    notices = [line for line in capsys.readouterr().err.splitlines() if "EvalResultEntry" in line]
+    assert len(notices) == 1 and "has no EvalResultEntry, so the GLUE results are staged in the card's model-index only" in notices[0]
+    assert not (stage.folder / ".eval_results").exists() and stage.eval_entries == []
+    card = ModelCard.load(stage.folder / "README.md")
+    assert card.data.eval_results == run.stages[0].eval_results and "The same numbers are in this card's `model-index` metadata." in card.text
+    assert json.loads((stage.folder / "provenance.json").read_text())["eval_results_sha256"] == {}
