@@ -87,8 +87,10 @@ def commit_folder(repository, folder, message):
     """Make the work tree hold exactly `folder`'s files (weights as Git LFS pointers, their content under .git/lfs as
     git-lfs keeps it) besides .gitattributes, commit, and return the commit's sha."""
     for path in repository.iterdir():
-        if path.name not in (".git", ".gitattributes"):
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if path.is_dir() and path.name != ".git":
+            shutil.rmtree(path)
+        elif path.is_file() and path.name != ".gitattributes":
+            path.unlink()
     for source in sorted(p for p in folder.rglob("*") if p.is_file()):
         content, target = source.read_bytes(), repository / source.relative_to(folder)
         if source.suffix == ".safetensors":
@@ -109,7 +111,6 @@ def commit_folder(repository, folder, message):
 # AutoTokenizer's look-up of additional_chat_templates/ takes for "no templates" (a 401 fails the load).
 OLAH = textwrap.dedent(
     """
-    import sys
     from olah import server
     from olah.errors import error_entry_not_found
 
