@@ -1,3 +1,16 @@
+# Copyright 2018 The Google AI Language Team Authors and The HuggingFace Inc. team; 2026 the SymBERT authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """SymBERT configuration: BERT's configuration plus the choice of self-attention variant.
 
 This file is copied next to `modeling_symbert.py` into every saved model folder, so it may import only
@@ -41,7 +54,8 @@ AUTO_MAP = {
 }
 
 
-class SymBertConfig(PreTrainedConfig):
+# trf-ignore: TRF057 (hand-written docstring: transformers 4.x's auto_docstring refuses configuration classes)
+class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transformers 4.x configs are not dataclasses)
     r"""
     Configuration of a SymBERT model: every [`BertConfig`] field with BERT's defaults (bert-base-uncased), plus
 

@@ -1,3 +1,16 @@
+# Copyright 2018 The Google AI Language Team Authors and The HuggingFace Inc. team; 2026 the SymBERT authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """SymBERT: BERT encoders with cheaper self-attention compatibility functions.
 
 Everything outside the self-attention core is BERT (transformers' `modeling_bert.py`), with BERT's parameter names.
@@ -30,7 +43,7 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import logging
+from transformers.utils import auto_docstring, logging
 
 try:  # transformers >= 5: these helpers skip tensors already loaded from a checkpoint
     from transformers import initialization as init
@@ -45,8 +58,10 @@ except ImportError:  # transformers 4.x: the padding mask each attention impleme
     from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
 
     def create_bidirectional_mask(config, inputs_embeds, attention_mask):
+        # trf-ignore: TRF051 (transformers 4.x fallback; 5.x builds the mask through masking_utils' mask interface)
         if attention_mask is None or config._attn_implementation == "flash_attention_2":
             return attention_mask
+        # trf-ignore: TRF051 (transformers 4.x fallback; 5.x builds the mask through masking_utils' mask interface)
         if config._attn_implementation == "sdpa":
             return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype)
         return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype)
@@ -70,9 +85,11 @@ class SymBertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # trf-ignore: TRF058 (nn.Buffer needs torch >= 2.5; the project supports torch >= 2.4)
         self.register_buffer(
             "position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False
         )
+        # trf-ignore: TRF058 (nn.Buffer needs torch >= 2.5; the project supports torch >= 2.4)
         self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False)
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
@@ -154,6 +171,7 @@ class SymBertSelfAttention(nn.Module):
     def project(self, hidden_states):
         raise NotImplementedError
 
+    # trf-ignore: TRF045 (the flag picks the eager function, the only one that returns weights, under any backend)
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
         query, key, value = self.project(hidden_states)
         attention_interface = _attention_function(self.config._attn_implementation)
@@ -276,6 +294,7 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
         return single_head * head_embedding
 
 
+# trf-ignore: TRF052 (attention_type -> variant, not backend: each class dispatches through ALL_ATTENTION_FUNCTIONS)
 SYMBERT_SELF_ATTENTION_CLASSES = {
     "original": SymBertOriginalSelfAttention,
     "symmetric": SymBertSymmetricSelfAttention,
@@ -350,6 +369,7 @@ class SymBertEncoder(nn.Module):
         self.config = config
         self.layer = nn.ModuleList([SymBertLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
 
+    # trf-ignore: TRF045 (flag threading kept: the file also runs under transformers 4.54-4.57, without capture_outputs)
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False, **kwargs):
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
@@ -403,6 +423,7 @@ class SymBertLMPredictionHead(nn.Module):
         return self.decoder(self.transform(hidden_states))
 
 
+# trf-ignore: TRF026 (the wrapper gives BERT's weight names cls.predictions.*, so BERT checkpoints load as they are)
 class SymBertOnlyMLMHead(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -412,6 +433,8 @@ class SymBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
+# trf-ignore: TRF013 (base class: each model calls post_init once its modules exist; its __init__ only validates)
+@auto_docstring
 class SymBertPreTrainedModel(PreTrainedModel):
     config_class = SymBertConfig
     base_model_prefix = "bert"
@@ -435,6 +458,8 @@ class SymBertPreTrainedModel(PreTrainedModel):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
         elif isinstance(module, SymBertPairwiseSelfAttention):
+            # CODEPATH: new pairwise models take "normal" (the paper's N(0, 1), the default) unless the config sets
+            # "identity" to start equal to symmetric; a loaded checkpoint takes neither, its S comes from the weights.
             if self.config.pairwise_init == "identity":
                 eye = torch.eye(module.attention_head_size, dtype=module.pairwise.dtype, device=module.pairwise.device)
                 init.copy_(module.pairwise, eye.expand_as(module.pairwise))
@@ -620,10 +645,17 @@ def _resolve_output_flags(config, output_attentions, output_hidden_states, retur
     return output_attentions, output_hidden_states, return_dict
 
 
+@auto_docstring(
+    custom_intro="""
+    The bare SymBERT encoder, with BERT's optional pooler (tanh dense on the first token).
+    """
+)
 class SymBertModel(SymBertPreTrainedModel):
-    """The bare SymBERT encoder, with BERT's optional pooler (tanh dense on the first token)."""
-
     def __init__(self, config, add_pooling_layer=True):
+        r"""
+        add_pooling_layer (`bool`, *optional*, defaults to `True`):
+            Whether to add BERT's pooler (tanh dense on the first token's hidden state).
+        """
         super().__init__(config)
         self.config = config
         self.embeddings = SymBertEmbeddings(config)
@@ -637,6 +669,8 @@ class SymBertModel(SymBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    # trf-ignore: TRF045 (output_* and return_dict kept: the file also runs under transformers 4.54-4.57)
+    @auto_docstring
     def forward(
         self,
         input_ids=None,
@@ -683,9 +717,12 @@ class SymBertModel(SymBertPreTrainedModel):
         return outputs if return_dict else outputs.to_tuple()
 
 
+@auto_docstring(
+    custom_intro="""
+    SymBERT with BERT's MLM head; the decoder is tied to the word embeddings.
+    """
+)
 class SymBertForMaskedLM(SymBertPreTrainedModel):
-    """SymBERT with BERT's MLM head; the decoder is tied to the word embeddings."""
-
     if TRANSFORMERS_V5:
         _tied_weights_keys = {
             "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -709,6 +746,8 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
 
+    # trf-ignore: TRF045 (output_* and return_dict kept: the file also runs under transformers 4.54-4.57)
+    @auto_docstring
     def forward(
         self,
         input_ids=None,
@@ -722,7 +761,10 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
         return_dict=None,
         **kwargs,
     ):
-        r"""labels: token ids for the masked positions, -100 elsewhere (ignored by the loss)."""
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Token ids for the masked positions, -100 elsewhere (ignored by the loss).
+        """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.bert(
             input_ids,
@@ -736,6 +778,8 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             **kwargs,
         )
         sequence_output = outputs.last_hidden_state
+        # CODEPATH: pre-training with the recipes in training/recipes/ (sparse_prediction=true); any call without
+        # labels, and every checkpoint saved with the default False, take the full-logits path.
         if labels is not None and self.config.sparse_prediction:
             # only the labelled positions: the decoder over the vocabulary is the costliest part of a small model
             labels = labels.view(-1).to(sequence_output.device)
@@ -764,10 +808,13 @@ def _classifier_dropout(config):
     return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
 
 
+@auto_docstring(
+    custom_intro="""
+    Pooled-output classifier: single-label (cross-entropy), multi-label (BCE) or, with `num_labels=1`, regression
+    (MSE, as for STS-B). The kind follows `config.problem_type`, or is inferred from `num_labels` and the labels.
+    """
+)
 class SymBertForSequenceClassification(SymBertPreTrainedModel):
-    """Pooled-output classifier: single-label (cross-entropy), multi-label (BCE) or, with `num_labels=1`, regression
-    (MSE, as for STS-B). The kind follows `config.problem_type`, or is inferred from `num_labels` and the labels."""
-
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -776,6 +823,8 @@ class SymBertForSequenceClassification(SymBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    # trf-ignore: TRF045 (output_* and return_dict kept: the file also runs under transformers 4.54-4.57)
+    @auto_docstring
     def forward(
         self,
         input_ids=None,
@@ -824,9 +873,12 @@ class SymBertForSequenceClassification(SymBertPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+@auto_docstring(
+    custom_intro="""
+    Scores each of the `num_choices` inputs [batch, num_choices, seq] with one logit; softmax over choices.
+    """
+)
 class SymBertForMultipleChoice(SymBertPreTrainedModel):
-    """Scores each of the `num_choices` inputs [batch, num_choices, seq] with one logit; softmax over choices."""
-
     def __init__(self, config):
         super().__init__(config)
         self.bert = SymBertModel(config)
@@ -834,6 +886,8 @@ class SymBertForMultipleChoice(SymBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
+    # trf-ignore: TRF045 (output_* and return_dict kept: the file also runs under transformers 4.54-4.57)
+    @auto_docstring
     def forward(
         self,
         input_ids=None,
@@ -876,6 +930,11 @@ class SymBertForMultipleChoice(SymBertPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+@auto_docstring(
+    custom_intro="""
+    SymBERT with a linear classifier over every token's hidden state (e.g. for named-entity recognition).
+    """
+)
 class SymBertForTokenClassification(SymBertPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
@@ -885,6 +944,8 @@ class SymBertForTokenClassification(SymBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    # trf-ignore: TRF045 (output_* and return_dict kept: the file also runs under transformers 4.54-4.57)
+    @auto_docstring
     def forward(
         self,
         input_ids=None,
@@ -898,7 +959,10 @@ class SymBertForTokenClassification(SymBertPreTrainedModel):
         return_dict=None,
         **kwargs,
     ):
-        r"""labels: one class id per token, -100 for tokens to ignore."""
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            One class id per token, -100 for tokens to ignore.
+        """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.bert(
             input_ids,
@@ -921,15 +985,20 @@ class SymBertForTokenClassification(SymBertPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+@auto_docstring(
+    custom_intro="""
+    Extractive QA: a start and an end logit per token (always 2 outputs, whatever `num_labels` says).
+    """
+)
 class SymBertForQuestionAnswering(SymBertPreTrainedModel):
-    """Extractive QA: a start and an end logit per token (always 2 outputs, whatever `num_labels` says)."""
-
     def __init__(self, config):
         super().__init__(config)
         self.bert = SymBertModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    # trf-ignore: TRF045 (output_* and return_dict kept: the file also runs under transformers 4.54-4.57)
+    @auto_docstring
     def forward(
         self,
         input_ids=None,
