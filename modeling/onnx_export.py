@@ -1,20 +1,20 @@
 """Export a saved SymBERT model to ONNX, with dynamic batch and sequence axes, and check it with onnxruntime.
 
     symbert-onnx MODEL_DIR OUTPUT.onnx [--head model|sequence-classification] [--dynamo]
+    symbert-onnx outputs/demo demo.onnx
 
 Uses torch's TorchScript-based exporter by default (about 2 s for a tiny model on CPU); `--dynamo` uses the
 torch.export-based one (onnxscript), which is about ten times slower. After exporting, the ONNX model is run in
 onnxruntime on a padded batch of a different size and length than the export example and compared with PyTorch.
 """
 
-import argparse
 import os
 import warnings
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
 
-from .cli import UserError, missing_local_path, run_command
+from .cli import UserError, command_parser, missing_local_path, run_command
 
 HEADS = {"model": AutoModel, "sequence-classification": AutoModelForSequenceClassification}
 OUTPUT_NAMES = {"model": ["last_hidden_state", "pooler_output"], "sequence-classification": ["logits"]}
@@ -72,10 +72,10 @@ def max_difference(model, path, batch=3, length=13):
 
 
 def run(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(__doc__)
     parser.add_argument("model_dir", help="a saved SymBERT folder (or Hub id)")
     parser.add_argument("output", help="the .onnx file to write")
-    parser.add_argument("--head", choices=sorted(HEADS), default="model")
+    parser.add_argument("--head", choices=sorted(HEADS), default="model", help="what to export: the encoder or a task head")
     parser.add_argument("--dynamo", action="store_true", help="use the torch.export-based exporter")
     args = parser.parse_args(argv)
     if not args.output.endswith(".onnx"):
@@ -96,6 +96,7 @@ def run(argv):
 
 def main(argv=None):
     return run_command(run, argv)
+
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,14 @@
-"""Print the parameter count of every attention variant at every size (the paper's Table 2, extended)."""
+"""Print the parameter count of every attention variant at every size (the paper's Table 2, extended), as a
+Markdown table. Models are built on the meta device: no memory used, no download.
 
-import argparse
+    symbert-params
+    symbert-params --sizes small,base
+"""
 
 import torch
 
 from .configuration_symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig
+from .cli import UserError, command_parser, run_command
 from .modeling_symbert import SymBertForMaskedLM
 
 
@@ -14,14 +18,14 @@ def count_parameters(size, attention_type):
         return SymBertForMaskedLM(SymBertConfig.from_preset(size, attention_type=attention_type)).num_parameters()
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
+def run(argv):
+    parser = command_parser(__doc__)
     parser.add_argument("--sizes", default="tiny,mini,small,base", help=f"comma-separated, from {', '.join(SIZE_PRESETS)}")
     args = parser.parse_args(argv)
     sizes = args.sizes.split(",")
     for size in sizes:
         if size not in SIZE_PRESETS:
-            parser.error(f"unknown size {size!r}; allowed: {', '.join(SIZE_PRESETS)}")
+            raise UserError(f"unknown size {size!r} in --sizes; allowed: {', '.join(SIZE_PRESETS)}")
 
     counts = {(size, kind): count_parameters(size, kind) for size in sizes for kind in ATTENTION_TYPES}
     print("SymBertForMaskedLM parameters (vocab 30522, 512 positions; change vs original in brackets)\n")
@@ -34,6 +38,10 @@ def main(argv=None):
             change = "" if kind == "original" else f" ({100 * (count - reference) / reference:+.1f}%)"
             cells.append(f"{count:,}{change}")
         print(f"| {kind} | " + " | ".join(cells) + " |")
+
+
+def main(argv=None):
+    return run_command(run, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """How symmetric is each attention head's learned score form? For any BERT or SymBERT checkpoint.
 
     symbert-symmetry MODEL_DIR_OR_HUB_ID [--output_dir DIR]
+    symbert-symmetry outputs/demo
 
 Head i of a layer scores tokens x, y with a bilinear form x·M_i·yᵀ (biases aside). Its symmetry is the share of M_i's
 energy in its symmetric part, ||(M_i + M_iᵀ)/2||_F² / ||M_i||_F²: 1 for a symmetric form, 0 for an antisymmetric
@@ -15,7 +16,6 @@ Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat m
 (default: the model folder).
 """
 
-import argparse
 import csv
 import json
 import os
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from .cli import UserError, missing_local_path, run_command
+from .cli import UserError, command_parser, missing_local_path, run_command
 
 SYMMETRIC_BY_CONSTRUCTION = ("symmetric", "shared")
 SUPPORTED = ("original", "pairwise", "mhe_add", "mhe_mul") + SYMMETRIC_BY_CONSTRUCTION
@@ -146,7 +146,7 @@ def write_outputs(shares, title, output_dir):
 
 
 def run(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(__doc__)
     parser.add_argument("model", help="a saved BERT or SymBERT folder, or a Hub id")
     parser.add_argument("--output_dir", help="where to write symmetry.csv and symmetry.png (default: the model folder)")
     args = parser.parse_args(argv)

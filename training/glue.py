@@ -1,12 +1,12 @@
-"""GLUE fine-tuning and scoring by the paper's protocol, over seeds and along pre-training checkpoints.
+"""Fine-tune and score a model on GLUE by the paper's protocol, over seeds and along pre-training checkpoints.
 
     symbert-glue --model outputs/cpu-demo --tasks rte,mrpc --seeds 1,2 --output_dir glue/demo
     symbert-glue --model outputs/cpu-demo --data_dir glue_data --output_dir glue/demo      # offline: local GLUE data
     symbert-glue --pretraining_dirs runs/original runs/pairwise --steps 10000,30000,65000 --output_dir glue/sweep
 
-Defaults are the paper's protocol (PAPER_PROTOCOL): 5 epochs, lr 1e-5, linear schedule, warm-up ratio 0.1, batch 16,
-max length 128, weight decay 0, seeds 1-5, the eight tasks; the final model is scored on the dev sets. Any
-`TrainingArguments` field can be overridden on the command line (e.g. `--max_steps 10`, `--bf16 true`).
+Defaults are the paper's protocol (PAPER_PROTOCOL), as shown below: 5 epochs, lr 1e-5, linear schedule, warm-up
+ratio 0.1, batch 16, max length 128, weight decay 0, seeds 1-5, the eight tasks; the final model is scored on the
+dev sets. Any Trainer argument (listed last) can be overridden (e.g. `--max_steps 10`, `--bf16 true`).
 
 Output folder: `runs/<task>/seed-<n>.json` (one per finished pair, written atomically; a rerun skips them while
 the model's weights, the protocol and the task data's contents (sha256, whatever path names them) are the same),
@@ -18,6 +18,7 @@ every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`
 import csv
 import json
 import statistics
+import textwrap
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -41,7 +42,7 @@ from transformers import (
     set_seed,
 )
 
-from symbert.cli import UserError, missing_local_path, run_command
+from symbert.cli import UserError, command_parser, group_arguments, missing_local_path, run_command
 from symbert.training.glue_data import HUB_DATASET, TASKS, data_sha256, load_task
 from symbert.training.reporting import new_figure, save_figure, write_atomically
 
@@ -69,6 +70,8 @@ SWEEP_FRACTION = 0.95
 
 @dataclass
 class GlueArguments:
+    _argument_group_name = "GLUE arguments"
+
     model: str | None = field(default=None, metadata={"help": "model folder or Hub id to fine-tune"})
     revision: str | None = field(default=None, metadata={"help": "Hub revision of --model"})
     tasks: str = field(default=",".join(PAPER_TASKS), metadata={"help": f"comma-separated: {', '.join(TASKS)}"})
@@ -101,14 +104,35 @@ def protocol_defaults():
     return defaults
 
 
+def task_list():
+    """The tasks --tasks knows, for --help."""
+    names = ", ".join(f"{name} ({task.tsv_folder})" for name, task in TASKS.items())
+    return textwrap.fill(f"Tasks (--tasks; default: the paper's eight): {names}.", width=110)
+
+
+def argument_parser():
+    """Our arguments, then the Trainer's under their own heading, with the paper's protocol as their defaults."""
+    parser = command_parser(
+        f"{__doc__}\n{task_list()}", parser_class=HfArgumentParser, dataclass_types=(GlueArguments, TrainingArguments)
+    )
+    group_arguments(
+        parser, TrainingArguments, "Trainer arguments (transformers.TrainingArguments; defaults: the paper's protocol where it sets them)"
+    )
+    # the protocol's values parsed as the command line would parse them, then made the defaults (so --help shows them)
+    protocol = protocol_defaults()
+    parsed, _ = parser.parse_known_args([item for key, value in protocol.items() for item in (f"--{key}", str(value))])
+    parser.set_defaults(**{key: getattr(parsed, key) for key in protocol})
+    return parser
+
+
 def parse_arguments(argv):
-    """The paper's protocol first, then the command line, so the command line wins."""
-    defaults = [item for key, value in protocol_defaults().items() for item in (f"--{key}", str(value))]
-    parser = HfArgumentParser((GlueArguments, TrainingArguments))
+    """The paper's protocol as defaults; the command line wins."""
     try:
-        glue_args, training_args = parser.parse_args_into_dataclasses(defaults + list(argv))
-    except ValueError as error:  # TrainingArguments refusing a combination of settings
-        raise UserError(f"bad arguments: {error}") from None
+        glue_args, training_args = argument_parser().parse_args_into_dataclasses(list(argv))
+    except ValueError as error:  # TrainingArguments refusing a combination of settings, arguments left unparsed
+        if isinstance(error, UserError):
+            raise
+        raise UserError(f"bad arguments: {' '.join(str(error).split())}") from None
     tasks, seeds = check_arguments(glue_args, training_args)
     return glue_args, training_args, tasks, seeds
 

@@ -1,12 +1,15 @@
-"""MLM pre-training of SymBERT on the Hugging Face Trainer.
+"""Pre-train SymBERT with masked-language modelling (MLM) on the Hugging Face Trainer, from a recipe or from the
+defaults below: the embedded corpus of English prose, a tiny model, a WordPiece tokenizer trained on the corpus.
 
     symbert-pretrain --recipe cpu-demo --output_dir outputs/demo
     symbert-pretrain --recipe paper-small --output_dir runs/small --attention_type pairwise
     symbert-pretrain --recipe cpu-demo --output_dir outputs/compare --compare original,symmetric,pairwise
     torchrun --nproc_per_node 2 -m symbert.training.pretrain --recipe paper-base --output_dir runs/base
 
-A recipe (a JSON file in training/recipes/, or any path) gives defaults for every argument below and for
-`TrainingArguments`; command-line arguments override it.
+A recipe (a JSON file in training/recipes/, or any path) sets any argument below, ours and the Trainer's: its values
+replace the defaults shown, and the command line overrides both. `--recipe NAME --help` shows the defaults with that
+recipe's values in place. With no argument at all it trains the defaults shown into trainer_output/ (hours on a
+CPU; --recipe cpu-demo takes minutes). An interrupted run resumes from its newest checkpoint when run again.
 """
 
 import difflib
@@ -17,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import islice
@@ -45,7 +49,7 @@ except ImportError:
     rotate_checkpoints = None
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
-from symbert.cli import UserError, run_command
+from symbert.cli import UserError, command_parser, group_arguments, run_command
 from symbert.training import data as data_module
 from symbert.training.reporting import (
     MetricsLogCallback,
@@ -62,6 +66,8 @@ RECIPES_DIR = Path(__file__).parent / "recipes"
 
 @dataclass
 class ModelArguments:
+    _argument_group_name = "Model and run arguments"
+
     recipe: str | None = field(default=None, metadata={"help": "recipe name (training/recipes/NAME.json) or path"})
     size: str = field(default="tiny", metadata={"help": f"size preset: {', '.join(SIZE_PRESETS)}"})
     attention_type: str = field(default="original", metadata={"help": f"one of {', '.join(ATTENTION_TYPES)}"})
@@ -84,11 +90,13 @@ class ModelArguments:
 
 @dataclass
 class DataArguments:
+    _argument_group_name = "Data arguments"
+
     dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset id; default: the embedded corpus"})
     dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name"})
-    dataset_split: str = field(default="train")
+    dataset_split: str = field(default="train", metadata={"help": "split of --dataset_name to train on"})
     train_files: list[str] | None = field(default=None, metadata={"help": "local .txt, .jsonl/.json or .parquet files"})
-    text_column: str = field(default="text")
+    text_column: str = field(default="text", metadata={"help": "column of the texts (.jsonl/.json/.parquet, Hub data)"})
     streaming: bool = field(default=False, metadata={"help": "stream the dataset instead of downloading it whole"})
     tokenizer: str | None = field(
         default=None,
@@ -103,7 +111,8 @@ class DataArguments:
     mlm_probability: float = field(default=0.15, metadata={"help": "share of tokens masked, in (0, 1)"})
     global_batch_size: int | None = field(
         default=None,
-        metadata={"help": "sets gradient_accumulation_steps = global / (per-device batch × processes)"},
+        metadata={"help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
+                  "(per-device batch × processes)"},
     )
     precision: str = field(default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"})
 
@@ -145,22 +154,62 @@ def read_recipe(recipe):
     return arguments
 
 
-def parse_arguments(argv):
-    """Recipe values first, command line after them, so the command line wins."""
+TRAINER_HEADING = (
+    "Trainer arguments (transformers.TrainingArguments; see its documentation; mixed precision comes from "
+    "--precision above)"
+)
+
+
+def recipe_list():
+    """Each recipe of training/recipes/ with its _comment, for --help."""
+    lines = []
+    for path in sorted(RECIPES_DIR.glob("*.json")):
+        comment = json.loads(path.read_text()).get("_comment", "")
+        lines.append(textwrap.fill(f"{path.stem}: {comment}", width=110, initial_indent="  ", subsequent_indent="      "))
+    return "Recipes (--recipe NAME):\n" + "\n".join(lines)
+
+
+def argument_parser():
+    """Our arguments first, each dataclass under its heading, then the Trainer's under theirs."""
+    parser = command_parser(
+        f"{__doc__}\n{recipe_list()}", parser_class=HfArgumentParser,
+        dataclass_types=(ModelArguments, DataArguments, TrainingArguments),
+    )  # fmt: skip
+    group_arguments(parser, TrainingArguments, TRAINER_HEADING)
+    return parser
+
+
+def recipe_named(argv):
+    """The value of the last --recipe in `argv` (the last one wins, as argparse has it), or None."""
     recipe = None
-    for index, arg in enumerate(argv):  # the last one wins, as argparse has it
+    for index, arg in enumerate(argv):
         if arg == "--recipe":
             if index + 1 >= len(argv):
                 raise UserError("--recipe needs a name or a path to a JSON recipe file.")
             recipe = argv[index + 1]
         elif arg.startswith("--recipe="):
             recipe = arg.removeprefix("--recipe=")
-    recipe_args = read_recipe(recipe) if recipe is not None else []
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    return recipe
+
+
+def parse_arguments(argv):
+    """A recipe's values become the parser's defaults (so --help shows them), and the command line wins."""
+    parser = argument_parser()
+    recipe = recipe_named(argv)
+    if recipe is not None:
+        recipe_args = read_recipe(recipe)
+        try:
+            settings, _ = parser.parse_known_args(recipe_args)
+        except UserError as error:
+            raise UserError(f"Recipe {recipe_path(recipe)}: {error}") from None
+        names = {arg[2:] for arg in recipe_args if arg.startswith("--")}
+        parser.set_defaults(**{name: getattr(settings, name) for name in names})
     try:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_args + argv)
-    except ValueError as error:  # TrainingArguments' own checks, e.g. warmup_steps < 0
-        raise UserError(str(error)) from error
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
+    except ValueError as error:  # TrainingArguments' own checks (e.g. warmup_steps < 0), arguments left unparsed
+        if isinstance(error, UserError):
+            raise
+        raise UserError(" ".join(str(error).split())) from error
     return model_args, data_args, check_arguments(model_args, data_args, training_args)
 
 

@@ -1,0 +1,138 @@
+"""The `symbert-*` commands: --help says what each does and shows the defaults it applies; a user error is one line
+on stderr and exit status 2, with the traceback only under SYMBERT_DEBUG=1."""
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from symbert import onnx_export, parameter_table, symmetry
+from symbert.cli import UserError
+from symbert.training import glue, pretrain
+
+COMMANDS = {
+    "symbert-params": parameter_table,
+    "symbert-onnx": onnx_export,
+    "symbert-symmetry": symmetry,
+    "symbert-pretrain": pretrain,
+    "symbert-glue": glue,
+}
+
+
+def run_main(monkeypatch, capsys, name, argv):
+    """`name`'s main(argv) in this process: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", [name])
+    with pytest.raises(SystemExit) as exit_info:
+        COMMANDS[name].main(argv)
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def help_text(monkeypatch, capsys, name, *argv):
+    status, out, _ = run_main(monkeypatch, capsys, name, [*argv, "--help"])
+    assert status == 0
+    return out
+
+
+def option_help(text, option):
+    """The help of `option` in --help's output: from its line to the next option's."""
+    match = re.search(rf"^  {re.escape(option)}\b.*?(?=^  -|^\S|\Z)", text, flags=re.S | re.M)
+    assert match, f"{option} is not in --help"
+    return " ".join(match.group(0).split())
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_starts_with_description_and_example(monkeypatch, capsys, name):
+    text = help_text(monkeypatch, capsys, name)
+    description = COMMANDS[name].__doc__.strip()
+    assert text.startswith(description.splitlines()[0])  # no usage block first
+    assert re.search(rf"^    {name} ", text, flags=re.M), "no example line"
+    assert "SYMBERT_DEBUG=1" in text
+
+
+def test_pretrain_help_lists_recipes_and_shows_their_values(monkeypatch, capsys):
+    text = help_text(monkeypatch, capsys, "symbert-pretrain")
+    for path in sorted(pretrain.RECIPES_DIR.glob("*.json")):
+        comment = json.loads(path.read_text())["_comment"]
+        assert re.search(rf"^  {path.stem}: {re.escape(comment.split()[0])}", text, flags=re.M), path.stem
+    assert "replace the defaults shown" in text
+    assert option_help(text, "--learning_rate").endswith("(default: 5e-05)")  # the Trainer's, without a recipe
+    assert text.index("Data arguments:") < text.index("Trainer arguments") < text.index("--learning_rate")
+    with_recipe = help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe", "cpu-demo")
+    assert option_help(with_recipe, "--learning_rate").endswith("(default: 0.001)")
+    assert option_help(with_recipe, "--max_seq_length").endswith("(default: 128)")
+    assert option_help(help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe=paper-base"), "--size").endswith(
+        "(default: base)"
+    )
+
+
+def test_glue_help_lists_tasks_and_shows_the_protocol_it_applies(monkeypatch, capsys, tmp_path):
+    text = help_text(monkeypatch, capsys, "symbert-glue")
+    tasks = text[text.index("Tasks (--tasks") :].split("\n\n")[0]
+    assert all(f"{task} (" in tasks for task in glue.TASKS)
+    assert option_help(text, "--learning_rate").endswith("(default: 1e-05)")
+    assert option_help(text, "--num_train_epochs").endswith("(default: 5.0)")
+    assert option_help(text, "--per_device_train_batch_size").endswith("(default: 16)")
+    warmup = "--warmup_steps" if "--warmup_ratio" not in text else "--warmup_ratio"  # 4.x: a ratio of its own
+    assert option_help(text, warmup).endswith("(default: 0.1)")
+    assert text.index("--skip_malformed_rows") < text.index("Trainer arguments") < text.index("--learning_rate")
+    # and the values shown are the values applied
+    _, args, _, _ = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
+    assert (args.learning_rate, args.num_train_epochs, args.per_device_train_batch_size) == (1e-5, 5, 16)
+
+
+@pytest.mark.parametrize(
+    "arguments", [pretrain.ModelArguments, pretrain.DataArguments, glue.GlueArguments], ids=lambda c: c.__name__
+)
+def test_every_argument_of_ours_has_help(arguments):
+    assert [f.name for f in dataclasses.fields(arguments) if not f.metadata.get("help", "").strip()] == []
+
+
+USER_ERRORS = {
+    "symbert-params": (["--sizes", "tiny,huge"], "'huge'"),
+    "symbert-onnx": (["some/model", "model.txt"], "'model.txt'"),
+    "symbert-symmetry": (["./no/such/model"], "no/such/model"),
+    "symbert-pretrain": (["--size", "huge", "--output_dir", "{tmp}"], "'huge'"),
+    "symbert-glue": (["--model", "m", "--tasks", "rte,nope", "--output_dir", "{tmp}"], "nope"),
+}
+ARGPARSE_ERRORS = {  # argparse's own errors (unknown option, value of the wrong type) are one line too
+    "symbert-params": (["--sises", "tiny"], "--sises"),
+    "symbert-onnx": (["m", "m.onnx", "--head", "decoder"], "'decoder'"),
+    "symbert-symmetry": ([], "model"),
+    "symbert-pretrain": (["--max_steps", "ten", "--output_dir", "{tmp}"], "'ten'"),
+    "symbert-glue": (["--model", "m", "--learning_rte", "1e-5"], "--learning_rte"),
+}
+
+
+@pytest.mark.parametrize("errors", [USER_ERRORS, ARGPARSE_ERRORS], ids=["user-error", "argparse-error"])
+@pytest.mark.parametrize("name", COMMANDS)
+def test_user_error_is_one_line_and_exit_status_2(monkeypatch, capsys, tmp_path, name, errors):
+    argv, named = errors[name]
+    monkeypatch.delenv("SYMBERT_DEBUG", raising=False)
+    status, out, err = run_main(monkeypatch, capsys, name, [arg.format(tmp=tmp_path / "out") for arg in argv])
+    assert status == 2
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"{name}: error: ") and named in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_symbert_debug_raises_with_traceback(monkeypatch):
+    monkeypatch.setenv("SYMBERT_DEBUG", "1")
+    with pytest.raises(UserError, match="'huge'"):
+        parameter_table.main(["--sizes", "huge"])
+    # as a command: the traceback, ending in the same message
+    env = {**os.environ, "SYMBERT_DEBUG": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "symbert.parameter_table", "--sizes", "huge"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("Traceback") and "symbert.cli.UserError: unknown size 'huge'" in result.stderr
+    env["SYMBERT_DEBUG"] = "0"
+    result = subprocess.run(
+        [sys.executable, "-m", "symbert.parameter_table", "--sizes", "huge"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
