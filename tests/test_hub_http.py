@@ -4,7 +4,7 @@ asks the Hub API for the revision's commit and downloads config, code, weights a
 
 The staged folders of a `symbert-release` dry run are committed to a Git repository as `--push` leaves them on the Hub
 (`main` with the weights in Git LFS, the tag on main's commit, a `step-N` branch from main's commit) and served on
-127.0.0.1 by olah, a Hub mirror from PyPI (in the dev extra) that answers the Hub's read API from local Git
+127.0.0.1 by olah, a Hub mirror from PyPI (the `hub-server` extra) that answers the Hub's read API from local Git
 repositories in offline mode, so no Hub server is written here: only one wrong answer of olah's is fixed (see OLAH).
 Unlike the Hub, olah serves LFS files without a redirect and gives their sha256 as the ETag itself rather than as
 X-Linked-Etag; huggingface_hub caches them under that sha256 either way. A fresh Python process that cannot import this
@@ -38,6 +38,10 @@ from symbert.training import data
 from test_hub_loading import HEADS
 from test_release import NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
+
+pytest.importorskip(
+    "olah", reason="needs the hub-server extra (olah, which needs huggingface_hub>=1.27: transformers 5 only)"
+)
 
 REPO_ID = f"{NAMESPACE}/symbert-tiny-original"
 TAG = "v0.1.0"  # symbert-release's default --tag
