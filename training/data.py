@@ -17,7 +17,7 @@ from datasets import IterableDataset, Value, load_dataset
 from filelock import FileLock
 from fsspec.utils import infer_compression
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, DataCollatorForLanguageModeling, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, BertTokenizerFast, DataCollatorForLanguageModeling
 
 from symbert.cli import UserError, missing_local_path
 
@@ -214,7 +214,10 @@ def describe_source(data_args):
 
 
 def train_wordpiece(texts, vocab_size):
-    """An uncased BERT-style WordPiece tokenizer trained on `texts` (an iterable of strings)."""
+    """An uncased BERT-style WordPiece tokenizer trained on `texts` (an iterable of strings), as a BertTokenizerFast:
+    saved, its tokenizer_config.json names `BertTokenizer`, which transformers 4.x (as BertTokenizerFast) and 5.x both
+    load from its tokenizer.json. (A plain PreTrainedTokenizerFast saves as `TokenizersBackend` under 5.x, a class
+    4.x does not know.) It gives the ids BERT's pipeline gives, and token_type_ids as bert-base-uncased does."""
     backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     backend.normalizer = normalizers.BertNormalizer(lowercase=True)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -225,8 +228,9 @@ def train_wordpiece(texts, vocab_size):
     backend.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
     )
-    return PreTrainedTokenizerFast(
+    return BertTokenizerFast(
         tokenizer_object=backend,
+        do_lower_case=True,
         unk_token="[UNK]",
         pad_token="[PAD]",
         cls_token="[CLS]",
@@ -259,7 +263,8 @@ def cached_wordpiece(vocab_size):
     unreadable. The folder appears whole (written under a temporary name, then renamed); the lock makes parallel runs
     on one machine train it once."""
     digest = hashlib.sha256(EMBEDDED_CORPUS.read_bytes()).hexdigest()[:16]
-    folder = cache_dir() / "tokenizers" / f"wordpiece-{vocab_size}-{digest}"
+    # "bert-": saved as BertTokenizer; older caches ("wordpiece-...") saved under 5.x name a class 4.x lacks
+    folder = cache_dir() / "tokenizers" / f"bert-wordpiece-{vocab_size}-{digest}"
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{folder}.lock"):

@@ -8,7 +8,9 @@ installed here. Every parameter gets a random offset before saving, so a tensor 
 ones or fresh random values) shows up both in the outputs and in the tensor comparison. `load` loads each folder with
 the Auto class named by its folder, compares the outputs and every tensor of model.safetensors with the loaded
 model, checks that the MLM decoder is tied to the word embeddings (weight and bias) after loading and after
-`resize_token_embeddings`, writes the details to REPORT (JSON), prints one Markdown table row and exits 1 on failure.
+`resize_token_embeddings`, loads each folder's tokenizer and DIR/tokenizer/ (the WordPiece tokenizer pre-training
+trains and saves, `symbert.training.data.train_wordpiece`) with AutoTokenizer and checks they give the ids the saving
+version gave, writes the details to REPORT (JSON), prints one Markdown table row and exits 1 on failure.
 Where this transformers still has the extractive `question-answering` pipeline (gone from 5.3), it also runs it on
 each question-answering folder and checks that every answer is a span of the context.
 """
@@ -30,6 +32,26 @@ AUTO_CLASSES = (
 VOCAB_SIZE = 99
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
 QA_CONTEXT = "word7 word8 word9 word10 word11"
+# what the tokenizers must encode alike in every version: cased, accented, CJK, punctuation, unknown words, pairs
+TOKENIZER_TEXTS = ["The old man walked slowly along the bank of the river.", "Héllo WORLD, naïve café 中文 ¿qué?", "", "word7 word8"]
+TOKENIZER_PAIRS = [["Who walked?", "The old man walked."], ["word1 word2", QA_CONTEXT]]
+
+
+def tokenizer_ids(tokenizer):
+    """The ids (and token types, where given) of TOKENIZER_TEXTS and TOKENIZER_PAIRS, and the special tokens' ids."""
+    single, pairs = tokenizer(TOKENIZER_TEXTS), tokenizer(*zip(*TOKENIZER_PAIRS))
+    return {
+        "single": single["input_ids"],
+        "pairs": pairs["input_ids"],
+        "pair_token_types": pairs.get("token_type_ids"),
+        "special": {name: getattr(tokenizer, f"{name}_token_id") for name in ("pad", "unk", "cls", "sep", "mask")},
+    }
+
+
+def save_tokenizer(tokenizer, folder):
+    tokenizer.save_pretrained(folder)
+    with open(os.path.join(folder, "tokenizer_ids.json"), "w") as file:
+        json.dump(tokenizer_ids(tokenizer), file)
 
 
 class BlockProject(importlib.abc.MetaPathFinder):
@@ -65,6 +87,13 @@ def save(root):
     vocab_argument = "vocab" if int(transformers.__version__.split(".")[0]) >= 5 else "vocab_file"  # renamed in 5.0
     tokenizer = transformers.BertTokenizerFast(**{vocab_argument: os.path.join(root, "vocab.txt")})
     assert tokenizer("word7").input_ids == [2, VOCAB.index("word7"), 3], "the tokenizer did not read vocab.txt"
+    import gzip
+    from itertools import islice
+
+    from symbert.training.data import EMBEDDED_CORPUS, train_wordpiece
+
+    with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as corpus:
+        save_tokenizer(train_wordpiece(list(islice(corpus, 2000)), 1024), os.path.join(root, "tokenizer"))
     for attention_type in ATTENTION_TYPES:
         for index, auto_name in enumerate(AUTO_CLASSES):
             torch.manual_seed(index)
@@ -78,7 +107,7 @@ def save(root):
                     parameter.add_(0.05 * torch.randn_like(parameter))
             folder = os.path.join(root, attention_type, auto_name)
             model.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
+            save_tokenizer(tokenizer, folder)
             inputs = model_inputs(torch, auto_name)
             with torch.no_grad():
                 expected = list(model(**inputs).to_tuple())
@@ -99,6 +128,20 @@ def mlm_tied(model):
     return head.decoder.weight is embeddings.weight and head.decoder.bias is head.bias
 
 
+def check_tokenizer(transformers, folder):
+    """Whether AutoTokenizer loads `folder`'s tokenizer and it gives the ids the saving version gave."""
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    except Exception as error:  # e.g. a tokenizer class this version does not know
+        return {"tokenizer_loads": False, "tokenizer_error": f"{type(error).__name__}: {error}"[:300]}
+    with open(os.path.join(folder, "tokenizer_ids.json")) as file:
+        expected = json.load(file)
+    got = tokenizer_ids(tokenizer)
+    if expected["pair_token_types"] is None:  # not returned by the saving version's class (5.x TokenizersBackend)
+        got["pair_token_types"] = None
+    return {"tokenizer_loads": True, "tokenizer_class": type(tokenizer).__name__, "tokenizer_ids_identical": got == expected}
+
+
 def check_folder(torch, transformers, load_file, folder, auto_name):
     model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
     with torch.no_grad():
@@ -113,6 +156,7 @@ def check_folder(torch, transformers, load_file, folder, auto_name):
         "max_abs_diff": max((got - want).abs().max().item() for got, want in zip(outputs, expected)),
         "changed_on_load": [name for name, tensor in saved.items() if not torch.equal(state[name], tensor)],
         "not_in_file": [name for name in state if name not in saved and not name.startswith("cls.predictions.decoder")],
+        **check_tokenizer(transformers, folder),
     }
     if auto_name == "AutoModelForQuestionAnswering" and has_qa_pipeline():
         answers = transformers.pipeline("question-answering", model=folder, trust_remote_code=True, device="cpu")(
@@ -135,6 +179,7 @@ def check_folder(torch, transformers, load_file, folder, auto_name):
         and result.get("tied_after_load", True)
         and result.get("tied_after_resize", True)
         and result.get("qa_pipeline", True)
+        and result.get("tokenizer_ids_identical", False)
     )
     return result
 
@@ -152,6 +197,8 @@ def load(root, report_path):
         for attention_type in ATTENTION_TYPES
         for auto_name in AUTO_CLASSES
     }
+    trained = check_tokenizer(transformers, os.path.join(root, "tokenizer"))
+    results["tokenizer"] = {**trained, "ok": trained.get("tokenizer_ids_identical", False)}
     assert not any(m == "symbert" or m.startswith("symbert.") for m in sys.modules), "the project was imported"
     with open(os.path.join(root, "saved_by.txt")) as file:
         saved_by = file.read()
@@ -164,13 +211,14 @@ def load(root, report_path):
         cases = [r for r in results.values() if key in r]
         return f"{sum(bool(r[key]) for r in cases)}/{len(cases)}"
 
-    changed = sum(len(r["changed_on_load"]) + len(r["not_in_file"]) for r in results.values())
-    max_diff = max(r["max_abs_diff"] for r in results.values())
+    changed = sum(len(r.get("changed_on_load", [])) + len(r.get("not_in_file", [])) for r in results.values())
+    max_diff = max(r["max_abs_diff"] for r in results.values() if "max_abs_diff" in r)
     ok = all(r["ok"] for r in results.values())
     print(
         f"| {saved_by} | {transformers.__version__} | {count('remote_code')} | {count('outputs_identical')} "
         f"({max_diff:.1e}) | {changed} | {count('tied_after_load')} | {count('tied_after_resize')} | "
-        f"{count('qa_pipeline') if has_qa_pipeline() else 'removed'} | {'pass' if ok else 'FAIL'} |"
+        f"{count('qa_pipeline') if has_qa_pipeline() else 'removed'} | {count('tokenizer_ids_identical')} | "
+        f"{'pass' if ok else 'FAIL'} |"
     )
     return ok
 
