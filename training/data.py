@@ -263,8 +263,8 @@ def cached_wordpiece(vocab_size):
     unreadable. The folder appears whole (written under a temporary name, then renamed); the lock makes parallel runs
     on one machine train it once."""
     digest = hashlib.sha256(EMBEDDED_CORPUS.read_bytes()).hexdigest()[:16]
-    # "bert-": saved as BertTokenizer; older caches ("wordpiece-...") saved under 5.x name a class 4.x lacks
-    folder = cache_dir() / "tokenizers" / f"bert-wordpiece-{vocab_size}-{digest}"
+    # "-bert": saved as BertTokenizer; older caches (no suffix) saved under 5.x name a class 4.x lacks
+    folder = cache_dir() / "tokenizers" / f"wordpiece-{vocab_size}-{digest}-bert"
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{folder}.lock"):
