@@ -23,7 +23,6 @@ each checkpoint becomes a branch `step-N` with one commit of its own; all reposi
 The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfApi`.
 """
 
-import argparse
 import hashlib
 import json
 import math
@@ -48,7 +47,7 @@ from transformers import AutoTokenizer
 
 import symbert
 from symbert import SymBertConfig, SymBertForMaskedLM, modeling_symbert
-from symbert.cli import UserError, run_command
+from symbert.cli import UserError, command_parser, run_command
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import tiny_random
 from symbert.training.reporting import load_log_history, plot_losses
@@ -940,7 +939,7 @@ def show(stages, args):
 
 
 def parse_arguments(argv):
-    parser = argparse.ArgumentParser(prog="symbert-release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(__doc__)  # parser.error raises a one-line UserError
     parser.add_argument("models", nargs="*", help="symbert-pretrain output folders, or folders holding them")
     parser.add_argument("--namespace", required=True, help="Hub user or organisation that will own the repositories")
     parser.add_argument("--results", nargs="*", default=[], help="glue_results.json files, or folders searched for them")

@@ -12,6 +12,7 @@ import pytest
 
 from symbert import onnx_export, parameter_table, symmetry
 from symbert.cli import UserError
+from symbert.hub_cards import release
 from symbert.training import glue, pretrain
 
 COMMANDS = {
@@ -20,6 +21,7 @@ COMMANDS = {
     "symbert-symmetry": symmetry,
     "symbert-pretrain": pretrain,
     "symbert-glue": glue,
+    "symbert-release": release,
 }
 
 
@@ -63,8 +65,9 @@ def test_pretrain_help_lists_recipes_and_shows_their_values(monkeypatch, capsys)
     assert option_help(text, "--learning_rate").endswith("(default: 5e-05)")  # the Trainer's, without a recipe
     assert text.index("Data arguments:") < text.index("Trainer arguments") < text.index("--learning_rate")
     with_recipe = help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe", "cpu-demo")
-    assert option_help(with_recipe, "--learning_rate").endswith("(default: 0.001)")
-    assert option_help(with_recipe, "--max_seq_length").endswith("(default: 128)")
+    recipe = json.loads((pretrain.RECIPES_DIR / "cpu-demo.json").read_text())
+    assert option_help(with_recipe, "--learning_rate").endswith(f"(default: {recipe['learning_rate']})")
+    assert option_help(with_recipe, "--max_seq_length").endswith(f"(default: {recipe['max_seq_length']})")
     assert option_help(help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe=paper-base"), "--size").endswith(
         "(default: base)"
     )
@@ -98,6 +101,7 @@ USER_ERRORS = {
     "symbert-symmetry": (["./no/such/model"], "no/such/model"),
     "symbert-pretrain": (["--size", "huge", "--output_dir", "{tmp}"], "'huge'"),
     "symbert-glue": (["--model", "m", "--tasks", "rte,nope", "--output_dir", "{tmp}"], "nope"),
+    "symbert-release": (["--tiny_random", "--namespace", "my-org", "--checkpoints", "1,x"], "'1,x'"),
 }
 ARGPARSE_ERRORS = {  # argparse's own errors (unknown option, value of the wrong type) are one line too
     "symbert-params": (["--sises", "tiny"], "--sises"),
@@ -105,6 +109,7 @@ ARGPARSE_ERRORS = {  # argparse's own errors (unknown option, value of the wrong
     "symbert-symmetry": ([], "model"),
     "symbert-pretrain": (["--max_steps", "ten", "--output_dir", "{tmp}"], "'ten'"),
     "symbert-glue": (["--model", "m", "--learning_rte", "1e-5"], "--learning_rte"),
+    "symbert-release": (["--tiny_random"], "--namespace"),
 }
 
 

@@ -16,7 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard, RepoFile
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard
+from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x releases transformers 4.x needs
 from huggingface_hub.errors import RevisionNotFoundError
 from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
