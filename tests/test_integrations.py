@@ -36,8 +36,10 @@ def symbert_config(attention_type):
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return BertTokenizerFast(vocab={token: index for index, token in enumerate(VOCAB)})
+def tokenizer(tmp_path_factory):
+    vocab_file = tmp_path_factory.mktemp("vocab") / "vocab.txt"  # a file: 4.x's BertTokenizerFast takes no dict
+    vocab_file.write_text("\n".join(VOCAB) + "\n")
+    return BertTokenizerFast(vocab_file=str(vocab_file))
 
 
 def save_with_tokenizer(model, tokenizer, folder):

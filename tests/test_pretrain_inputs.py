@@ -85,8 +85,9 @@ def refused(argv, capsys, monkeypatch):
         (["--learning_rate", "0"], "learning_rate=0.0 is not allowed"),
         (["--learning_rate=-1e-4"], "learning_rate=-0.0001 is not allowed"),
         (["--weight_decay", "-0.01"], "weight_decay=-0.01 is not allowed; it must be a finite number ≥ 0"),
-        (["--warmup_steps", "nan"], "warmup_steps=nan is not allowed"),
-        (["--warmup_steps", "-1"], "warmup_steps = -1.0, Expected value warmup_steps >= 0"),  # TrainingArguments' own
+        (["--warmup_steps", "nan"], r"warmup_steps=nan is not allowed|--warmup_steps.*invalid int value: 'nan'"),  # 4.x: int
+        # TrainingArguments' own check (5.x; 4.x words it differently)
+        (["--warmup_steps", "-1"], r"warmup_steps = -1.0, Expected value warmup_steps >= 0|warmup_steps must be .* 0 or a positive"),
         (["--adam_beta2", "1"], r"adam_beta2=1.0 is not allowed; it must be in \[0, 1\)"),
         (["--adam_epsilon=-1e-8"], "adam_epsilon=-1e-08 is not allowed"),
         (["--max_grad_norm", "nan"], "max_grad_norm=nan is not allowed"),
@@ -263,7 +264,8 @@ def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkey
     monkeypatch.setattr(sys, "argv", ["symbert-pretrain"])
     main(run_args)
     out = capsys.readouterr().out
-    assert f"The cached tokenizer {folder} is unreadable (JSONDecodeError); training it again.\n" in out
+    # the error's class is the JSON parser's (5.x) or the tokenizers library's (4.x)
+    assert re.search(rf"^The cached tokenizer {re.escape(str(folder))} is unreadable \(\w+\); training it again\.$", out, re.M)
     rebuilt = json.loads(saved.read_text())["model"]["vocab"]  # complete JSON again, of the same size (the trainer's
     assert len(rebuilt) == len(first) == 300  # tie order may differ between trainings: see README)
     assert json.loads((tmp_path / "run" / "training_summary.json").read_text())["steps"] == 2

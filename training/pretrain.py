@@ -64,6 +64,14 @@ from symbert.training.reporting import (
 RECIPES_DIR = Path(__file__).parent / "recipes"
 
 
+TRAINER_HAS_OVERWRITE = "overwrite_output_dir" in {f.name for f in fields(TrainingArguments)}
+
+
+def overwrite_requested(model_args, training_args):
+    """--overwrite_output_dir, parsed into our arguments (transformers 5) or the Trainer's (4.x)."""
+    return getattr(model_args, "overwrite_output_dir", False) or getattr(training_args, "overwrite_output_dir", False)
+
+
 @dataclass
 class ModelArguments:
     _argument_group_name = "Model and run arguments"
@@ -81,11 +89,12 @@ class ModelArguments:
     target_eval_loss: float | None = field(
         default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
     )
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": "train from scratch into an output folder that already holds a finished run (its "
-                  "checkpoints are deleted); without it such a folder is an error, and an unfinished run resumes"},
-    )  # fmt: skip
+    if not TRAINER_HAS_OVERWRITE:  # transformers 4.x's TrainingArguments has its own --overwrite_output_dir
+        overwrite_output_dir: bool = field(
+            default=False,
+            metadata={"help": "train from scratch into an output folder that already holds a finished run (its "
+                      "checkpoints are deleted); without it such a folder is an error, and an unfinished run resumes"},
+        )  # fmt: skip
 
 
 @dataclass
@@ -408,7 +417,7 @@ def resume_checkpoint(model_args, training_args):
             raise UserError(f"resume_from_checkpoint={str(checkpoint)!r} cannot be resumed from: {problem}.")
         return str(checkpoint)
     output_dir = Path(training_args.output_dir)
-    if model_args.overwrite_output_dir or not output_dir.is_dir():
+    if overwrite_requested(model_args, training_args) or not output_dir.is_dir():
         return None
     if (output_dir / "training_summary.json").is_file():
         raise UserError(
@@ -553,7 +562,7 @@ def pretrain_in_locked_folder(model_args, data_args, training_args, resume):
     )
 
     callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
-    if model_args.overwrite_output_dir and not resume:
+    if overwrite_requested(model_args, training_args) and not resume:
         callbacks.append(RemoveStaleCheckpoints())
     trainer = SymBertPretrainingTrainer(
         model=model,
