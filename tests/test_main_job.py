@@ -3,6 +3,7 @@ on exactly the Trainer's eval masks."""
 
 import json
 import math
+import os
 import random
 from types import SimpleNamespace
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from symbert.training import data
-from symbert.training.pretrain import FILL_MASK_SENTENCES, eval_comparison, main
+from symbert.training.pretrain import FILL_MASK_SENTENCES, eval_comparison, main, set_torch_threads
 from symbert.training.reporting import masked_token_scores, unigram_baseline
 
 
@@ -77,3 +78,20 @@ def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
 
 def json_log(output_dir):
     return json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
+
+
+@pytest.mark.parametrize("load, threads", [(0.1, 2), (1.2, 1), (7.5, 1)])
+def test_torch_threads_are_the_idle_cores(monkeypatch, load, threads):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    before = torch.get_num_threads()
+    try:
+        set_torch_threads(SimpleNamespace(use_cpu=True, world_size=1))
+        assert torch.get_num_threads() == threads
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stays
+        torch.set_num_threads(3)
+        set_torch_threads(SimpleNamespace(use_cpu=True, world_size=1))
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)

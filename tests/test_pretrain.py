@@ -23,7 +23,7 @@ from symbert.training.pretrain import (
     run,
 )
 
-from conftest import tiny_config
+from conftest import file_names, tiny_config
 
 WORDS = (
     "the a river man woman house walked slowly along bank old young city night morning light water stone road "
@@ -92,6 +92,10 @@ def assert_same_training(output_dir, reference):
     weights_a, weights_b = load_file(reference / "model.safetensors"), load_file(output_dir / "model.safetensors")
     assert weights_a.keys() == weights_b.keys()
     for name in weights_a:
+        if name.endswith("attention.self.key.bias"):
+            # softmax cancels the key bias, so its exact gradient is 0 and Adam turns rounding noise into lr-sized
+            # steps: it differs between two processes' runs (by ~4e-4 under transformers 4.54) while the rest agree
+            continue
         torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
 
 
@@ -236,7 +240,7 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     checkpoint = output_dir / "checkpoint-8"  # renamed into place once both processes wrote their RNG state
     assert checkpoint_problem(checkpoint) is None and (checkpoint / "rng_state_1.pth").is_file()
     assert not (output_dir / STAGING_DIR).exists()
-    assert sorted(p.name for p in output_dir.iterdir() if p.is_file()) == sorted(
+    assert file_names(p.name for p in output_dir.iterdir() if p.is_file()) == sorted(
         ["config.json", "configuration_symbert.py", "loss.png", "metrics.csv", "metrics.json", "model.safetensors",
          "modeling_symbert.py", "tokenizer.json", "tokenizer_config.json", "trainer_state.json", "training_args.bin",
          "training_summary.json", ".pretrain.lock"]

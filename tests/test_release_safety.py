@@ -147,7 +147,9 @@ def test_summary_without_training_arguments_is_refused(run, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         release.main(release_args(older, run, output))
     error = capsys.readouterr().err
-    assert exit.value.code == 2 and error.count("\n") == 1 and "Traceback" not in error
+    # one error line (a notice may come first where huggingface_hub lacks the .eval_results format)
+    lines = [line for line in error.splitlines() if not line.startswith("notice: ")]
+    assert exit.value.code == 2 and len(lines) == 1 and "Traceback" not in error
     assert error.endswith("pre-train again.\n") and f"{older}/training_summary.json lacks 'training_arguments'" in error
     no_seed = copy_run(run.folder, tmp_path / "no-seed")
     summary = json.loads((no_seed / "training_summary.json").read_text())
@@ -272,7 +274,8 @@ def test_push_without_a_reachable_hub_is_one_line(run, tmp_path):
     result = run_release(release_args(run.folder, run, tmp_path / "staged", "--push"), HF_ENDPOINT=endpoint)
     last_line = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert last_line.startswith(f"symbert-release: error: cannot reach the Hugging Face Hub ({endpoint}: ConnectError: ")
+    # httpx's ConnectError (huggingface_hub 1.x and later) or requests' ConnectionError (0.x)
+    assert re.match(rf"symbert-release: error: cannot reach the Hugging Face Hub \({re.escape(endpoint)}: Connect(ion)?Error: ", last_line)
     assert last_line.endswith("): nothing was pushed.") and "Connection refused" in last_line
     assert "Validated 1 staged folders" in result.stdout  # it got as far as pushing
 
@@ -292,5 +295,7 @@ def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, m
     args = SimpleNamespace(force=False, tag="v0.1.0", private=False, collection=None, namespace=NAMESPACE)
     with pytest.raises(UserError) as error:
         release.push_or_explain(staged.stages, HfApi(token="hf_notARealToken"), args)
-    assert str(error.value).startswith(f"cannot reach the Hugging Face Hub ({release.constants.ENDPOINT}: OfflineModeIsEnabled: Cannot reach ")
+    # huggingface_hub 0.x reads offline mode once, so it tries the network and fails to connect instead
+    hub = re.escape(release.constants.ENDPOINT)
+    assert re.match(rf"cannot reach the Hugging Face Hub \({hub}: (OfflineModeIsEnabled: Cannot reach |ConnectionError: )", str(error.value))
     assert str(error.value).endswith("offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable.): nothing was pushed.")
