@@ -35,15 +35,13 @@ import torch
 import transformers
 from transformers import BertConfig, BertForMaskedLM
 
-from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
+from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.training.reporting import write_atomically
 
 from machine import describe_machine  # benchmarks/machine.py
 
 PRECISIONS = ("fp32", "bf16")
 IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
-# Issue targets: base size, training tokens/s relative to BERT (each type's FLOP saving).
-TRAIN_SPEED_TARGETS = {"original": 1.00, "symmetric": 1.06, "pairwise": 1.05, "shared": 1.12, "mhe_add": 1.15, "mhe_mul": 1.15}
 BERT = "bert"
 
 
@@ -120,21 +118,12 @@ def build_models(size, types, vocab_size, implementation, device):
 
 def training_flops_per_token(config, seq_len):
     """Matrix-product FLOPs of one training token: 3 × forward (backward is two products per forward product).
-    Elementwise work, softmax and layer norms are left out."""
-    h, n, f, vocab = config.hidden_size, config.num_attention_heads, config.intermediate_size, config.vocab_size
-    d = h // n
-    qkv = {
-        "original": 3 * h * h,
-        "symmetric": 2 * h * h,
-        "pairwise": 2 * h * h + n * d * d,  # Q·S: a d×d product per head
-        "shared": h * h,
-        "mhe_add": 3 * h * d,
-        "mhe_mul": 3 * h * d,
-    }[config.attention_type]
-    scores_and_values = 2 * seq_len * h  # q·kᵀ and p·v over seq_len keys
-    per_layer = qkv + scores_and_values + h * h + 2 * h * f  # + attention output + FFN
-    head = h * h + h * vocab  # MLM transform + decoder
-    return 3 * 2 * (config.num_hidden_layers * per_layer + head)
+    Elementwise work, softmax and layer norms are left out. The self-attention's own part is its class's."""
+    h, f, vocab = config.hidden_size, config.intermediate_size, config.vocab_size
+    attention = attention_class(config.attention_type).forward_flops_per_token(config, seq_len)
+    per_layer = attention + 2 * (h * h + 2 * h * f)  # + attention output + FFN
+    head = 2 * (h * h + h * vocab)  # MLM transform + decoder
+    return 3 * (config.num_hidden_layers * per_layer + head)
 
 
 def mlm_batch(batch_size, seq_len, vocab_size, device, seed=0):
@@ -283,7 +272,8 @@ def benchmark_setting(args, device, size, seq_len, precision, implementation):
         row["train_ratio"] = row["train_tokens_per_s"] / bert["train_tokens_per_s"]
         row["inference_ratio"] = row["inference_tokens_per_s"] / bert["inference_tokens_per_s"]
         row["memory_ratio"] = row["memory_bytes"] / bert["memory_bytes"]
-        target = TRAIN_SPEED_TARGETS.get(row["model"]) if size == "base" else None
+        # the issue's targets (each type's FLOP saving), at base size
+        target = attention_class(row["model"]).train_speed_target if size == "base" and row["model"] != BERT else None
         row["train_target"] = target
         row["meets_target"] = None if target is None else row["train_ratio"] >= target and row["memory_ratio"] <= 1.0
     return rows

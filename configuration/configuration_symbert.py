@@ -28,7 +28,6 @@ except ImportError:  # transformers 4.x
     from transformers import PretrainedConfig as PreTrainedConfig
 
 
-ATTENTION_TYPES = ("original", "symmetric", "pairwise", "shared", "mhe_add", "mhe_mul")
 PAIRWISE_INITS = ("normal", "identity")
 PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
@@ -60,9 +59,11 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
     Configuration of a SymBERT model: every [`BertConfig`] field with BERT's defaults (bert-base-uncased), plus
 
     attention_type (`str`, defaults to `"original"`):
-        The self-attention compatibility function, one of `ATTENTION_TYPES`:
-        `original` (BERT), `symmetric` (K = Q), `pairwise` (Q·S·Qᵀ), `shared` (Q, K, V diagonal scalings of one
-        projection), `mhe_add` / `mhe_mul` (one single-head projection plus per-head embeddings).
+        The self-attention compatibility function: a type registered in `modeling_symbert` (`ATTENTION_TYPES`; each
+        is one `SymBertSelfAttention` subclass, whose docstring says what it computes).
+    num_key_value_heads (`int`, *optional*):
+        Key/value heads of the types that share them between groups of query heads (`gqa`); a divisor of
+        `num_attention_heads` (1: multi-query attention). `None`: the type's default.
     pairwise_init (`str`, defaults to `"normal"`):
         Initialisation of the pairwise matrices S: `normal` (i.i.d. N(0, 1), as in the paper) or `identity`
         (then `pairwise` starts out equal to `symmetric`).
@@ -99,6 +100,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         eos_token_id=None,
         tie_word_embeddings=True,
         attention_type="original",
+        num_key_value_heads=None,
         pairwise_init="normal",
         sparse_prediction=False,
         **kwargs,
@@ -123,6 +125,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         self.eos_token_id = eos_token_id
         self.tie_word_embeddings = tie_word_embeddings
         self.attention_type = attention_type
+        self.num_key_value_heads = num_key_value_heads
         self.pairwise_init = pairwise_init
         self.sparse_prediction = sparse_prediction
         self.validate()
@@ -143,7 +146,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         if config_dict.get("model_type") == cls.model_type and "attention_type" not in {**config_dict, **kwargs}:
             raise ValueError(
                 "attention_type is missing from the saved config.json; add it, one of: "
-                f"{', '.join(ATTENTION_TYPES)} (the type the weights were trained with)."
+                f"{', '.join(attention_types())} (the type the weights were trained with)."
             )
         loaded = super().from_dict(config_dict, **kwargs)
         # from_pretrained's overrides are set after __init__, so check the final config here
@@ -159,7 +162,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
 
         Runs at construction, on `from_pretrained` overrides, on load and before saving. transformers 5 also calls
         it from `save_pretrained` (its strict-dataclass hook); its own checks of the common fields run as well."""
-        enums = {"attention_type": ATTENTION_TYPES, "pairwise_init": PAIRWISE_INITS, "problem_type": PROBLEM_TYPES}
+        enums = {"attention_type": attention_types(), "pairwise_init": PAIRWISE_INITS, "problem_type": PROBLEM_TYPES}
         for name, allowed in enums.items():
             value = getattr(self, name)
             if value not in allowed:
@@ -186,6 +189,14 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
             raise ValueError(
                 f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; "
                 "hidden_size must be a multiple of the number of heads."
+            )
+        kv_heads = self.num_key_value_heads
+        if kv_heads is not None and (
+            not _is_number(kv_heads, numbers.Integral) or kv_heads <= 0 or self.num_attention_heads % kv_heads
+        ):
+            raise ValueError(
+                f"num_key_value_heads={kv_heads!r} is invalid; it must be None or a positive divisor of "
+                f"num_attention_heads={self.num_attention_heads}."
             )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)
@@ -214,7 +225,16 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
             super().validate()
 
 
+def attention_types():
+    """The registered attention types. The registry lives with the attention classes in modeling_symbert, which
+    imports this file, so it is imported here, when a config is checked; a saved folder holds both files, and
+    transformers copies modeling_symbert along with this file, which imports it relatively."""
+    from .modeling_symbert import ATTENTION_TYPES
+
+    return ATTENTION_TYPES
+
+
 def _is_number(value, kind=numbers.Real):
     return isinstance(value, kind) and not isinstance(value, bool)
 
-__all__ = ["ATTENTION_TYPES", "PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]
+__all__ = ["PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]

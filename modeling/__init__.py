@@ -15,8 +15,9 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from .configuration_symbert import ATTENTION_TYPES, PAIRWISE_INITS, SIZE_PRESETS, SymBertConfig
+from .configuration_symbert import PAIRWISE_INITS, SIZE_PRESETS, SymBertConfig
 from .modeling_symbert import (
+    ATTENTION_TYPES,
     SymBertForMaskedLM,
     SymBertForMultipleChoice,
     SymBertForQuestionAnswering,
@@ -24,6 +25,10 @@ from .modeling_symbert import (
     SymBertForTokenClassification,
     SymBertModel,
     SymBertPreTrainedModel,
+    SymBertSelfAttention,
+    attention_class,
+    register_attention,
+    unregister_attention,
 )
 
 AUTO_CLASSES = {
@@ -53,4 +58,8 @@ __all__ = [
     "SymBertForTokenClassification",
     "SymBertModel",
     "SymBertPreTrainedModel",
+    "SymBertSelfAttention",
+    "attention_class",
+    "register_attention",
+    "unregister_attention",
 ]

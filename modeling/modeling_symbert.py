@@ -22,11 +22,12 @@ torch/transformers and its flat sibling, never the `symbert` package.
 """
 
 
+import json
 from pathlib import Path
 
 import torch
 import transformers
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from transformers import PreTrainedModel
@@ -126,7 +127,10 @@ def _check_index_range(name, ids, size, config_field):
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """softmax(q·kᵀ·scaling + mask)·v, returning the probabilities too (for `output_attentions`)."""
+    """softmax(q·kᵀ·scaling + mask)·v, returning the probabilities too (for `output_attentions`). Key/value heads
+    shared by a group of query heads (grouped-query attention) are repeated for each head of their group."""
+    key = key.repeat_interleave(module.num_key_value_groups, dim=1)
+    value = value.repeat_interleave(module.num_key_value_groups, dim=1)
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         attn_weights = attn_weights + attention_mask
@@ -151,8 +155,27 @@ def _eager_attention_mask(attention_mask, dtype):
 
 
 class SymBertSelfAttention(nn.Module):
-    """The forward every variant shares. A subclass defines its parameters and `project`, which maps hidden states
-    [batch, seq, hidden] to per-head (query, key, value) tensors [batch, heads, seq, head_size]."""
+    """The forward every attention type shares, and what the rest of the project asks of a type.
+
+    A subclass defines its parameters and `project`, which maps hidden states [batch, seq, hidden] to per-head query
+    [batch, heads, seq, head_size] and key, value [batch, key_value_heads, seq, head_size] (fewer key/value heads than
+    query heads is grouped-query attention: the attention interface shares each key/value head within its group).
+    Next to them it states its initialisation, the parameters without weight decay, its cost (parameters, FLOPs), its
+    score form for the symmetry analysis and its model-card facts; `register_attention` makes it an `attention_type`.
+    """
+
+    attention_type = None  # set by register_attention
+    # Names of this module's own parameters that take no weight decay (besides biases, as for every module).
+    no_weight_decay = ()
+    # True when every head's score form is symmetric whatever the weights; the symmetry analysis then reports 1.
+    symmetric_by_construction = False
+    # Training tokens/s relative to BERT that the base size should reach (the type's FLOP saving); None: no target.
+    train_speed_target = None
+    # Model-card facts: the compatibility function in words (Markdown), what the paper leaves open as fixed here
+    # ("{pairwise_init}" is filled in), and the papers as citation key -> BibTeX.
+    formula = ""
+    open_choices = ()
+    papers = {}
 
     def __init__(self, config, layer_idx=None):
         super().__init__()
@@ -160,16 +183,47 @@ class SymBertSelfAttention(nn.Module):
         self.num_attention_heads = config.num_attention_heads
         self.attention_head_size = config.hidden_size // config.num_attention_heads
         self.all_head_size = config.hidden_size
+        self.num_key_value_groups = 1  # query heads per key/value head; read by the sdpa interface
         self.scaling = self.attention_head_size**-0.5
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.is_causal = False  # read by the sdpa and flash interfaces
         self.layer_idx = layer_idx
 
     def split_heads(self, x):
-        return x.view(*x.shape[:-1], self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        return x.view(*x.shape[:-1], -1, self.attention_head_size).transpose(1, 2)
 
     def project(self, hidden_states):
         raise NotImplementedError
+
+    def init_weights(self):
+        """Initialise the parameters that are not BERT's (Linear layers are initialised as BERT's by the model)."""
+
+    def from_bert_tensors(self, bert_tensors):
+        """Set parameters that BERT has under another shape from BERT's tensors of this layer (name -> tensor, e.g.
+        "key.weight"); returns the names set. By default none: such tensors are initialised as for a new model."""
+        return []
+
+    @classmethod
+    def qkv_parameters(cls, config):
+        """Parameters of one layer's module (its query, key and value side), as a formula."""
+        raise NotImplementedError
+
+    @classmethod
+    def projection_macs(cls, config):
+        """Multiply-accumulates per token of the projections that build Q, K and V."""
+        raise NotImplementedError
+
+    @classmethod
+    def forward_flops_per_token(cls, config, seq_len):
+        """Matrix-product FLOPs of one token through this module's forward: the projections, then q·kᵀ and p·v over
+        `seq_len` keys in every query head."""
+        return 2 * (cls.projection_macs(config) + 2 * seq_len * config.hidden_size)
+
+    @classmethod
+    def score_forms(cls, weights, num_heads):
+        """Each head's bilinear score form M_i [heads, ·, ·] (x·M_i·yᵀ, biases aside) from one layer's saved tensors
+        (name -> tensor, e.g. "query.weight"); None when the type has no such analysis."""
+        return None
 
     # trf-ignore: TRF045 (the flag picks the eager function, the only one that returns weights, under any backend)
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
@@ -196,14 +250,102 @@ class SymBertSelfAttention(nn.Module):
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
+# trf-ignore: TRF052 (attention_type -> variant, not backend: each class dispatches through ALL_ATTENTION_FUNCTIONS)
+SYMBERT_SELF_ATTENTION_CLASSES = {}  # attention_type -> class: the one list of attention types
+ATTENTION_TYPES = SYMBERT_SELF_ATTENTION_CLASSES.keys()  # a live view: types registered later are in it
+
+
+def register_attention(name, attention_class):
+    """Make `attention_class` (a `SymBertSelfAttention` subclass) the self-attention of `attention_type=name`: the
+    config, the models, pre-training, the benchmarks, the symmetry analysis, the parameter table and the model cards
+    all find it here. Returns the class, so it also works as a decorator via `functools.partial`."""
+    if not (isinstance(attention_class, type) and issubclass(attention_class, SymBertSelfAttention)):
+        raise ValueError(f"register_attention({name!r}, {attention_class!r}): the class must subclass SymBertSelfAttention.")
+    if name in SYMBERT_SELF_ATTENTION_CLASSES and SYMBERT_SELF_ATTENTION_CLASSES[name] is not attention_class:
+        raise ValueError(f"attention_type {name!r} is already registered ({SYMBERT_SELF_ATTENTION_CLASSES[name].__name__}).")
+    attention_class.attention_type = name
+    SYMBERT_SELF_ATTENTION_CLASSES[name] = attention_class
+    return attention_class
+
+
+def unregister_attention(name):
+    """Undo `register_attention(name, ...)`."""
+    SYMBERT_SELF_ATTENTION_CLASSES.pop(name)
+
+
+def attention_class(attention_type):
+    """The registered class of `attention_type`; ValueError naming the registered types otherwise."""
+    if attention_type not in SYMBERT_SELF_ATTENTION_CLASSES:
+        raise ValueError(
+            f"attention_type={attention_type!r} is not supported; allowed: {', '.join(SYMBERT_SELF_ATTENTION_CLASSES)}."
+        )
+    return SYMBERT_SELF_ATTENTION_CLASSES[attention_type]
+
+
+DEVLIN_2019 = """@inproceedings{devlin-etal-2019-bert,
+  title     = {{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding},
+  author    = {Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
+  booktitle = {Proceedings of NAACL-HLT 2019},
+  year      = {2019},
+  pages     = {4171--4186},
+  doi       = {10.18653/v1/N19-1423}
+}"""
+COURTOIS_2024 = """@inproceedings{courtois-etal-2024-symmetric,
+  title     = {Symmetric Dot-Product Attention for Efficient Training of {BERT} Language Models},
+  author    = {Courtois, Martin and Ostendorff, Malte and Hennig, Leonhard and Rehm, Georg},
+  booktitle = {Findings of the Association for Computational Linguistics: ACL 2024},
+  year      = {2024},
+  pages     = {8002--8011},
+  doi       = {10.18653/v1/2024.findings-acl.476}
+}"""
+KOWSHER_2025 = """@inproceedings{kowsher-etal-2025-self,
+  title     = {Does Self-Attention Need Separate Weights in Transformers?},
+  author    = {Kowsher, Md and Prottasha, Nusrat Jahan and Yu, Chun-Nam and Garibay, Ozlem and Yousefi, Niloofar},
+  booktitle = {Proceedings of NAACL 2025 (Volume 3: Industry Track)},
+  year      = {2025},
+  pages     = {535--543},
+  doi       = {10.18653/v1/2025.naacl-industry.44}
+}"""
+XUE_2023 = """@inproceedings{xue-aletras-2023-pit,
+  title     = {Pit One Against Many: Leveraging Attention-head Embeddings for Parameter-efficient Multi-head Attention},
+  author    = {Xue, Huiyin and Aletras, Nikolaos},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2023},
+  year      = {2023},
+  pages     = {10355--10373},
+  doi       = {10.18653/v1/2023.findings-emnlp.695}
+}"""
+AINSLIE_2023 = """@inproceedings{ainslie-etal-2023-gqa,
+  title     = {{GQA}: Training Generalized Multi-Query Transformer Models from Multi-Head Checkpoints},
+  author    = {Ainslie, Joshua and Lee-Thorp, James and de Jong, Michiel and Zemlyanskiy, Yury and Lebr{\\'o}n, Federico and Sanghai, Sumit},
+  booktitle = {Proceedings of EMNLP 2023},
+  year      = {2023},
+  pages     = {4895--4901},
+  doi       = {10.18653/v1/2023.emnlp-main.298}
+}"""
+
+
 class SymBertOriginalSelfAttention(SymBertSelfAttention):
     """BERT: Q, K, V = X·W + b with three h×h projections."""
 
+    train_speed_target = 1.00
+    formula = (
+        "BERT's own self-attention: Q, K, V = X·W + b with three h×h projections; head i scores "
+        "`[Q]_i [K]_iᵀ / √d` and mixes the values `[V]_i`."
+    )
+    open_choices = ("Identical to BERT's self-attention; the only choices are the training recipe's.",)
+    papers = {"devlin": DEVLIN_2019, "courtois": COURTOIS_2024}  # its training and GLUE protocol are Courtois et al.'s
+
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
+        key_value_heads = self.key_value_heads(config)
+        self.num_key_value_groups = self.num_attention_heads // key_value_heads
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
-        self.key = nn.Linear(config.hidden_size, self.all_head_size)
-        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, key_value_heads * self.attention_head_size)
+        self.value = nn.Linear(config.hidden_size, key_value_heads * self.attention_head_size)
+
+    @classmethod
+    def key_value_heads(cls, config):
+        return config.num_attention_heads
 
     def project(self, hidden_states):
         return (
@@ -212,9 +354,77 @@ class SymBertOriginalSelfAttention(SymBertSelfAttention):
             self.split_heads(self.value(hidden_states)),
         )
 
+    @classmethod
+    def qkv_parameters(cls, config):
+        h, kv_size = config.hidden_size, cls.key_value_heads(config) * config.hidden_size // config.num_attention_heads
+        return h * h + h + 2 * (h * kv_size + kv_size)
+
+    @classmethod
+    def projection_macs(cls, config):
+        h, kv_size = config.hidden_size, cls.key_value_heads(config) * config.hidden_size // config.num_attention_heads
+        return h * h + 2 * h * kv_size
+
+    @classmethod
+    def score_forms(cls, weights, num_heads):
+        # M_i = [W_q]_iᵀ [W_k]_g(i), key/value head g(i) = i // group size
+        query = weights["query.weight"].unflatten(0, (num_heads, -1))  # [heads, d, h]
+        key = weights["key.weight"].unflatten(0, (-1, query.shape[1]))  # [key/value heads, d, h]
+        key = key.repeat_interleave(num_heads // key.shape[0], dim=0)
+        return query.transpose(1, 2) @ key  # [heads, h, d] @ [heads, d, h]
+
+
+class SymBertGroupedQuerySelfAttention(SymBertOriginalSelfAttention):
+    """Ainslie et al.: BERT's projections, but `num_key_value_heads` key/value heads, each shared by a group of
+    query heads (one: multi-query attention; `num_attention_heads`: BERT)."""
+
+    formula = (
+        "BERT's projections, except that K and V have g = `num_key_value_heads` heads (h×(g·d) projections) and each "
+        "serves a group of n/g query heads: head i scores `[Q]_i [K]_{⌊i·g/n⌋}ᵀ / √d` and mixes `[V]_{⌊i·g/n⌋}`. "
+        "h² + h + 2(h·d·g + d·g) attention parameters per layer; g = 1 is multi-query attention, g = n is BERT."
+    )
+    open_choices = (
+        "Without `num_key_value_heads` in the config, g is the largest divisor of n not above n/4 (at least 1).",
+        "Started from BERT (`from_bert`), each key and value head is the mean of its group's BERT heads, as in the "
+        "paper's uptraining; no further uptraining is done by `from_bert` itself.",
+    )
+    papers = {"ainslie": AINSLIE_2023}
+
+    @classmethod
+    def key_value_heads(cls, config):
+        # CODEPATH: gqa configs that set num_key_value_heads (any saved by `symbert-pretrain --config_overrides`)
+        # take it; those without it (from_preset, the parameter table) take the default.
+        if config.num_key_value_heads is not None:
+            return config.num_key_value_heads
+        heads = config.num_attention_heads
+        return max(g for g in range(1, max(1, heads // 4) + 1) if heads % g == 0)
+
+    def from_bert_tensors(self, bert_tensors):
+        """Mean-pool each group's BERT key and value heads into one head (the paper's conversion)."""
+        converted = []
+        for name in ("key.weight", "key.bias", "value.weight", "value.bias"):
+            parameter, tensor = self.get_parameter(name), bert_tensors.get(name)
+            if tensor is None or tensor.shape == parameter.shape:
+                continue  # missing, or loaded as it is (a group of one head)
+            # BERT's [n·d, ...] rows as [g, n/g, d, ...]: heads of one group are consecutive
+            groups = tensor.unflatten(0, (-1, self.num_key_value_groups, self.attention_head_size))
+            with torch.no_grad():
+                parameter.copy_(groups.mean(1).flatten(0, 1))
+            converted.append(name)
+        return converted
+
 
 class SymBertSymmetricSelfAttention(SymBertSelfAttention):
     """Courtois et al.: K is Q (same weight and bias), so each head's score matrix Q·Qᵀ is symmetric."""
+
+    symmetric_by_construction = True
+    train_speed_target = 1.06
+    formula = (
+        "Head i scores `[Q]_i [Q]_iᵀ / √d`: the key projection *is* the query projection (weight and bias), so every "
+        "head's score matrix is symmetric; values `[V]_i` as in BERT. No `key` tensor: 2h² + 2h attention parameters "
+        "per layer instead of 3h² + 3h."
+    )
+    open_choices = ("K is Q including the bias, as in the official code of Courtois et al. (2024).",)
+    papers = {"courtois": COURTOIS_2024}
 
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
@@ -225,15 +435,33 @@ class SymBertSymmetricSelfAttention(SymBertSelfAttention):
         query = self.split_heads(self.query(hidden_states))
         return query, query, self.split_heads(self.value(hidden_states))
 
+    @classmethod
+    def qkv_parameters(cls, config):
+        return 2 * (config.hidden_size**2 + config.hidden_size)
 
-class SymBertPairwiseSelfAttention(SymBertSelfAttention):
+    @classmethod
+    def projection_macs(cls, config):
+        return 2 * config.hidden_size**2
+
+
+class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
     """Courtois et al.: score Q·S·Qᵀ with a learned, unconstrained d×d matrix S per head.
     S is folded into the query, (Q·S, Q, V), so fused attention kernels apply."""
 
+    symmetric_by_construction = False
+    train_speed_target = 1.05
+    formula = (
+        "Head i scores `[Q]_i S_i [Q]_iᵀ / √d` with a learned, unconstrained d×d matrix S_i per head and layer (K is "
+        "Q, as in `symmetric`, but S_i makes the score asymmetric); values `[V]_i` as in BERT. 2h² + 2h + h²/n "
+        "attention parameters per layer."
+    )
+    open_choices = (
+        "S_i is unconstrained (not symmetric), one per head and layer.",
+        "S_i is initialised {pairwise_init}; the paper's text leaves this open, its own runs used i.i.d. N(0, 1).",
+    )
+
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
-        self.query = nn.Linear(config.hidden_size, self.all_head_size)
-        self.value = nn.Linear(config.hidden_size, self.all_head_size)
         head_size = self.attention_head_size
         self.pairwise = nn.Parameter(torch.empty(self.num_attention_heads, head_size, head_size))
 
@@ -241,9 +469,45 @@ class SymBertPairwiseSelfAttention(SymBertSelfAttention):
         query = self.split_heads(self.query(hidden_states))
         return torch.matmul(query, self.pairwise), query, self.split_heads(self.value(hidden_states))
 
+    def init_weights(self):
+        # CODEPATH: new pairwise models take "normal" (the paper's N(0, 1), the default) unless the config sets
+        # "identity" to start equal to symmetric; a loaded checkpoint takes neither, its S comes from the weights.
+        if self.config.pairwise_init == "identity":
+            eye = torch.eye(self.attention_head_size, dtype=self.pairwise.dtype, device=self.pairwise.device)
+            init.copy_(self.pairwise, eye.expand_as(self.pairwise))
+        else:  # the paper's N(0, 1): initial attention sharper than BERT's
+            init.normal_(self.pairwise, mean=0.0, std=1.0)
+
+    @classmethod
+    def qkv_parameters(cls, config):
+        head_size = config.hidden_size // config.num_attention_heads
+        return super().qkv_parameters(config) + config.num_attention_heads * head_size**2
+
+    @classmethod
+    def projection_macs(cls, config):
+        head_size = config.hidden_size // config.num_attention_heads
+        return super().projection_macs(config) + config.num_attention_heads * head_size**2  # Q·S per head
+
+    @classmethod
+    def score_forms(cls, weights, num_heads):
+        return weights["pairwise"]  # the learned S_i
+
 
 class SymBertSharedSelfAttention(SymBertSelfAttention):
     """Kowsher et al.: one projection U = X·W_s + b_s; Q, K, V are U scaled by learned diagonals δ_q, δ_k, δ_v."""
+
+    no_weight_decay = ("scale_q", "scale_k", "scale_v")  # multiplicative gains, like LayerNorm weights
+    symmetric_by_construction = True  # U·diag(δ_q ⊙ δ_k)·Uᵀ
+    train_speed_target = 1.12
+    formula = (
+        "One projection U = X·W_s + b_s gives Q = U⊙δ_q, K = U⊙δ_k, V = U⊙δ_v with learned vectors δ ∈ ℝ^h (diagonal "
+        "matrices); heads are split as in BERT and score `[Q]_i [K]_iᵀ / √d`. h² + 4h attention parameters per layer."
+    )
+    open_choices = (
+        "The bias b_s is shared like W_s; δ_q, δ_k, δ_v start at ones and get no weight decay (multiplicative gains, "
+        "like LayerNorm weights); the paper does not say.",
+    )
+    papers = {"kowsher": KOWSHER_2025}
 
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
@@ -258,10 +522,25 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
         scales = (self.scale_q, self.scale_k, self.scale_v)
         return tuple(self.split_heads(shared * scale.to(shared.dtype)) for scale in scales)
 
+    def init_weights(self):
+        for scale in (self.scale_q, self.scale_k, self.scale_v):
+            init.ones_(scale)
+
+    @classmethod
+    def qkv_parameters(cls, config):
+        return config.hidden_size**2 + 4 * config.hidden_size
+
+    @classmethod
+    def projection_macs(cls, config):
+        return config.hidden_size**2
+
 
 class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
     """Xue & Aletras: single-head projections q̃, k̃, ṽ (h→d) shared by all heads; head i combines them with its own
     embeddings e_i^Q, e_i^K, e_i^V (`head_embeddings[0|1|2, i]`). Subclasses choose the combination."""
+
+    train_speed_target = 1.15
+    papers = {"xue": XUE_2023}
 
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
@@ -283,26 +562,70 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
             projections.append(self.combine(single_head, embedding.to(single_head.dtype)))
         return tuple(projections)
 
+    @classmethod
+    def qkv_parameters(cls, config):
+        h, n = config.hidden_size, config.num_attention_heads
+        d = h // n
+        return 3 * (h * d + d) + 3 * n * d
+
+    @classmethod
+    def projection_macs(cls, config):
+        return 3 * config.hidden_size * (config.hidden_size // config.num_attention_heads)
+
+    @classmethod
+    def score_forms(cls, weights, num_heads):
+        query, key = weights["query.weight"], weights["key.weight"]  # single-head [d, h]
+        return (query.T @ key).expand(num_heads, -1, -1)  # the head embeddings only add linear terms
+
 
 class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
+    formula = (
+        "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses q̃ + e_i^Q, "
+        "k̃ + e_i^K and ṽ + e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters per layer."
+    )
+    open_choices = (
+        "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's 3nd "
+        "parameters over a single head; they start at N(0, 0.02²).",
+    )
+
     def combine(self, single_head, head_embedding):
         return single_head + head_embedding
 
+    def init_weights(self):
+        init.normal_(self.head_embeddings, mean=0.0, std=self.config.initializer_range)
+
 
 class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
+    no_weight_decay = ("head_embeddings",)  # multiplicative gains around 1
+    formula = (
+        "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses q̃⊙e_i^Q, "
+        "k̃⊙e_i^K and ṽ⊙e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters per layer."
+    )
+    open_choices = (
+        "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's 3nd "
+        "parameters over a single head; they start at 1 + N(0, 0.02²) and get no weight decay.",
+    )
+
     def combine(self, single_head, head_embedding):
         return single_head * head_embedding
 
+    def init_weights(self):
+        init.normal_(self.head_embeddings, mean=1.0, std=self.config.initializer_range)
 
-# trf-ignore: TRF052 (attention_type -> variant, not backend: each class dispatches through ALL_ATTENTION_FUNCTIONS)
-SYMBERT_SELF_ATTENTION_CLASSES = {
-    "original": SymBertOriginalSelfAttention,
-    "symmetric": SymBertSymmetricSelfAttention,
-    "pairwise": SymBertPairwiseSelfAttention,
-    "shared": SymBertSharedSelfAttention,
-    "mhe_add": SymBertMHEAddSelfAttention,
-    "mhe_mul": SymBertMHEMulSelfAttention,
-}
+    @classmethod
+    def score_forms(cls, weights, num_heads):
+        # W̃_qᵀ diag(e_i^Q ⊙ e_i^K) W̃_k
+        scales = weights["head_embeddings"][0] * weights["head_embeddings"][1]  # [heads, d]
+        return weights["query.weight"].T @ (scales[:, :, None] * weights["key.weight"])
+
+
+register_attention("original", SymBertOriginalSelfAttention)
+register_attention("symmetric", SymBertSymmetricSelfAttention)
+register_attention("pairwise", SymBertPairwiseSelfAttention)
+register_attention("shared", SymBertSharedSelfAttention)
+register_attention("mhe_add", SymBertMHEAddSelfAttention)
+register_attention("mhe_mul", SymBertMHEMulSelfAttention)
+register_attention("gqa", SymBertGroupedQuerySelfAttention)
 
 
 class SymBertSelfOutput(nn.Module):
@@ -320,7 +643,7 @@ class SymBertSelfOutput(nn.Module):
 class SymBertAttention(nn.Module):
     def __init__(self, config, layer_idx=None):
         super().__init__()
-        self.self = SYMBERT_SELF_ATTENTION_CLASSES[config.attention_type](config, layer_idx=layer_idx)
+        self.self = attention_class(config.attention_type)(config, layer_idx=layer_idx)
         self.output = SymBertSelfOutput(config)
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
@@ -449,29 +772,15 @@ class SymBertPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """BERT's initialisation, plus the spec's for the new attention parameters."""
+        """BERT's initialisation, plus each attention type's for its own parameters."""
         super()._init_weights(module)  # Linear, Embedding, LayerNorm as BERT
-        std = self.config.initializer_range
         if isinstance(module, SymBertLMPredictionHead):
             init.zeros_(module.bias)
         elif isinstance(module, SymBertEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
-        elif isinstance(module, SymBertPairwiseSelfAttention):
-            # CODEPATH: new pairwise models take "normal" (the paper's N(0, 1), the default) unless the config sets
-            # "identity" to start equal to symmetric; a loaded checkpoint takes neither, its S comes from the weights.
-            if self.config.pairwise_init == "identity":
-                eye = torch.eye(module.attention_head_size, dtype=module.pairwise.dtype, device=module.pairwise.device)
-                init.copy_(module.pairwise, eye.expand_as(module.pairwise))
-            else:  # the paper's N(0, 1): initial attention sharper than BERT's
-                init.normal_(module.pairwise, mean=0.0, std=1.0)
-        elif isinstance(module, SymBertSharedSelfAttention):
-            for scale in (module.scale_q, module.scale_k, module.scale_v):
-                init.ones_(scale)
-        elif isinstance(module, SymBertMHEAddSelfAttention):
-            init.normal_(module.head_embeddings, mean=0.0, std=std)
-        elif isinstance(module, SymBertMHEMulSelfAttention):
-            init.normal_(module.head_embeddings, mean=1.0, std=std)
+        elif isinstance(module, SymBertSelfAttention):
+            module.init_weights()
 
     @classmethod
     def _can_set_attn_implementation(cls):
@@ -527,21 +836,62 @@ class SymBertPreTrainedModel(PreTrainedModel):
     def from_bert(cls, bert_name_or_path, **kwargs):
         """Start any SymBERT variant from a BERT checkpoint (Hub id or folder).
 
-        Every tensor present in both with the same name and shape is copied; the others (e.g. the pairwise S, the
-        δ scales, or MHE's h→d projections) are initialised as for a new model. `kwargs` go to `from_pretrained`
-        and to the config, e.g. `attention_type="pairwise"`.
+        Every tensor present in both with the same name and shape is copied; an attention type may convert BERT's
+        tensors of another shape (`gqa` mean-pools each group's key and value heads); the others (e.g. the pairwise
+        S, the δ scales, or MHE's h→d projections) are initialised as for a new model. `kwargs` go to
+        `from_pretrained` and to the config, e.g. `attention_type="pairwise"`.
 
-        Returns `(model, new_parameters)`: the sorted names of the tensors that were not taken from BERT.
+        Returns `(model, new_parameters)`: the sorted names of the tensors that were not taken from BERT; the names
+        of the converted ones are logged and kept in `model.converted_from_bert`.
         """
+        subfolder = kwargs.get("subfolder") or ""
         kwargs.update(ignore_mismatched_sizes=True, output_loading_info=True)
         model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
         new_parameters = set(loading_info["missing_keys"]) | {name for name, *_ in _mismatched(loading_info)}
-        new_parameters = sorted(name for name in new_parameters if name in dict(model.named_parameters()))
+        new_parameters = {name for name in new_parameters if name in dict(model.named_parameters())}
+        converted = _convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters)
+        new_parameters = sorted(new_parameters - set(converted))
+        model.converted_from_bert = converted
         logger.warning(
             f"Initialised {cls.__name__} ({model.config.attention_type}) from {bert_name_or_path}; "
+            f"{len(converted)} tensors are converted from BERT's: {converted}; "
             f"{len(new_parameters)} tensors are new: {new_parameters}"
         )
         return model, new_parameters
+
+
+def _convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
+    """Let each self-attention module set its new tensors from BERT's (read from the checkpoint's safetensors);
+    the sorted names of those it converted."""
+    modules = {name: m for name, m in model.named_modules() if isinstance(m, SymBertSelfAttention)}
+    converts = any(type(m).from_bert_tensors is not SymBertSelfAttention.from_bert_tensors for m in modules.values())
+    if not converts or not any(ATTENTION_MARKER in name for name in new_parameters):
+        return []
+    bert_tensors = _bert_attention_tensors(bert_name_or_path, subfolder)
+    converted = []
+    for name, module in modules.items():
+        layer = int(name.split("encoder.layer.")[1].split(".")[0])
+        converted += [f"{name}.{tensor}" for tensor in module.from_bert_tensors(bert_tensors.get(layer, {}))]
+    return sorted(converted)
+
+
+def _bert_attention_tensors(name_or_path, subfolder=""):
+    """{layer: {"key.weight": tensor, ...}}: the self-attention tensors of a (possibly sharded) safetensors checkpoint."""
+    from transformers.utils import cached_file
+
+    def checkpoint_file(name, required=True):
+        return cached_file(name_or_path, name, subfolder=subfolder, _raise_exceptions_for_missing_entries=required)
+
+    index = checkpoint_file("model.safetensors.index.json", required=False)
+    shards = sorted(set(json.loads(Path(index).read_text())["weight_map"].values())) if index else ["model.safetensors"]
+    tensors = {}
+    for shard in shards:
+        with safe_open(checkpoint_file(shard), framework="pt") as file:
+            for name in file.keys():
+                if ATTENTION_MARKER in name and "encoder.layer." in name:
+                    layer = int(name.split("encoder.layer.")[1].split(".")[0])
+                    tensors.setdefault(layer, {})[name.split(ATTENTION_MARKER)[1]] = file.get_tensor(name)
+    return tensors
 
 
 def _mismatched(loading_info):
@@ -565,7 +915,7 @@ def _check_attention_tensors(attention_type, loading_info, name_or_path):
             f"layer's encoder.layer.N{ATTENTION_MARKER}*, missing from the checkpoint: {missing or 'none'}; "
             f"unexpected in it: {unexpected or 'none'}; of another shape: {reshaped or 'none'}. Set attention_type "
             "to the type the weights were trained with (one of: "
-            f"{', '.join(SYMBERT_SELF_ATTENTION_CLASSES)}); to start a variant from BERT weights, use from_bert."
+            f"{', '.join(ATTENTION_TYPES)}); to start a variant from BERT weights, use from_bert."
         )
 
 
@@ -1047,7 +1397,12 @@ class SymBertForQuestionAnswering(SymBertPreTrainedModel):
 
 
 __all__ = [
+    "ATTENTION_TYPES",
     "SYMBERT_SELF_ATTENTION_CLASSES",
+    "SymBertSelfAttention",
+    "attention_class",
+    "register_attention",
+    "unregister_attention",
     "SymBertForMaskedLM",
     "SymBertForMultipleChoice",
     "SymBertForQuestionAnswering",

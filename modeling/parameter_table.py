@@ -7,9 +7,9 @@ Markdown table. Models are built on the meta device: no memory used, no download
 
 import torch
 
-from .configuration_symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig
+from .configuration_symbert import SIZE_PRESETS, SymBertConfig
 from .cli import UserError, command_parser, run_command
-from .modeling_symbert import SymBertForMaskedLM
+from .modeling_symbert import ATTENTION_TYPES, SymBertForMaskedLM
 
 
 def count_parameters(size, attention_type):

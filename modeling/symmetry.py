@@ -5,12 +5,9 @@
 
 Head i of a layer scores tokens x, y with a bilinear form x·M_i·yᵀ (biases aside). Its symmetry is the share of M_i's
 energy in its symmetric part, ||(M_i + M_iᵀ)/2||_F² / ||M_i||_F²: 1 for a symmetric form, 0 for an antisymmetric
-one, about 0.5 for a random matrix. M_i per `attention_type` (W_* are the h→out weights, [·]_i head i's rows):
-
-- original (and BERT): M_i = [W_q]_iᵀ [W_k]_i, an h×h matrix.
-- pairwise: the learned d×d matrix S_i.
-- mhe_mul: W̃_qᵀ diag(e_i^Q ⊙ e_i^K) W̃_k; mhe_add: W̃_qᵀ W̃_k (the head embeddings only add linear terms).
-- symmetric (Q·Qᵀ) and shared (U·diag(δ_q ⊙ δ_k)·Uᵀ): symmetric by construction, reported as 1.
+one, about 0.5 for a random matrix. Each attention type's class says what M_i is (`score_forms`), e.g. for original
+(and BERT) M_i = [W_q]_iᵀ [W_k]_i, an h×h matrix; types symmetric by construction (symmetric, shared) are reported
+as 1.
 
 Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat map symmetry.png to --output_dir
 (default: the model folder).
@@ -25,9 +22,16 @@ import torch
 from safetensors.torch import load_file
 
 from .cli import UserError, command_parser, missing_local_path, run_command
+from .modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
 
-SYMMETRIC_BY_CONSTRUCTION = ("symmetric", "shared")
-SUPPORTED = ("original", "pairwise", "mhe_add", "mhe_mul") + SYMMETRIC_BY_CONSTRUCTION
+
+def supported():
+    """The attention types whose score forms the analysis knows (asked of each registered class)."""
+    return [
+        name
+        for name, cls in SYMBERT_SELF_ATTENTION_CLASSES.items()
+        if cls.symmetric_by_construction or cls.score_forms is not SymBertSelfAttention.score_forms
+    ]
 
 
 def symmetric_share(matrix):
@@ -38,16 +42,7 @@ def symmetric_share(matrix):
 
 def score_forms(weights, num_heads, attention_type):
     """The per-head matrices M_i [heads, ·, ·] of one layer, from its self-attention tensors (name → tensor)."""
-    if attention_type == "original":
-        query, key = (weights[name].unflatten(0, (num_heads, -1)) for name in ("query.weight", "key.weight"))
-        return query.transpose(1, 2) @ key  # [heads, h, d] @ [heads, d, h]
-    if attention_type == "pairwise":
-        return weights["pairwise"]
-    query, key = weights["query.weight"], weights["key.weight"]  # single-head [d, h]
-    if attention_type == "mhe_mul":
-        scales = weights["head_embeddings"][0] * weights["head_embeddings"][1]  # [heads, d]
-        return query.T @ (scales[:, :, None] * key)
-    return (query.T @ key).expand(num_heads, -1, -1)  # mhe_add
+    return SYMBERT_SELF_ATTENTION_CLASSES[attention_type].score_forms(weights, num_heads)
 
 
 def checkpoint_folder(model):
@@ -84,12 +79,12 @@ def analyse(model):
     if model_type not in ("bert", "symbert"):
         raise UserError(f"model_type={model_type!r} is not supported; allowed: bert, symbert")
     if model_type == "symbert" and "attention_type" not in config:
-        raise UserError(f"{folder / 'config.json'} has no attention_type; allowed: {', '.join(SUPPORTED)}")
+        raise UserError(f"{folder / 'config.json'} has no attention_type; allowed: {', '.join(supported())}")
     attention_type = config["attention_type"] if model_type == "symbert" else "original"
-    if attention_type not in SUPPORTED:
-        raise UserError(f"attention_type={attention_type!r} is not supported; allowed: {', '.join(SUPPORTED)}")
+    if attention_type not in supported():
+        raise UserError(f"attention_type={attention_type!r} is not supported; allowed: {', '.join(supported())}")
     layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
-    if attention_type in SYMMETRIC_BY_CONSTRUCTION:
+    if SYMBERT_SELF_ATTENTION_CLASSES[attention_type].symmetric_by_construction:
         return torch.ones(layers, heads), attention_type
 
     state = read_weights(folder)
@@ -157,7 +152,7 @@ def run(argv):
         raise UserError(f"pass --output_dir for the Hub model {args.model!r}")
 
     shares, attention_type = analyse(args.model)
-    note = " (symmetric by construction)" if attention_type in SYMMETRIC_BY_CONSTRUCTION else ""
+    note = " (symmetric by construction)" if SYMBERT_SELF_ATTENTION_CLASSES[attention_type].symmetric_by_construction else ""
     print(f"{args.model}: attention_type={attention_type}{note}; symmetric share of each head's score form\n")
     print(markdown_table(shares))
     csv_path, png_path = write_outputs(shares, f"{Path(args.model).name}: attention_type={attention_type}", output_dir)

@@ -185,3 +185,38 @@ def test_set_attn_implementation_switches_the_kernel():
     assert model.config._attn_implementation == "eager"
     weights = model.bert.encoder.layer[0].attention.self(torch.randn(1, 4, 128))[1]
     assert weights.shape == (1, 2, 4, 4)
+
+
+def test_gqa_shares_each_key_value_head_within_its_group():
+    model = model_for("gqa", num_attention_heads=4, num_key_value_heads=2)
+    attention = model.bert.encoder.layer[0].attention.self
+    assert attention.key.weight.shape == (64, 128) and attention.num_key_value_groups == 2
+    hidden_states = torch.randn(2, 5, 128)
+    query, key, value = attention.project(hidden_states)
+    assert query.shape == (2, 4, 5, 32) and key.shape == value.shape == (2, 2, 5, 32)
+    _, weights = attention(hidden_states, output_attentions=True)
+    for head in range(4):
+        expected = (query[:, head] @ key[:, head // 2].transpose(-1, -2) * attention.scaling).softmax(-1)
+        torch.testing.assert_close(weights[:, head], expected)
+
+
+def test_gqa_passes_fewer_key_value_heads_to_sdpa(monkeypatch):
+    """Without padding the kernel gets the 1 key/value head of multi-query attention itself (no copy per head)."""
+    model = model_for("gqa", "sdpa", num_key_value_heads=1)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(query, key, value, *args, **kwargs):
+        calls.append((key.shape[1], kwargs.get("enable_gqa", False)))
+        return sdpa(query, key, value, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    model(torch.tensor([[1, 2, 3, 4]]))
+    assert calls == [(1, True), (1, True)]
+
+
+def test_num_key_value_heads_is_checked():
+    for bad in (0, 3, -2, 1.0):
+        with pytest.raises(ValueError, match=f"num_key_value_heads={bad!r} is invalid; it must be None or a positive divisor of num_attention_heads=2"):
+            tiny_config("gqa", num_key_value_heads=bad)
+    assert model_for("gqa").bert.encoder.layer[0].attention.self.num_key_value_groups == 2  # default: 1 of 2 heads

@@ -66,3 +66,49 @@ def test_from_bert_for_a_task_head(tmp_path):
     model, new_parameters = SymBertForSequenceClassification.from_bert(tmp_path, attention_type="symmetric", num_labels=3)
     assert model.classifier.out_features == 3
     assert new_parameters == ["bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias", "classifier.weight"]
+
+
+def test_gqa_with_as_many_key_value_heads_as_heads_is_original():
+    input_ids, attention_mask = padded_batch()
+    torch.manual_seed(0)
+    original = SymBertForMaskedLM(tiny_config("original")).eval()
+    gqa = SymBertForMaskedLM(tiny_config("gqa", num_key_value_heads=2)).eval()
+    gqa.load_state_dict(original.state_dict())  # same names and shapes
+    for implementation in ("eager", "sdpa"):
+        original.set_attn_implementation(implementation)
+        gqa.set_attn_implementation(implementation)
+        expected = original(input_ids, attention_mask=attention_mask).logits
+        assert torch.equal(gqa(input_ids, attention_mask=attention_mask).logits, expected)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_gqa_from_bert_with_every_head_gives_berts_logits(tmp_path, implementation):
+    bert = bert_like(tiny_config())
+    bert.save_pretrained(tmp_path)
+    model, new_parameters = SymBertForMaskedLM.from_bert(
+        tmp_path, attention_type="gqa", num_key_value_heads=2, attn_implementation=implementation
+    )
+    assert new_parameters == [] and model.converted_from_bert == []
+    input_ids, attention_mask = padded_batch()
+    expected = bert(input_ids, attention_mask=attention_mask).logits
+    assert (model.eval()(input_ids, attention_mask=attention_mask).logits - expected).abs().max() <= 1e-5
+
+
+def test_gqa_from_bert_mean_pools_each_groups_key_and_value_heads(tmp_path):
+    config = tiny_config(num_attention_heads=4)  # d = 32
+    bert = bert_like(config)
+    bert.save_pretrained(tmp_path)
+    model, new_parameters = SymBertForMaskedLM.from_bert(tmp_path, attention_type="gqa", num_key_value_heads=2)
+    assert new_parameters == []
+    assert model.converted_from_bert == sorted(
+        f"bert.encoder.layer.{i}.attention.self.{p}.{t}" for i in range(2) for p in ("key", "value") for t in ("weight", "bias")
+    )
+    for layer, bert_layer in zip(model.bert.encoder.layer, bert.bert.encoder.layer):
+        for name in ("key", "value"):
+            mine, berts = getattr(layer.attention.self, name), getattr(bert_layer.attention.self, name)
+            # heads 0, 1 -> key/value head 0; heads 2, 3 -> 1
+            heads = berts.weight.view(4, 32, 128)
+            assert torch.equal(mine.weight[:32], (heads[0] + heads[1]) / 2)
+            assert torch.equal(mine.weight[32:], (heads[2] + heads[3]) / 2)
+            assert torch.equal(mine.bias, berts.bias.view(2, 2, 32).mean(1).flatten())
+        assert torch.equal(layer.attention.self.query.weight, bert_layer.attention.self.query.weight)

@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from symbert import SymBertConfig, SymBertForMaskedLM
+from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, attention_class
 
 # The spec's table (the paper's Table 2 for original / symmetric / pairwise).
 EXPECTED = {
@@ -18,6 +18,9 @@ EXPECTED = {
     ("base", "shared"): 95_367_738,
     ("base", "mhe_add"): 90_052_410,
     ("base", "mhe_mul"): 90_052_410,
+    # num_key_value_heads by default: 2 of 8 heads (small), 3 of 12 (base)
+    ("small", "gqa"): 27_219_258,
+    ("base", "gqa"): 98_883_642,
 }
 
 
@@ -35,3 +38,23 @@ def test_original_count_equals_transformers_bert(size):
     with torch.device("meta"):
         bert = BertForMaskedLM(bert_config)
     assert bert.num_parameters() == EXPECTED[size, "original"]
+
+
+@pytest.mark.parametrize("size", ["tiny", "small", "base"])
+def test_each_types_parameter_formula_counts_its_module(size):
+    for attention_type in ATTENTION_TYPES:
+        config = SymBertConfig.from_preset(size, attention_type=attention_type)
+        with torch.device("meta"):
+            module = attention_class(attention_type)(config)
+        assert sum(p.numel() for p in module.parameters()) == attention_class(attention_type).qkv_parameters(config)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4, 8])
+def test_gqa_count_by_hand(kv_heads):
+    h, d, layers = 512, 64, 4  # small
+    config = SymBertConfig.from_preset("small", attention_type="gqa", num_key_value_heads=kv_heads)
+    with torch.device("meta"):
+        count = SymBertForMaskedLM(config).num_parameters()
+    per_layer_saving = 3 * (h * h + h) - (h * h + h + 2 * (h * d * kv_heads + d * kv_heads))
+    assert count == EXPECTED["small", "original"] - layers * per_layer_saving
+    assert (kv_heads == 8) == (count == EXPECTED["small", "original"])

@@ -48,7 +48,7 @@ try:  # transformers 5: a function; 4.x: the Trainer's _rotate_checkpoints metho
 except ImportError:
     rotate_checkpoints = None
 
-from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM
+from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention
 from symbert.cli import UserError, command_parser, group_arguments, run_command
 from symbert.training import data as data_module
 from symbert.training.reporting import (
@@ -320,12 +320,15 @@ class SymBertPretrainingTrainer(Trainer):
     staging = False  # while True, the Trainer's run folder is the staging folder: checkpoints are written there
 
     def get_decay_parameter_names(self, model):
-        """As the Trainer (no decay on biases and LayerNorm), and none on multiplicative gains either: the δ scales
-        of `shared` and the head embeddings of `mhe_mul`."""
-        multiplicative = ("scale_q", "scale_k", "scale_v")
-        if model.config.attention_type == "mhe_mul":
-            multiplicative += ("head_embeddings",)
-        return [name for name in super().get_decay_parameter_names(model) if name.split(".")[-1] not in multiplicative]
+        """As the Trainer (no decay on biases and LayerNorm), and none on the parameters each attention type names
+        (multiplicative gains: the δ scales of `shared`, the head embeddings of `mhe_mul`)."""
+        no_decay = {
+            f"{module_name}.{name}"
+            for module_name, module in model.named_modules()
+            if isinstance(module, SymBertSelfAttention)
+            for name in module.no_weight_decay
+        }
+        return [name for name in super().get_decay_parameter_names(model) if name not in no_decay]
 
     def _get_output_dir(self, trial):
         run_dir = super()._get_output_dir(trial)
