@@ -124,7 +124,7 @@ def test_eval_results_files_and_model_index_give_the_numbers_of_glue_results_jso
 
     model_name, model_index = model_index_to_eval_results(metadata_load(main / "README.md")["model-index"])
     by_dataset = {result.dataset_name: result for result in model_index}
-    displays = {name: f"GLUE {display}" for name, (display, *_) in cards.GLUE_SCORES.items()}
+    displays = {score.name: f"GLUE {score.display}" for *_, score in cards.reported_scores(glue_mean_only=True)}
     assert model_name == "symbert-tiny-original"
     assert {name: by_dataset[displays.get(name, "GLUE")].metric_value for name in expected} == expected
     assert ModelCard.load(main / "README.md").data.eval_results == model_index

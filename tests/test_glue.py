@@ -8,6 +8,7 @@ import random
 import re
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from symbert import SymBertForMaskedLM
-from symbert.training import data, glue, pretrain
+from symbert.hub_cards import card as cards
+from symbert.training import data, glue, glue_data, pretrain
 from symbert.training.glue_data import load_task
 
 from conftest import tiny_config
@@ -150,9 +152,10 @@ def test_scorer_against_hand_computed_values():
 
 
 def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
-    seed_1 = dict.fromkeys(glue.GLUE_SCORES, 70.0)
-    seed_2 = {**dict.fromkeys(glue.GLUE_SCORES, 70.0), "cola": 79.0}  # GLUE 71
-    scores = {name: {"1": seed_1[name], "2": seed_2[name]} for name in glue.GLUE_SCORES}
+    nine = glue.score_names(glue_mean_only=True)
+    seed_1 = dict.fromkeys(nine, 70.0)
+    seed_2 = {**dict.fromkeys(nine, 70.0), "cola": 79.0}  # GLUE 71
+    scores = {name: {"1": seed_1[name], "2": seed_2[name]} for name in nine}
     aggregates = glue.aggregate(scores, [1, 2])
     assert aggregates["tasks"]["cola"] == {"mean": 74.5, "std": pytest.approx(4.5 * 2**0.5), "n": 2}
     assert aggregates["tasks"]["rte"] == {"mean": 70.0, "std": 0.0, "n": 2}
@@ -161,6 +164,74 @@ def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
     del scores["rte"]["2"]
     incomplete = glue.aggregate(scores, [1, 2])["glue"]
     assert incomplete == {"mean": None, "std": None, "per_seed": {"1": 70.0}, "n_seeds": 1, "complete": False}
+
+
+# The task table: loading, label checks, scoring and the card's GLUE metadata all follow from glue_data.TASKS
+
+
+def test_every_task_in_the_table_has_what_loading_scoring_and_the_card_need():
+    scores = [score for _, _, score in glue_data.reported_scores()]
+    assert len({score.name for score in scores}) == len(scores) == 10  # each score name names one number
+    assert glue_data.score_names(glue_mean_only=True) == ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli-m", "mnli-mm",
+                                                           "qnli", "rte")  # fmt: skip
+    for name, task in glue_data.TASKS.items():
+        # loading: every column the model reads, and the label, has its TSV column; a headerless TSV names its fields
+        assert set(task.tsv_columns) == {*task.text_columns, "label"}, name
+        header = task.tsv_fields or task.tsv_columns.values()
+        assert all(column in header for column in task.tsv_columns.values()), name
+        assert task.eval_splits and all(split in glue_data.TSV_FILES for split in ("train", *task.eval_splits)), name
+        # label checks: class names, or a regression range
+        assert (task.label_names is None) != (task.label_range is None), name
+        assert task.label_range is None or task.label_range[0] < task.label_range[1], name
+        # scoring: metrics the scorer computes; the card: how the Hub names them and each score
+        assert task.metric.names and all(metric in glue.METRICS for metric in task.metric.names), name
+        assert task.metric.hub_type and task.metric.description, name
+        assert all(score.display and score.name.startswith(name) for score in task.scores), name
+    task_ids = [cards.task_id(config, score.split) for config, _, score in glue_data.reported_scores(glue_mean_only=True)]
+    assert task_ids == ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli_matched", "mnli_mismatched", "qnli", "rte"]
+
+
+def test_a_task_added_to_the_table_is_loaded_checked_scored_and_reported(monkeypatch, tmp_path):
+    boolq = glue_data.GlueTask(
+        ("question", "passage"), ("False", "True"), "BoolQ", {"question": "question", "passage": "passage", "label": "label"},
+        glue_data.ACCURACY_F1, (glue_data.GlueScore("boolq", "BoolQ"),), in_glue_mean=False,
+    )  # fmt: skip
+    monkeypatch.setitem(glue_data.TASKS, "boolq", boolq)
+    (tmp_path / "BoolQ").mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        rows = [f"is it {i}?\tit is {i}.\t{('False', 'True')[i % 2]}" for i in range(4)]
+        (tmp_path / "BoolQ" / name).write_text("question\tpassage\tlabel\n" + "\n".join(rows) + "\n")
+
+    data = load_task("boolq", tmp_path)
+    assert data["validation"].column_names == ["question", "passage", "label", "idx"]
+    assert data["validation"]["label"] == [0, 1, 0, 1]
+    assert glue.parse_arguments(["--model", "m", "--tasks", "rte,boolq", "--output_dir", str(tmp_path)])[2] == ["rte", "boolq"]
+    (tmp_path / "BoolQ" / "dev.tsv").write_text("question\tpassage\tlabel\nq?\tp.\tmaybe\n")
+    with pytest.raises(ValueError, match=r"BoolQ/dev.tsv, line 2, column 'label': label 'maybe' is not allowed; "
+                                         r"allowed: 0..1 or False, True"):  # fmt: skip
+        load_task("boolq", tmp_path)
+
+    # accuracy 3/5, F1 2/3 (as mrpc's in test_scorer_against_hand_computed_values)
+    metrics = glue.run_metrics("boolq", {"validation": ([1, 1, 0, 1, 0], [1, 0, 0, 1, 1])})
+    assert metrics == {"accuracy": 0.6, "f1": pytest.approx(2 / 3), "score": pytest.approx(100 * (0.6 + 2 / 3) / 2)}
+    assert glue.task_scores("boolq", metrics) == {"boolq": metrics["score"]}
+    runs = {("rte", 1): {"metrics": {"accuracy": 0.5, "score": 50.0}}, ("boolq", 1): {"metrics": metrics}}
+    results = glue.build_results({"name_or_path": "m"}, {}, runs, ["rte", "boolq"], [1])
+    assert results["scores"] == {"rte": {"1": 50.0}, "boolq": {"1": metrics["score"]}}
+    assert results["aggregates"]["glue"]["per_seed"] == {}  # outside the GLUE mean, as wnli
+    assert "| rte | GLUE | boolq (not in GLUE) |" in glue.results_markdown(results)
+
+
+def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
+    rte = glue_data.TASKS["rte"]
+    monkeypatch.setitem(glue_data.TASKS, "rte", replace(rte, scores=(glue_data.GlueScore("rte", "Recognizing TE"),)))
+    results = {"aggregates": {"tasks": {"rte": {"mean": 70.0, "std": 1.5, "n": 2}},
+                              "glue": {"mean": None, "std": None, "per_seed": {}, "n_seeds": 0, "complete": False}}}  # fmt: skip
+    assert "| Recognizing TE | accuracy | 70.00 ± 1.50 | 2 |" in cards.glue_table(results)
+    (result,) = cards.glue_eval_results(results)
+    assert (result.dataset_name, result.dataset_config, result.dataset_split, result.metric_type, result.metric_name) == (
+        "GLUE Recognizing TE", "rte", "validation", "accuracy", "Recognizing TE accuracy (mean of 2 seeds)"
+    )
 
 
 # Data
@@ -259,11 +330,11 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
     assert set(results["runs"]["mnli"]["1"]) == {"accuracy_matched", "accuracy_mismatched"}
     assert set(results["runs"]["stsb"]["1"]) == {"pearson", "spearmanr", "score"}
     assert set(results["runs"]["mrpc"]["1"]) == {"accuracy", "f1", "score"}
-    assert list(results["scores"]) == [*glue.GLUE_SCORES[:5], "mnli-m", "mnli-mm", "qnli", "rte", "wnli"]
+    assert list(results["scores"]) == ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli-m", "mnli-mm", "qnli", "rte", "wnli"]
     for task, by_seed in results["runs"].items():  # scores follow from the stored metrics
         for name, value in glue.task_scores(task, by_seed["1"]).items():
             assert results["scores"][name]["1"] == value and results["aggregates"]["tasks"][name]["n"] == 1
-    nine = {name: results["scores"][name]["1"] for name in glue.GLUE_SCORES}
+    nine = {name: results["scores"][name]["1"] for name in glue.score_names(glue_mean_only=True)}
     assert results["aggregates"]["glue"] == {"mean": glue.glue_score(nine), "std": 0.0, "n_seeds": 1, "complete": True,
                                              "per_seed": {"1": glue.glue_score(nine)}}  # fmt: skip
     assert results["aggregates"]["tasks"]["stsb"]["mean"] == results["runs"]["stsb"]["1"]["score"]

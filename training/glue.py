@@ -43,12 +43,11 @@ from transformers import (
 )
 
 from symbert.cli import UserError, command_parser, group_arguments, missing_local_path, run_command
-from symbert.training.glue_data import HUB_DATASET, TASKS, data_sha256, load_task
+from symbert.training.glue_data import HUB_DATASET, TASKS, data_sha256, load_task, score_names
 from symbert.training.reporting import new_figure, save_figure, write_atomically
 
 SCHEMA_VERSION = 1
 PAPER_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
-GLUE_SCORES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli-m", "mnli-mm", "qnli", "rte")  # the nine of the mean
 PAPER_PROTOCOL = {
     "num_train_epochs": 5,
     "learning_rate": 1e-5,
@@ -160,52 +159,58 @@ def check_arguments(glue_args, training_args):
 # Scoring: the spec's formulas on scikit-learn's and scipy's metrics. Metrics are fractions, scores percent.
 
 
+def correlation(function):
+    """scipy's correlation as a metric(labels, predictions). Constant predictions have no correlation: 0, as
+    scikit-learn's Matthews gives, instead of scipy's NaN."""
+    return lambda labels, predictions: np.nan_to_num(function(predictions, labels)[0])
+
+
+METRICS = {  # the raw metrics a task's Metric names (glue_data.py) -> metric(labels, predictions)
+    "accuracy": accuracy_score,
+    "f1": f1_score,
+    "matthews_correlation": matthews_corrcoef,
+    "pearson": correlation(pearsonr),
+    "spearmanr": correlation(spearmanr),
+}
+
+
 def split_metrics(task, predictions, labels):
     """The task's metrics on one dev split, from predicted classes (or similarities, for stsb) and gold labels."""
-    if task == "cola":
-        return {"matthews_correlation": float(matthews_corrcoef(labels, predictions))}
-    if task == "stsb":
-        # Constant predictions have no correlation: 0, as scikit-learn's Matthews gives, instead of scipy's NaN.
-        pearson, spearman = pearsonr(predictions, labels)[0], spearmanr(predictions, labels)[0]
-        return {"pearson": float(np.nan_to_num(pearson)), "spearmanr": float(np.nan_to_num(spearman))}
-    metrics = {"accuracy": float(accuracy_score(labels, predictions))}
-    if task in ("mrpc", "qqp"):
-        metrics["f1"] = float(f1_score(labels, predictions))
-    return metrics
+    return {name: float(METRICS[name](labels, predictions)) for name in TASKS[task].metric.names}
 
 
 def task_scores(task, metrics):
-    """{score name: percent} for one (task, seed): mnli gives mnli-m and mnli-mm, every other task one score."""
-    if task == "mnli":
-        return {"mnli-m": 100 * metrics["accuracy_matched"], "mnli-mm": 100 * metrics["accuracy_mismatched"]}
-    if task == "cola":
-        return {task: 100 * metrics["matthews_correlation"]}
-    if task in ("mrpc", "qqp"):
-        return {task: 100 * (metrics["accuracy"] + metrics["f1"]) / 2}
-    if task == "stsb":
-        return {task: 100 * (metrics["pearson"] + metrics["spearmanr"]) / 2}
-    return {task: 100 * metrics["accuracy"]}
+    """{score name: percent} for one (task, seed): per dev split, the mean of the task's metrics (mnli gives mnli-m
+    and mnli-mm, every other task one score)."""
+    spec = TASKS[task]
+    scores = {}
+    for score in spec.scores:
+        values = [metrics[spec.metric_key(name, score.split)] for name in spec.metric.names]
+        scores[score.name] = 100 * sum(values) / len(values)
+    return scores
 
 
 def run_metrics(task, per_split):
-    """A pair's raw metrics from {split: (predictions, labels)}; mnli's keys get the split's suffix (_matched)."""
-    if task == "mnli":
-        return {
-            f"{name}_{split.removeprefix('validation_')}": value
-            for split, (predictions, labels) in per_split.items()
-            for name, value in split_metrics(task, predictions, labels).items()
-        }
-    (predictions, labels), = per_split.values()  # fmt: skip
-    metrics = split_metrics(task, predictions, labels)
-    return {**metrics, "score": task_scores(task, metrics)[task]}
+    """A pair's raw metrics from {split: (predictions, labels)}; with several dev splits the keys name the split
+    (mnli's accuracy_matched), with one the pair's `score` is added."""
+    spec = TASKS[task]
+    metrics = {
+        spec.metric_key(name, split): value
+        for split, (predictions, labels) in per_split.items()
+        for name, value in split_metrics(task, predictions, labels).items()
+    }
+    if len(spec.scores) == 1:
+        (metrics["score"],) = task_scores(task, metrics).values()
+    return metrics
 
 
 def glue_score(scores):
     """One seed's GLUE score: the plain mean of the nine scores (mnli counts twice; wnli never)."""
-    missing = [name for name in GLUE_SCORES if name not in scores]
+    names = score_names(glue_mean_only=True)
+    missing = [name for name in names if name not in scores]
     if missing:
         raise ValueError(f"The GLUE score needs all nine scores; missing: {', '.join(missing)}.")
-    return statistics.fmean(scores[name] for name in GLUE_SCORES)
+    return statistics.fmean(scores[name] for name in names)
 
 
 def mean_and_std(values):
@@ -219,10 +224,11 @@ def aggregate(scores, seeds):
     for name, by_seed in scores.items():
         mean, std = mean_and_std(list(by_seed.values()))
         tasks[name] = {"mean": mean, "std": std, "n": len(by_seed)}
+    names = score_names(glue_mean_only=True)
     per_seed = {
-        str(seed): glue_score({name: scores[name][str(seed)] for name in GLUE_SCORES})
+        str(seed): glue_score({name: scores[name][str(seed)] for name in names})
         for seed in seeds
-        if all(str(seed) in scores.get(name, {}) for name in GLUE_SCORES)
+        if all(str(seed) in scores.get(name, {}) for name in names)
     }
     complete = bool(seeds) and len(per_seed) == len(seeds)
     mean, std = mean_and_std(list(per_seed.values())) if complete else (None, None)
@@ -483,8 +489,8 @@ def results_markdown(results):
     """glue_results.md: the paper's Table 3 layout (mean (sample std) over seeds), then every seed's scores."""
     scores, aggregates, seeds = results["scores"], results["aggregates"], results["protocol"]["seeds"]
     glue = aggregates["glue"]
-    names = [name for name in GLUE_SCORES if name in scores]
-    extra = ["wnli"] if "wnli" in scores else []  # shown after GLUE: never part of it
+    names = [name for name in score_names(glue_mean_only=True) if name in scores]
+    extra = [name for name in score_names() if name in scores and name not in names]  # wnli: after GLUE, never in it
     header = [*names, "GLUE", *(f"{name} (not in GLUE)" for name in extra)]
 
     def summary(name):
@@ -503,8 +509,8 @@ def results_markdown(results):
         f"# GLUE: {results['model']['name_or_path']}",
         "",
         f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. GLUE is the mean of "
-        "the nine scores cola, sst2, mrpc, qqp, stsb, mnli-m, mnli-mm, qnli, rte; its std is the sample std of the "
-        "per-seed GLUE scores.",
+        f"the nine scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
+        "GLUE scores.",
         "",
         table(["model", *header], [[results["model"]["name_or_path"], *map(summary, names), glue_cell,
                                     *map(summary, extra)]]),
@@ -557,7 +563,8 @@ def sweep_checkpoints(pretraining_dirs, steps):
 def seed_averaged_score(results):
     """The sweep's score of one checkpoint: the GLUE mean when all nine scores are there, otherwise the same mean
     (over seeds of the per-seed mean) over the scores that are (e.g. rte alone)."""
-    scores = {name: by_seed for name, by_seed in results["scores"].items() if name in GLUE_SCORES}
+    glue_mean = score_names(glue_mean_only=True)
+    scores = {name: by_seed for name, by_seed in results["scores"].items() if name in glue_mean}
     seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
     return statistics.fmean(statistics.fmean(s[seed] for s in scores.values() if seed in s) for seed in seeds)
 
@@ -584,7 +591,7 @@ def run_sweep(glue_args, training_args, tasks, seeds):
             rows.append({"model": name, "step": step, "glue": seed_averaged_score(results), **means})
     if training_args.process_index != 0:
         return rows
-    columns = ["model", "step", "glue", *(name for name in (*GLUE_SCORES, "wnli") if name in rows[0])]
+    columns = ["model", "step", "glue", *(name for name in score_names() if name in rows[0])]
 
     def write_csv(file):
         writer = csv.DictWriter(file, fieldnames=columns)

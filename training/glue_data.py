@@ -5,6 +5,9 @@ original GLUE TSV files in their official layout (`DIR/RTE/train.tsv`, `DIR/RTE/
 `DIR/CoLA/train.tsv` without a header, ...). Either way the splits come out as the Hub's: same columns, same label ids.
 TSV files are read strictly: a missing column, a row with too few or too many fields or a bad label is an error that
 names the file, the line (the header is line 1) and the column; no row is dropped.
+
+TASKS is the one description of the tasks: loading and label checks here, scoring (glue.py) and the model card's
+GLUE metadata (hub_cards/card.py) all follow from it.
 """
 
 import csv
@@ -21,54 +24,115 @@ HUB_DATASET = "nyu-mll/glue"
 
 
 @dataclass(frozen=True)
+class Metric:
+    """How a task's score follows from its raw metrics: their plain mean in percent (the metrics are fractions, named
+    as glue.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
+
+    names: tuple[str, ...]
+    hub_type: str  # model-index metric type
+    description: str  # what the number is, for the card
+
+
+ACCURACY = Metric(("accuracy",), "accuracy", "accuracy")
+ACCURACY_F1 = Metric(("accuracy", "f1"), "accuracy_f1_mean", "(accuracy + F1) / 2")
+MATTHEWS = Metric(("matthews_correlation",), "matthews_correlation", "Matthews correlation")
+PEARSON_SPEARMAN = Metric(("pearson", "spearmanr"), "pearson_spearman_mean", "(Pearson + Spearman) / 2")
+
+
+@dataclass(frozen=True)
+class GlueScore:
+    """One reported number: its name in glue_results.json's "scores", its display name, the dev split it is on."""
+
+    name: str
+    display: str
+    split: str = "validation"
+
+
+@dataclass(frozen=True)
 class GlueTask:
+    """Everything the project knows of a task; its TASKS key is its nyu-mll/glue config name."""
+
     text_columns: tuple[str, ...]  # one sentence or a pair
-    label_names: tuple[str, ...] | None  # None: regression (stsb, scores 0-5)
+    label_names: tuple[str, ...] | None  # the class names of label ids 0..n-1; None: regression over label_range
     tsv_folder: str
-    tsv_columns: dict  # nyu-mll/glue column -> TSV header name (or index for CoLA, whose TSVs have no header)
-    eval_splits: tuple[str, ...] = ("validation",)
+    tsv_columns: dict  # nyu-mll/glue column -> TSV column name
+    metric: Metric
+    scores: tuple[GlueScore, ...]  # one per dev split (eval split), in order
+    label_range: tuple[float, float] | None = None  # regression labels' bounds, both included
+    tsv_fields: tuple[str, ...] | None = None  # the fields of a headerless TSV (CoLA); None: line 1 is the header
+    in_glue_mean: bool = True  # False for wnli: scored, never part of the GLUE score
+
+    @property
+    def eval_splits(self):
+        return tuple(score.split for score in self.scores)
 
     @property
     def num_labels(self):
         return 1 if self.label_names is None else len(self.label_names)
 
+    def metric_key(self, name, split):
+        """A raw metric's key in a run's metrics: with several dev splits (mnli) it names the split (accuracy_matched)."""
+        return name if len(self.scores) == 1 else f"{name}_{split.removeprefix('validation_')}"
+
+
+def one_score(name, display):
+    return (GlueScore(name, display),)
+
 
 TASKS = {
-    "cola": GlueTask(("sentence",), ("unacceptable", "acceptable"), "CoLA", {"sentence": 3, "label": 1}),
-    "sst2": GlueTask(("sentence",), ("negative", "positive"), "SST-2", {"sentence": "sentence", "label": "label"}),
+    "cola": GlueTask(
+        ("sentence",), ("unacceptable", "acceptable"), "CoLA", {"sentence": "sentence", "label": "label"},
+        MATTHEWS, one_score("cola", "CoLA"), tsv_fields=("source", "label", "original judgement", "sentence"),
+    ),
+    "sst2": GlueTask(
+        ("sentence",), ("negative", "positive"), "SST-2", {"sentence": "sentence", "label": "label"},
+        ACCURACY, one_score("sst2", "SST-2"),
+    ),
     "mrpc": GlueTask(
         ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), "MRPC",
-        {"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
+        {"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"}, ACCURACY_F1, one_score("mrpc", "MRPC"),
     ),
     "qqp": GlueTask(
         ("question1", "question2"), ("not_duplicate", "duplicate"), "QQP",
-        {"question1": "question1", "question2": "question2", "label": "is_duplicate"},
+        {"question1": "question1", "question2": "question2", "label": "is_duplicate"}, ACCURACY_F1, one_score("qqp", "QQP"),
     ),
     "stsb": GlueTask(
-        ("sentence1", "sentence2"), None, "STS-B", {"sentence1": "sentence1", "sentence2": "sentence2", "label": "score"}
+        ("sentence1", "sentence2"), None, "STS-B", {"sentence1": "sentence1", "sentence2": "sentence2", "label": "score"},
+        PEARSON_SPEARMAN, one_score("stsb", "STS-B"), label_range=(0.0, 5.0),
     ),
     "mnli": GlueTask(
         ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), "MNLI",
-        {"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"},
-        eval_splits=("validation_matched", "validation_mismatched"),
+        {"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"}, ACCURACY,
+        (GlueScore("mnli-m", "MNLI-m", "validation_matched"), GlueScore("mnli-mm", "MNLI-mm", "validation_mismatched")),
     ),
     "qnli": GlueTask(
         ("question", "sentence"), ("entailment", "not_entailment"), "QNLI",
-        {"question": "question", "sentence": "sentence", "label": "label"},
+        {"question": "question", "sentence": "sentence", "label": "label"}, ACCURACY, one_score("qnli", "QNLI"),
     ),
     "rte": GlueTask(
         ("sentence1", "sentence2"), ("entailment", "not_entailment"), "RTE",
-        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
+        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"}, ACCURACY, one_score("rte", "RTE"),
     ),
     "wnli": GlueTask(
         ("sentence1", "sentence2"), ("not_entailment", "entailment"), "WNLI",
-        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
+        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"}, ACCURACY, one_score("wnli", "WNLI"),
+        in_glue_mean=False,
     ),
 }  # fmt: skip
-COLA_FIELDS = ("source", "label", "original judgement", "sentence")  # CoLA's headerless TSV columns, for messages
-STSB_RANGE = (0.0, 5.0)
 TSV_FILES = {"train": "train.tsv", "validation": "dev.tsv",
              "validation_matched": "dev_matched.tsv", "validation_mismatched": "dev_mismatched.tsv"}  # fmt: skip
+
+
+def reported_scores(glue_mean_only=False):
+    """(task name, task, score) for every score the table reports, in its order (mnli gives two); with
+    `glue_mean_only`, the nine whose plain mean is a seed's GLUE score (all but wnli's)."""
+    return [(name, task, score) for name, task in TASKS.items() for score in task.scores
+            if task.in_glue_mean or not glue_mean_only]  # fmt: skip
+
+
+def score_names(glue_mean_only=False):
+    """The names of `reported_scores` (glue_results.json "scores" keys): cola, sst2, ..., mnli-m, mnli-mm, ..."""
+    return tuple(score.name for _, _, score in reported_scores(glue_mean_only))
 
 
 def task_files(task, data_dir):
@@ -148,7 +212,7 @@ def read_tsv(task, path, skip_malformed_rows=False):
         # GLUE's TSVs hold unbalanced quotes: no quoting at all, as the official loaders read them. So a row is one
         # line, and reader.line_num is its line number in the file.
         reader = csv.reader(file, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = COLA_FIELDS if task == "cola" else next(reader, None)
+        header = spec.tsv_fields or next(reader, None)
         if header is None:
             raise UserError(f"{path} is empty: expected a header line and data rows.")
         positions = {column: tsv_position(path, header, source) for column, source in spec.tsv_columns.items()}
@@ -179,9 +243,7 @@ def read_tsv(task, path, skip_malformed_rows=False):
 
 
 def tsv_position(path, header, source):
-    """The index of a TSV column: CoLA's are fixed, the other tasks' are named by the header (line 1)."""
-    if isinstance(source, int):
-        return source
+    """The index of a TSV column in the header (line 1) or, for a headerless TSV (CoLA), in the task's tsv_fields."""
     if source not in header:
         raise UserError(f"{path}, line 1: column {source!r} missing from the header; its columns are {list(header)}.")
     return header.index(source)
@@ -196,7 +258,7 @@ def width_problem(header, row):
 
 def allowed_labels(spec):
     if spec.label_names is None:
-        return f"a similarity in [{STSB_RANGE[0]:g}, {STSB_RANGE[1]:g}]"
+        return f"a similarity in [{spec.label_range[0]:g}, {spec.label_range[1]:g}]"
     return f"0..{spec.num_labels - 1} or {', '.join(spec.label_names)}"
 
 
@@ -207,7 +269,7 @@ def parse_label(spec, value):
             similarity = float(value)
         except ValueError:
             similarity = None
-        if similarity is not None and STSB_RANGE[0] <= similarity <= STSB_RANGE[1]:  # False for nan
+        if similarity is not None and spec.label_range[0] <= similarity <= spec.label_range[1]:  # False for nan
             return similarity
     elif value in spec.label_names:
         return spec.label_names.index(value)
@@ -231,7 +293,7 @@ def check_split(task, name, dataset):
         raise UserError(f"{name}: column 'label' holds {labels.dtype} values such as {labels[0]!r}; allowed: "
                         f"{allowed_labels(spec)}.")  # fmt: skip
     if spec.label_names is None:
-        bad = ~((labels >= STSB_RANGE[0]) & (labels <= STSB_RANGE[1]))  # nan too
+        bad = ~((labels >= spec.label_range[0]) & (labels <= spec.label_range[1]))  # nan too
     else:
         bad = (labels < 0) | (labels >= spec.num_labels)
     if bad.any():
