@@ -7,6 +7,7 @@ card's `model-index` (`ModelCardData` + `EvalResult`, the legacy format older to
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import fields
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
@@ -19,7 +20,7 @@ from huggingface_hub.utils import yaml_dump
 from packaging.requirements import Requirement
 from transformers import TrainingArguments
 
-from symbert import SymBertConfig, SymBertForMaskedLM
+from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.training import glue
 from symbert.training.glue_data import reported_scores
 
@@ -37,90 +38,44 @@ EVAL_RESULTS_NOTICE = (
 )
 GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the mean of the nine scores (no nyu-mll/glue config)
 
-FORMULAS = {
-    "original": "BERT's own self-attention: Q, K, V = X·W + b with three h×h projections; head i scores "
-    "`[Q]_i [K]_iᵀ / √d` and mixes the values `[V]_i`.",
-    "symmetric": "Head i scores `[Q]_i [Q]_iᵀ / √d`: the key projection *is* the query projection (weight and bias), "
-    "so every head's score matrix is symmetric; values `[V]_i` as in BERT. No `key` tensor: 2h² + 2h attention "
-    "parameters per layer instead of 3h² + 3h.",
-    "pairwise": "Head i scores `[Q]_i S_i [Q]_iᵀ / √d` with a learned, unconstrained d×d matrix S_i per head and layer "
-    "(K is Q, as in `symmetric`, but S_i makes the score asymmetric); values `[V]_i` as in BERT. 2h² + 2h + h²/n "
-    "attention parameters per layer.",
-    "shared": "One projection U = X·W_s + b_s gives Q = U⊙δ_q, K = U⊙δ_k, V = U⊙δ_v with learned vectors δ ∈ ℝ^h "
-    "(diagonal matrices); heads are split as in BERT and score `[Q]_i [K]_iᵀ / √d`. h² + 4h attention parameters per "
-    "layer.",
-    "mhe_add": "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses "
-    "q̃ + e_i^Q, k̃ + e_i^K and ṽ + e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters "
-    "per layer.",
-    "mhe_mul": "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses "
-    "q̃⊙e_i^Q, k̃⊙e_i^K and ṽ⊙e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters per "
-    "layer.",
-}
 
+class _AttentionFacts(Mapping):
+    """attention_type -> one model-card fact of its class, asked when read, so types registered later are included."""
+
+    def __init__(self, fact):
+        self.fact = fact
+
+    def __getitem__(self, attention_type):
+        return self.fact(attention_class(attention_type))
+
+    def __iter__(self):
+        return iter(list(ATTENTION_TYPES))
+
+    def __len__(self):
+        return len(ATTENTION_TYPES)
+
+
+class _Citations(Mapping):
+    """Citation key -> BibTeX, over the papers of every registered attention type."""
+
+    def _all(self):
+        return {key: bibtex for name in ATTENTION_TYPES for key, bibtex in attention_class(name).papers.items()}
+
+    def __getitem__(self, key):
+        return self._all()[key]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+
+FORMULAS = _AttentionFacts(lambda cls: cls.formula)
 # Choices the papers leave open, as this implementation fixes them (see the project's specification).
-OPEN_CHOICES = {
-    "original": ["Identical to BERT's self-attention; the only choices are the training recipe's."],
-    "symmetric": ["K is Q including the bias, as in the official code of Courtois et al. (2024)."],
-    "pairwise": [
-        "S_i is unconstrained (not symmetric), one per head and layer.",
-        "S_i is initialised {pairwise_init}; the paper's text leaves this open, its own runs used i.i.d. N(0, 1).",
-    ],
-    "shared": [
-        "The bias b_s is shared like W_s; δ_q, δ_k, δ_v start at ones and get no weight decay (multiplicative gains, "
-        "like LayerNorm weights); the paper does not say.",
-    ],
-    "mhe_add": [
-        "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's "
-        "3nd parameters over a single head; they start at N(0, 0.02²).",
-    ],
-    "mhe_mul": [
-        "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's "
-        "3nd parameters over a single head; they start at 1 + N(0, 0.02²) and get no weight decay.",
-    ],
-}
-
-CITATIONS = {
-    "devlin": """@inproceedings{devlin-etal-2019-bert,
-  title     = {{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding},
-  author    = {Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
-  booktitle = {Proceedings of NAACL-HLT 2019},
-  year      = {2019},
-  pages     = {4171--4186},
-  doi       = {10.18653/v1/N19-1423}
-}""",
-    "courtois": """@inproceedings{courtois-etal-2024-symmetric,
-  title     = {Symmetric Dot-Product Attention for Efficient Training of {BERT} Language Models},
-  author    = {Courtois, Martin and Ostendorff, Malte and Hennig, Leonhard and Rehm, Georg},
-  booktitle = {Findings of the Association for Computational Linguistics: ACL 2024},
-  year      = {2024},
-  pages     = {8002--8011},
-  doi       = {10.18653/v1/2024.findings-acl.476}
-}""",
-    "kowsher": """@inproceedings{kowsher-etal-2025-self,
-  title     = {Does Self-Attention Need Separate Weights in Transformers?},
-  author    = {Kowsher, Md and Prottasha, Nusrat Jahan and Yu, Chun-Nam and Garibay, Ozlem and Yousefi, Niloofar},
-  booktitle = {Proceedings of NAACL 2025 (Volume 3: Industry Track)},
-  year      = {2025},
-  pages     = {535--543},
-  doi       = {10.18653/v1/2025.naacl-industry.44}
-}""",
-    "xue": """@inproceedings{xue-aletras-2023-pit,
-  title     = {Pit One Against Many: Leveraging Attention-head Embeddings for Parameter-efficient Multi-head Attention},
-  author    = {Xue, Huiyin and Aletras, Nikolaos},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2023},
-  year      = {2023},
-  pages     = {10355--10373},
-  doi       = {10.18653/v1/2023.findings-emnlp.695}
-}""",
-}
-PAPERS = {
-    "original": ["devlin", "courtois"],  # BERT itself; its training and GLUE protocol here are Courtois et al.'s
-    "symmetric": ["courtois"],
-    "pairwise": ["courtois"],
-    "shared": ["kowsher"],
-    "mhe_add": ["xue"],
-    "mhe_mul": ["xue"],
-}
+OPEN_CHOICES = _AttentionFacts(lambda cls: list(cls.open_choices))
+PAPERS = _AttentionFacts(lambda cls: list(cls.papers))
+CITATIONS = _Citations()
 
 
 def glue_eval_results(results):
