@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
 import socket
 import subprocess
