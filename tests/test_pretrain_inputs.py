@@ -318,7 +318,7 @@ def test_bad_recipe_is_named(tmp_path, output_dir, capsys, monkeypatch, text, me
 def test_recipe_with_equals_sign(tmp_path):
     spaced = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])
     joined = parse_arguments(["--recipe=cpu-demo", "--output_dir", str(tmp_path)])
-    assert joined[0].recipe == "cpu-demo" and joined[2].max_steps == 2000
+    assert joined[0].recipe == "cpu-demo" and joined[2].max_steps == 2800
     assert [vars(a) for a in joined[:2]] == [vars(a) for a in spaced[:2]]
     assert joined[2].to_dict() == spaced[2].to_dict()
     # the last --recipe wins, as for any argument
