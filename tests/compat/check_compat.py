@@ -20,7 +20,6 @@ import json
 import os
 import sys
 
-ATTENTION_TYPES = ("original", "symmetric", "pairwise", "shared", "mhe_add", "mhe_mul")
 AUTO_CLASSES = (
     "AutoModel",
     "AutoModelForMaskedLM",
@@ -94,7 +93,9 @@ def save(root):
 
     with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as corpus:
         save_tokenizer(train_wordpiece(list(islice(corpus, 2000)), 1024), os.path.join(root, "tokenizer"))
-    for attention_type in ATTENTION_TYPES:
+    with open(os.path.join(root, "attention_types.json"), "w") as file:  # the loading side cannot import symbert
+        json.dump(list(symbert.ATTENTION_TYPES), file)
+    for attention_type in symbert.ATTENTION_TYPES:
         for index, auto_name in enumerate(AUTO_CLASSES):
             torch.manual_seed(index)
             config = symbert.SymBertConfig.from_preset(
@@ -190,11 +191,13 @@ def load(root, report_path):
     import transformers
     from safetensors.torch import load_file
 
+    with open(os.path.join(root, "attention_types.json")) as file:
+        attention_types = json.load(file)
     results = {
         f"{attention_type}/{auto_name}": check_folder(
             torch, transformers, load_file, os.path.join(root, attention_type, auto_name), auto_name
         )
-        for attention_type in ATTENTION_TYPES
+        for attention_type in attention_types
         for auto_name in AUTO_CLASSES
     }
     trained = check_tokenizer(transformers, os.path.join(root, "tokenizer"))
