@@ -20,9 +20,9 @@ from huggingface_hub.utils import yaml_dump
 from packaging.requirements import Requirement
 from transformers import TrainingArguments
 
-from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, attention_class
-from symbert.training import glue
-from symbert.training.glue_data import reported_scores
+from .. import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, attention_class
+from ..training import glue
+from ..training.glue_data import reported_scores
 
 try:  # the .eval_results/ format; the huggingface_hub 0.x releases that transformers 4.x needs predate it
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries

@@ -45,12 +45,11 @@ from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 from transformers import AutoTokenizer
 
-import symbert
-from symbert import SymBertConfig, SymBertForMaskedLM, modeling_symbert
-from symbert.cli import UserError, command_parser, run_command
-from symbert.hub_cards import card as cards
-from symbert.hub_cards import tiny_random
-from symbert.training.reporting import load_log_history, plot_losses
+from .. import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, modeling_symbert
+from ..cli import UserError, command_parser, run_command
+from ..training.reporting import load_log_history, plot_losses
+from . import card as cards
+from . import tiny_random
 
 RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
@@ -605,7 +604,7 @@ def stage_tiny_random(args, workdir):
     """One tiny random model per attention type, saved in `workdir` and staged from there."""
     repo_ids = {
         kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
-        for kind in symbert.ATTENTION_TYPES
+        for kind in ATTENTION_TYPES
     }  # fmt: skip
     for repo_id in repo_ids.values():
         staging_folder(args, repo_id, "main")  # every folder checked before the first is written

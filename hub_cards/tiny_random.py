@@ -7,8 +7,8 @@ from itertools import islice
 
 import torch
 
-from symbert import SymBertConfig, SymBertForMaskedLM
-from symbert.training.data import EMBEDDED_CORPUS, train_wordpiece
+from .. import SymBertConfig, SymBertForMaskedLM
+from ..training.data import EMBEDDED_CORPUS, train_wordpiece
 
 SHAPE = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=32, intermediate_size=37)
 VOCAB_SIZE = 1024

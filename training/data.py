@@ -19,7 +19,7 @@ from fsspec.utils import infer_compression
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, BertTokenizerFast, DataCollatorForLanguageModeling
 
-from symbert.cli import UserError, missing_local_path
+from ..cli import UserError, missing_local_path
 
 EMBEDDED_CORPUS = Path(__file__).parent / "corpus" / "english_prose.txt.gz"
 DEFAULT_TOKENIZER = "bert-base-uncased"

@@ -42,9 +42,9 @@ from transformers import (
     set_seed,
 )
 
-from symbert.cli import UserError, command_parser, group_arguments, missing_local_path, run_command
-from symbert.training.glue_data import HUB_DATASET, TASKS, data_sha256, load_task, score_names
-from symbert.training.reporting import new_figure, save_figure, write_atomically
+from ..cli import UserError, command_parser, group_arguments, missing_local_path, run_command
+from .glue_data import HUB_DATASET, TASKS, data_sha256, load_task, score_names
+from .reporting import new_figure, save_figure, write_atomically
 
 SCHEMA_VERSION = 1
 PAPER_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
-from symbert.cli import UserError
+from ..cli import UserError
 
 HUB_DATASET = "nyu-mll/glue"
 
