@@ -8,7 +8,7 @@ card's `model-index` (`ModelCardData` + `EvalResult`, the legacy format older to
 
 import re
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields, replace
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
@@ -263,3 +263,185 @@ def files_named(card_text):
     """Relative link and image targets in the card's Markdown: files that must be in the repository."""
     targets = re.findall(r"\]\(([^)\s]+)\)", card_text)
     return sorted({t.split("#")[0] for t in targets if not re.match(r"[a-z]+://|#|mailto:", t)} - {""})
+
+
+# ---------------------------------------------------------------------------------------------- card values
+
+EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
+
+
+def dataset_text(data_arguments):
+    """(description, Hub dataset id or None) of the pre-training data as symbert-pretrain recorded it (its
+    DataArguments): a Hub data set, local files, or the embedded corpus."""
+    if data_arguments.get("dataset_name"):
+        config = f" ({data_arguments['dataset_config']})" if data_arguments.get("dataset_config") else ""
+        return f"{data_arguments['dataset_name']}{config}, split {data_arguments.get('dataset_split')}", data_arguments["dataset_name"]
+    if data_arguments.get("train_files"):
+        return "local files: " + ", ".join(Path(f).name for f in data_arguments["train_files"]), None
+    return EMBEDDED_CORPUS, None
+
+
+def checkpoint_eval_loss(eval_losses, step, checkpoint_name):
+    """The eval loss of a checkpoint card: the one logged at `step` ({step: loss} of the checkpoint's own
+    trainer_state.json, None without one), else the latest one before it, saying at which step."""
+    if eval_losses is None:
+        return f"not recorded ({checkpoint_name} has no trainer_state.json)"
+    before = [logged for logged in eval_losses if logged <= step]
+    if not before:
+        return f"none logged by step {step:,}"
+    latest = max(before)
+    if latest == step:
+        return f"{eval_losses[latest]:.4f} at step {step:,}"
+    return f"{eval_losses[latest]:.4f} at step {latest:,}, the latest evaluation before step {step:,}"
+
+
+@dataclass(frozen=True)
+class Training:
+    """What a card says about pre-training, as plain values. On a checkpoint's card (`at_checkpoint`), `steps` is the
+    checkpoint's and `run_steps` the whole run's."""
+
+    dataset: str
+    steps: int
+    global_batch_size: int
+    max_seq_length: int
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    world_size: int
+    learning_rate: float
+    warmup_steps: int
+    lr_scheduler_type: str
+    weight_decay: float
+    adam_beta1: float
+    adam_beta2: float
+    adam_epsilon: float
+    precision: str  # "bf16", "fp16" or "fp32"
+    seed: int
+    machine: str  # one process's device
+    train_runtime: float | None  # seconds
+    final_eval_loss: float
+    run_steps: int | None = None
+    checkpoint_eval_loss: str | None = None
+
+    def at_checkpoint(self, step, eval_losses, checkpoint_name):
+        """This run's facts as of checkpoint-`step`, with its own eval loss ({step: loss} or None, see
+        `checkpoint_eval_loss`)."""
+        loss = checkpoint_eval_loss(eval_losses, step, checkpoint_name)
+        return replace(self, steps=step, run_steps=self.steps, checkpoint_eval_loss=loss)
+
+    @property
+    def tokens(self):
+        return self.steps * self.global_batch_size * self.max_seq_length
+
+    @property
+    def batch_layout(self):
+        return (
+            f"{self.per_device_train_batch_size} per device × {self.gradient_accumulation_steps} accumulation steps × "
+            f"{self.world_size} processes"
+        )
+
+    @property
+    def hardware(self):
+        return self.machine if self.world_size == 1 else f"{self.world_size} × {self.machine}"
+
+    @property
+    def runtime(self):
+        runtime = self.train_runtime
+        return "not recorded" if runtime is None else f"{runtime / 3600:.2f} h ({runtime:,.0f} s)"
+
+    @property
+    def eval_loss(self):
+        return f"{self.final_eval_loss:.4f}" if self.run_steps is None else self.checkpoint_eval_loss
+
+
+def implementation_choices(config):
+    """What the papers leave open, as this implementation fixes it."""
+    pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
+    items = [choice.format(pairwise_init=pairwise_init) for choice in OPEN_CHOICES[config.attention_type]]
+    return items + ["Every score is scaled by 1/√d and attention-probability dropout applies, as in BERT."]
+
+
+def intended_uses(kind):
+    if kind == "tiny_random":
+        return [
+            "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
+            "small and fast and behaves like a trained SymBERT model of its attention type in every code path.",
+            "Out of scope: anything that needs meaningful outputs.",
+        ]
+    items = [
+        "Research on self-attention: comparing this attention variant with BERT's and the other SymBERT variants "
+        "pre-trained with the same recipe, data and budget.",
+        "A starting point for fine-tuning an English encoder on sentence and sentence-pair tasks (classification and "
+        "regression, as in GLUE) or token tasks, through any `AutoModelFor...` head.",
+        "Masked-token prediction (`fill-mask`) on English text, e.g. to probe what pre-training taught it.",
+    ]
+    if kind == "checkpoint":
+        items.append("Studying pre-training dynamics (e.g. GLUE along pre-training) with the other `step-N` branches.")
+    return items + [
+        "Out of scope: text generation (it is an encoder), other languages than English, and decisions about people "
+        "or any production use without an evaluation of your own on your data.",
+    ]
+
+
+def seeds_text(results):
+    return ", ".join(map(str, results["protocol"].get("seeds", [])))
+
+
+def limitations(config, kind, training=None, results=None):
+    """The card's limitations; `training` is a `Training`, `results` a glue_results.json (release cards only)."""
+    if kind == "tiny_random":
+        return [
+            "Random weights: for testing code paths only, never for predictions.",
+            "The model code runs from this repository: loading needs `trust_remote_code=True`.",
+        ]
+    items = [
+        f"A small training budget: {training.tokens:,} tokens of {training.dataset} ({training.steps:,} × "
+        f"{training.global_batch_size} blocks of {training.max_seq_length} tokens; BERT: 1,000,000 × 256 "
+        "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
+        "BERT's scale.",
+    ]
+    if training.dataset == EMBEDDED_CORPUS:
+        items.append(
+            "The corpus is nine English novels and story collections published 1811–1892: literary prose of its time, "
+            "not modern, web, conversational or domain-specific text."
+        )
+    items += [
+        "It reproduces the biases and views of its training text; no bias or safety evaluation was done.",
+        f"English only, with a {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
+        "split into unknown or meaningless pieces.",
+        f"Pre-trained on {training.max_seq_length}-token blocks: longer inputs (up to its "
+        f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
+        "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
+        "starts untrained, as with any MLM-only BERT checkpoint.",
+    ]
+    if kind == "checkpoint":
+        items.append(
+            f"An intermediate checkpoint: pre-training went on to step {training.run_steps:,}; the final model is on "
+            "`main`, with the GLUE results, which do not apply to this checkpoint."
+        )
+    if results is not None:
+        items.append(f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}.")
+    items.append(
+        "The model code runs from this repository: loading needs `trust_remote_code=True`; pin a revision, as below."
+    )
+    return items
+
+
+def card_values(config, repo_id, revision, kind, provenance, *, size=None, training=None, results=None):
+    """Every value card_template.md reads but the GLUE files' names: from the model's config, the repository, the
+    provenance record, and for trained models their `Training` and (release cards) their glue_results.json."""
+    parameters, original = parameter_counts(config)
+    change = "—" if parameters == original else f"{parameters - original:+,} ({100 * (parameters - original) / original:+.1f}%)"
+    values = dict(
+        kind=kind, repo_id=repo_id, revision=revision, attention_type=config.attention_type, size=size,
+        formula=FORMULAS[config.attention_type], parameters=parameters, original_parameters=original,
+        parameter_change=change, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size, head_size=config.hidden_size // config.num_attention_heads,
+        intermediate_size=config.intermediate_size, vocab_size=config.vocab_size,
+        max_positions=config.max_position_embeddings, provenance=provenance, choices=implementation_choices(config),
+        intended_uses=intended_uses(kind), install=install_command(),
+        citations="\n\n".join(CITATIONS[key] for key in PAPERS[config.attention_type]),
+        limitations=limitations(config, kind, training, results), training=training,
+    )  # fmt: skip
+    if results is not None:
+        values.update(glue_table=glue_table(results), seeds=seeds_text(results), protocol=protocol_text(results["protocol"]))
+    return values

@@ -45,9 +45,9 @@ from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 from transformers import AutoTokenizer
 
-from .. import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, modeling_symbert
+from .. import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, fresh_load, modeling_symbert
 from ..cli import UserError, command_parser, run_command
-from ..training.reporting import load_log_history, plot_losses
+from ..training.reporting import plot_losses
 from . import card as cards
 from . import tiny_random
 
@@ -65,7 +65,6 @@ TRAINING_ARGUMENT_KEYS = ("learning_rate", "warmup_steps", "lr_scheduler_type", 
 # Names that torch.save / pickle files go by (training_args.bin, optimizer.pt, rng_state.pth, pytorch_model.bin, ...).
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
-EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
 # Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
 CHECK_TEXTS = ["The old man walked slowly along the {mask} of the river.", "She {mask} the letter twice before night."]
 
@@ -111,6 +110,99 @@ def read_summary(model):
             "TrainingArguments.to_dict() under \"training_arguments\" or pre-train again."
         )
     return summary
+
+
+def eval_losses(log_history):
+    """{step: eval loss} of a Trainer's log history."""
+    return {entry["step"]: entry["eval_loss"] for entry in log_history if "eval_loss" in entry and "step" in entry}
+
+
+def logged_eval_losses(folder):
+    """{step: eval loss} of the Trainer's log in folder/trainer_state.json; None when there is none."""
+    state = Path(folder) / "trainer_state.json"
+    return eval_losses(read_json(state)["log_history"]) if state.is_file() else None
+
+
+@dataclass(frozen=True)
+class PretrainingRun:
+    """A symbert-pretrain output folder as the release reads it, once: training_summary.json (the run's
+    TrainingArguments.to_dict() under "training_arguments", its DataArguments under "data_arguments") and the
+    Trainer's log in trainer_state.json. Nothing is unpickled."""
+
+    folder: Path
+    summary: dict
+    log_history: list
+
+    @classmethod
+    def read(cls, folder):
+        for name in REQUIRED_TRAINING_FILES:
+            if not (folder / name).is_file():
+                raise UserError(f"{folder} lacks {name}: is it a symbert-pretrain output folder?")
+        return cls(folder, read_summary(folder), read_json(folder / "trainer_state.json")["log_history"])
+
+    @property
+    def training_arguments(self):
+        return self.summary["training_arguments"]
+
+    @property
+    def steps(self):
+        return self.summary["steps"]
+
+    @property
+    def size(self):
+        return self.summary.get("size")
+
+    @property
+    def eval_losses(self):
+        """{step: eval loss} as the Trainer logged them."""
+        return eval_losses(self.log_history)
+
+    @property
+    def runtime(self):
+        """Seconds of training: symbert-pretrain's record, else the Trainer's own; None if neither has it."""
+        runtime = self.summary.get("train_runtime")
+        if runtime is None:
+            runtime = next((e["train_runtime"] for e in reversed(self.log_history) if "train_runtime" in e), None)
+        return runtime
+
+    def data(self, dataset=None):
+        """(description, Hub dataset id or None) of the pre-training data: `dataset` (--dataset), else as recorded."""
+        if dataset:
+            return dataset, dataset if "/" in dataset else None  # Hub ids have a namespace
+        if self.summary.get("data_arguments") is None:
+            raise UserError(
+                f"{self.folder}/training_summary.json does not record the pre-training data (an older output); pass --dataset."
+            )
+        return cards.dataset_text(self.summary["data_arguments"])
+
+    def training(self, dataset=None, hardware=None):
+        """The card's `Training` facts; `dataset` and `hardware` (--dataset, --hardware) override what was recorded."""
+        summary, arguments = self.summary, self.training_arguments
+        machine = hardware or summary.get("hardware") or ("CPU" if arguments["use_cpu"] else "GPU (model not recorded)")
+        return cards.Training(
+            dataset=self.data(dataset)[0], steps=summary["steps"], global_batch_size=summary["global_batch_size"],
+            max_seq_length=summary["max_seq_length"], per_device_train_batch_size=summary["per_device_train_batch_size"],
+            gradient_accumulation_steps=summary["gradient_accumulation_steps"], world_size=summary.get("world_size", 1),
+            learning_rate=arguments["learning_rate"], warmup_steps=warmup_steps(arguments, summary["steps"]),
+            lr_scheduler_type=arguments["lr_scheduler_type"], weight_decay=arguments["weight_decay"],
+            adam_beta1=arguments["adam_beta1"], adam_beta2=arguments["adam_beta2"], adam_epsilon=arguments["adam_epsilon"],
+            precision="bf16" if arguments["bf16"] else "fp16" if arguments["fp16"] else "fp32", seed=arguments["seed"],
+            machine=machine, train_runtime=self.runtime, final_eval_loss=summary["final_eval_loss"],
+        )  # fmt: skip
+
+
+def warmup_steps(training_arguments, steps):
+    """Warm-up steps as the Trainer counts them: `warmup_steps` below 1 is a ratio in transformers 5, and 4.x has
+    `warmup_ratio`."""
+    warmup, total = training_arguments["warmup_steps"] or 0, training_arguments.get("max_steps") or steps
+    if warmup >= 1:
+        return int(warmup)
+    return math.ceil(total * (warmup or training_arguments.get("warmup_ratio") or 0))
+
+
+def checkpoint_eval_loss(checkpoint, step):
+    """The card's eval loss of checkpoint-`step`, from its own trainer_state.json."""
+    return cards.checkpoint_eval_loss(logged_eval_losses(checkpoint), step, checkpoint.name)
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -205,7 +297,7 @@ def check_model_folder(folder):
 
 
 def plan_models(args):
-    """[(model folder, config, repo id, results path, results, checkpoint folders)] for every model; every input is
+    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders)] for every model; every input is
     checked before any work is done."""
     models = find_models(args.models, args.output_dir)
     extra_files = [Path(p).resolve() for p in args.results if Path(p).is_file()]
@@ -214,10 +306,7 @@ def plan_models(args):
     plans, repos, used = [], {}, set()
     for model in models:
         config = check_model_folder(model)
-        for name in REQUIRED_TRAINING_FILES:
-            if not (model / name).is_file():
-                raise UserError(f"{model} lacks {name}: is it a symbert-pretrain output folder?")
-        summary = read_summary(model)
+        run = PretrainingRun.read(model)
         results = match_results(model, sha256(model / "model.safetensors"), candidates)
         if candidates[results]["model"].get("attention_type") not in (None, config.attention_type):
             raise UserError(
@@ -225,8 +314,9 @@ def plan_models(args):
                 f"{config.attention_type!r}."
             )
         used.add(results)
-        dataset_of(model, args)
-        repo_id = release_repo_id(args, model, summary.get("size", "custom"), config.attention_type)
+        run.data(args.dataset)  # recorded, or given
+        size = run.summary.get("size", "custom")
+        repo_id = release_repo_id(args.namespace, args.name_template, model, size, config.attention_type)
         if repo_id in repos:
             raise UserError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
         repos[repo_id] = model
@@ -240,7 +330,7 @@ def plan_models(args):
                 raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
             check_model_folder(checkpoint)
             checkpoints.append(checkpoint)
-        plans.append((model, config, repo_id, results, candidates[results], checkpoints))
+        plans.append((run, config, repo_id, results, candidates[results], checkpoints))
     for path in extra_files:
         if path not in used:
             data = candidates[path]["model"]
@@ -249,21 +339,6 @@ def plan_models(args):
                 f"{data.get('name_or_path')!r}) than any model being released."
             )
     return plans
-
-
-def dataset_of(model, args):
-    """(description, Hub dataset id or None) of the pre-training data: --dataset, else what symbert-pretrain recorded."""
-    if args.dataset:
-        return args.dataset, args.dataset if "/" in args.dataset else None  # Hub ids have a namespace
-    data = read_json(model / "training_summary.json").get("data_arguments")
-    if data is None:
-        raise UserError(f"{model}/training_summary.json does not record the pre-training data (an older output); pass --dataset.")
-    if data.get("dataset_name"):
-        config = f" ({data['dataset_config']})" if data.get("dataset_config") else ""
-        return f"{data['dataset_name']}{config}, split {data.get('dataset_split')}", data["dataset_name"]
-    if data.get("train_files"):
-        return "local files: " + ", ".join(Path(f).name for f in data["train_files"]), None
-    return EMBEDDED_CORPUS, None
 
 
 def checked_repo_id(repo_id, origin):
@@ -276,14 +351,14 @@ def checked_repo_id(repo_id, origin):
     return repo_id
 
 
-def release_repo_id(args, model, size, attention_type):
+def release_repo_id(namespace, name_template, model, size, attention_type):
     """`--namespace`/`--name_template` filled in with the model's size (from training_summary.json) and type."""
-    name = args.name_template.format(size=str(size), attention_type=attention_type)  # as parse_arguments checked it
+    name = name_template.format(size=str(size), attention_type=attention_type)  # as parse_arguments checked it
     origin = (
-        f"size={size!r} (from {model}/training_summary.json) with --name_template {args.name_template!r} and "
-        f"--namespace {args.namespace!r}"
+        f"size={size!r} (from {model}/training_summary.json) with --name_template {name_template!r} and "
+        f"--namespace {namespace!r}"
     )
-    return checked_repo_id(f"{args.namespace}/{name}", origin)
+    return checked_repo_id(f"{namespace}/{name}", origin)
 
 
 def staging_folder(args, repo_id, revision):
@@ -385,155 +460,6 @@ def provenance(folder_files, dataset, **extra):
     }
 
 
-def warmup_steps(training_arguments, steps):
-    """Warm-up steps as the Trainer counts them: `warmup_steps` below 1 is a ratio in transformers 5, and 4.x has
-    `warmup_ratio`."""
-    warmup, total = training_arguments["warmup_steps"] or 0, training_arguments.get("max_steps") or steps
-    if warmup >= 1:
-        return int(warmup)
-    return math.ceil(total * (warmup or training_arguments.get("warmup_ratio") or 0))
-
-
-def training_info(model, args):
-    summary = read_summary(model)
-    training_args = summary["training_arguments"]  # TrainingArguments.to_dict(), as symbert-pretrain wrote it
-    runtime = summary.get("train_runtime")
-    if runtime is None:  # the Trainer's own record, in trainer_state.json
-        runtime = next((e["train_runtime"] for e in reversed(load_log_history(model)) if "train_runtime" in e), None)
-    world = summary.get("world_size", 1)
-    hardware = args.hardware or summary.get("hardware") or ("CPU" if training_args["use_cpu"] else "GPU (model not recorded)")
-    return {
-        "dataset": dataset_of(model, args)[0],
-        "steps": summary["steps"],
-        "global_batch_size": summary["global_batch_size"],
-        "max_seq_length": summary["max_seq_length"],
-        "batch_layout": f"{summary['per_device_train_batch_size']} per device × {summary['gradient_accumulation_steps']} "
-        f"accumulation steps × {world} processes",
-        "tokens": summary["steps"] * summary["global_batch_size"] * summary["max_seq_length"],
-        "learning_rate": training_args["learning_rate"],
-        "warmup_steps": warmup_steps(training_args, summary["steps"]),
-        "lr_scheduler_type": training_args["lr_scheduler_type"],
-        "weight_decay": training_args["weight_decay"],
-        "adam_beta1": training_args["adam_beta1"],
-        "adam_beta2": training_args["adam_beta2"],
-        "adam_epsilon": training_args["adam_epsilon"],
-        "precision": "bf16" if training_args["bf16"] else "fp16" if training_args["fp16"] else "fp32",
-        "seed": training_args["seed"],
-        "hardware": hardware if world == 1 else f"{world} × {hardware}",
-        "runtime": "not recorded" if runtime is None else f"{runtime / 3600:.2f} h ({runtime:,.0f} s)",
-        "eval_loss": f"{summary['final_eval_loss']:.4f}",
-    }
-
-
-def checkpoint_training(training, checkpoint, step):
-    """`training` (the run's) as of checkpoint-N: its step, the tokens seen up to it and its own eval loss."""
-    return {
-        **training,
-        "steps": step,
-        "run_steps": training["steps"],
-        "tokens": step * training["global_batch_size"] * training["max_seq_length"],
-        "eval_loss": checkpoint_eval_loss(checkpoint, step),
-    }
-
-
-def checkpoint_eval_loss(checkpoint, step):
-    """The eval loss logged at `step` in the checkpoint's own trainer_state.json, else the latest one before it,
-    saying at which step."""
-    if not (checkpoint / "trainer_state.json").is_file():
-        return f"not recorded ({checkpoint.name} has no trainer_state.json)"
-    evaluations = [e for e in load_log_history(checkpoint) if "eval_loss" in e and e.get("step", math.inf) <= step]
-    if not evaluations:
-        return f"none logged by step {step:,}"
-    latest = max(evaluations, key=lambda e: e["step"])
-    if latest["step"] == step:
-        return f"{latest['eval_loss']:.4f} at step {step:,}"
-    return f"{latest['eval_loss']:.4f} at step {latest['step']:,}, the latest evaluation before step {step:,}"
-
-
-def implementation_choices(config):
-    """What the papers leave open, as this implementation fixes it."""
-    pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
-    items = [choice.format(pairwise_init=pairwise_init) for choice in cards.OPEN_CHOICES[config.attention_type]]
-    return items + ["Every score is scaled by 1/√d and attention-probability dropout applies, as in BERT."]
-
-
-def intended_uses(kind):
-    if kind == "tiny_random":
-        return [
-            "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
-            "small and fast and behaves like a trained SymBERT model of its attention type in every code path.",
-            "Out of scope: anything that needs meaningful outputs.",
-        ]
-    items = [
-        "Research on self-attention: comparing this attention variant with BERT's and the other SymBERT variants "
-        "pre-trained with the same recipe, data and budget.",
-        "A starting point for fine-tuning an English encoder on sentence and sentence-pair tasks (classification and "
-        "regression, as in GLUE) or token tasks, through any `AutoModelFor...` head.",
-        "Masked-token prediction (`fill-mask`) on English text, e.g. to probe what pre-training taught it.",
-    ]
-    if kind == "checkpoint":
-        items.append("Studying pre-training dynamics (e.g. GLUE along pre-training) with the other `step-N` branches.")
-    return items + [
-        "Out of scope: text generation (it is an encoder), other languages than English, and decisions about people "
-        "or any production use without an evaluation of your own on your data.",
-    ]
-
-
-def limitations(config, kind, training=None, results=None):
-    if kind == "tiny_random":
-        return [
-            "Random weights: for testing code paths only, never for predictions.",
-            "The model code runs from this repository: loading needs `trust_remote_code=True`.",
-        ]
-    items = [
-        f"A small training budget: {training['tokens']:,} tokens of {training['dataset']} ({training['steps']:,} × "
-        f"{training['global_batch_size']} blocks of {training['max_seq_length']} tokens; BERT: 1,000,000 × 256 "
-        "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
-        "BERT's scale.",
-    ]
-    if training["dataset"] == EMBEDDED_CORPUS:
-        items.append(
-            "The corpus is nine English novels and story collections published 1811–1892: literary prose of its time, "
-            "not modern, web, conversational or domain-specific text."
-        )
-    items += [
-        "It reproduces the biases and views of its training text; no bias or safety evaluation was done.",
-        f"English only, with a {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
-        "split into unknown or meaningless pieces.",
-        f"Pre-trained on {training['max_seq_length']}-token blocks: longer inputs (up to its "
-        f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
-        "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
-        "starts untrained, as with any MLM-only BERT checkpoint.",
-    ]
-    if kind == "checkpoint":
-        items.append(
-            f"An intermediate checkpoint: pre-training went on to step {training['run_steps']:,}; the final model is on "
-            "`main`, with the GLUE results, which do not apply to this checkpoint."
-        )
-    if results is not None:
-        seeds = ", ".join(map(str, results["protocol"].get("seeds", [])))
-        items.append(f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds}.")
-    items.append(
-        "The model code runs from this repository: loading needs `trust_remote_code=True`; pin a revision, as below."
-    )
-    return items
-
-
-def card_values(config, repo_id, revision, kind, prov, size=None):
-    parameters, original = cards.parameter_counts(config)
-    change = "—" if parameters == original else f"{parameters - original:+,} ({100 * (parameters - original) / original:+.1f}%)"
-    return dict(
-        kind=kind, repo_id=repo_id, revision=revision, attention_type=config.attention_type, size=size,
-        formula=cards.FORMULAS[config.attention_type], parameters=parameters, original_parameters=original,
-        parameter_change=change, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
-        hidden_size=config.hidden_size, head_size=config.hidden_size // config.num_attention_heads,
-        intermediate_size=config.intermediate_size, vocab_size=config.vocab_size,
-        max_positions=config.max_position_embeddings, provenance=prov, choices=implementation_choices(config),
-        intended_uses=intended_uses(kind), install=cards.install_command(),
-        citations="\n\n".join(cards.CITATIONS[key] for key in cards.PAPERS[config.attention_type]),
-    )  # fmt: skip
-
-
 def find_glue_plot(args, results_path, model):
     """--glue_vs_step, else the sweep plot next to the results file, in the model folder, or under --results."""
     if args.glue_vs_step:
@@ -545,17 +471,16 @@ def find_glue_plot(args, results_path, model):
     return next((p for p in [*nearby, *under_results] if p.is_file()), None)
 
 
-def stage_model(model, config, repo_id, results_path, results, checkpoints, args, workdir):
+def stage_model(run, config, repo_id, results_path, results, checkpoints, args, workdir):
     """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s."""
-    name = repo_id.split("/")[1]
-    summary = read_summary(model)
-    training = training_info(model, args)
-    dataset, hub_dataset = dataset_of(model, args)
+    name, model = repo_id.split("/")[1], run.folder
+    training = run.training(args.dataset, args.hardware)
+    dataset, hub_dataset = run.data(args.dataset)
     datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
     files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
     files["loss.png"] = model / "loss.png"
     if not files["loss.png"].is_file():  # an output from before the plot existed: draw it from the log
-        files["loss.png"] = plot_losses(load_log_history(model), Path(workdir) / f"{name}-loss.png", title=config.attention_type)
+        files["loss.png"] = plot_losses(run.log_history, Path(workdir) / f"{name}-loss.png", title=config.attention_type)
     files[RESULTS_FILE] = results_path
     if results_path.with_suffix(".md").is_file():
         files["glue_results.md"] = results_path.with_suffix(".md")
@@ -567,15 +492,15 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
     eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
     prov = provenance(
         files, dataset, glue_results_sha256=sha256(results_path), eval_results_sha256=text_hashes(eval_texts),
-        training_steps=summary["steps"],
+        training_steps=run.steps,
     )  # fmt: skip
     data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
-    values = card_values(config, repo_id, args.tag, "release", prov, size=summary.get("size"))
+    values = cards.card_values(
+        config, repo_id, args.tag, "release", prov, size=run.size, training=training, results=results,
+    )  # fmt: skip
     card = cards.render(
-        name, data, **values, training=training, loss_plot="loss.png", glue_table=cards.glue_table(results),
-        seeds=", ".join(map(str, results["protocol"].get("seeds", []))), protocol=cards.protocol_text(results["protocol"]),
-        glue_plot=GLUE_PLOT if glue_plot else None, eval_results_file=next(iter(eval_texts), None),
-        limitations=limitations(config, "release", training, results),
+        name, data, **values, loss_plot="loss.png", glue_plot=GLUE_PLOT if glue_plot else None,
+        eval_results_file=next(iter(eval_texts), None),
     )  # fmt: skip
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
     main = write_folder(args, repo_id, "main", files, texts)
@@ -589,12 +514,9 @@ def stage_model(model, config, repo_id, results_path, results, checkpoints, args
         checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
         prov = provenance(checkpoint_files, dataset, training_steps=step)
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
-        values = card_values(config, repo_id, branch, "checkpoint", prov, size=summary.get("size"))
-        at_step = checkpoint_training(training, checkpoint, step)
-        card = cards.render(
-            f"{name} at step {step}", data, **values, training=at_step, loss_plot="loss.png",
-            limitations=limitations(config, "checkpoint", at_step),
-        )  # fmt: skip
+        at_step = training.at_checkpoint(step, logged_eval_losses(checkpoint), checkpoint.name)
+        values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
+        card = cards.render(f"{name} at step {step}", data, **values, loss_plot="loss.png")
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         stages.append(Stage(repo_id, branch, write_folder(args, repo_id, branch, checkpoint_files, texts), checkpoint))
     return stages
@@ -617,8 +539,7 @@ def stage_tiny_random(args, workdir):
         files = model_files(source)
         prov = provenance(files, tiny_random.DATASET, seed=tiny_random.SEED)
         data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
-        values = card_values(config, repo_id, args.tag, "tiny_random", prov)
-        card = cards.render(name, data, **values, limitations=limitations(config, "tiny_random"))
+        card = cards.render(name, data, **cards.card_values(config, repo_id, args.tag, "tiny_random", prov))
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         stages.append(Stage(repo_id, "main", write_folder(args, repo_id, "main", files, texts), source))
     return stages
@@ -626,66 +547,18 @@ def stage_tiny_random(args, workdir):
 
 # ---------------------------------------------------------------------------------------------- validation
 
-# Runs in a fresh interpreter, in an empty directory, with `symbert` made unimportable: the staged folders must
-# load from their own files, as on a machine without this project.
-FRESH_PROCESS = """
-import importlib.abc, json, sys, traceback
-
-class BlockProject(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "symbert" or name.startswith("symbert."):
-            raise ModuleNotFoundError(f"No module named {name!r} (a released folder must not need the symbert package)")
-        return None
-
-sys.meta_path.insert(0, BlockProject())
-import torch
-from safetensors.torch import load_file
-from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-folders, texts, output = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
-report, logits = {}, {}
-for folder in folders:
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
-        model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
-        inputs = tokenizer([t.format(mask=tokenizer.mask_token) for t in texts], padding=True, return_tensors="pt")
-        with torch.no_grad():
-            logits[folder] = model(**inputs).logits
-        saved, state = load_file(f"{folder}/model.safetensors"), model.state_dict()
-        report[folder] = {
-            "input_ids": inputs["input_ids"].tolist(),
-            "module": type(model).__module__,
-            "reinitialised": [k for k, v in saved.items() if k in state and not torch.equal(state[k], v)],
-            "not_in_file": [k for k in state if k not in saved and not k.startswith("cls.predictions.decoder")],
-            "tied": model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight,
-        }
-    except Exception as error:
-        report[folder] = {"error": "".join(traceback.format_exception_only(error)).strip()}
-torch.save(logits, f"{output}/logits.pt")
-report["symbert_imported"] = any(m == "symbert" or m.startswith("symbert.") for m in sys.modules)
-with open(f"{output}/report.json", "w") as file:
-    json.dump(report, file)
-"""
-
-
 def load_in_fresh_process(folders):
-    """({folder: report}, {folder: logits}) from loading each folder with trust_remote_code=True elsewhere."""
+    """({folder: report}, {folder: logits}) from loading each folder with trust_remote_code=True in a fresh process
+    that cannot import this project (symbert/fresh_load.py): the staged folders must load from their own files, as on
+    a machine without this project."""
     with tempfile.TemporaryDirectory() as elsewhere:
-        env = {
-            **os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(Path(elsewhere) / "modules"), "PYTHONPATH": "",
-            "TOKENIZERS_PARALLELISM": "false",
-        }  # fmt: skip
-        result = subprocess.run(
-            [sys.executable, "-c", FRESH_PROCESS, json.dumps([str(f.resolve()) for f in folders]), json.dumps(CHECK_TEXTS), elsewhere],
-            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=1800,
-        )  # fmt: skip
-        if result.returncode != 0:
-            raise RuntimeError(f"The fresh-process load check crashed:\n{result.stderr[-3000:]}")
-        report = read_json(Path(elsewhere) / "report.json")
-        logits = torch.load(Path(elsewhere) / "logits.pt", weights_only=True)
-    if report.pop("symbert_imported"):
+        outputs = Path(elsewhere) / "outputs.pt"
+        report = fresh_load.load_in_fresh_process(folders, "--texts", json.dumps(CHECK_TEXTS), "--outputs", outputs)
+        outputs = torch.load(outputs, weights_only=True)
+    if report["symbert_imported"]:
         raise RuntimeError("The fresh-process load check imported the symbert package; it must not.")
-    return {Path(k): v for k, v in report.items()}, {Path(k): v for k, v in logits.items()}
+    logits = {Path(folder): tensors[0] for folder, tensors in outputs.items()}
+    return {Path(folder): loaded for folder, loaded in report["models"].items()}, logits
 
 
 def reference_outputs(source):
@@ -787,8 +660,8 @@ def validate(stages):
             continue
         if not report["module"].startswith("transformers_modules"):
             problems[stage.folder].append(f"loaded its classes from {report['module']}, not from the folder's code")
-        if report["reinitialised"] or report["not_in_file"]:
-            problems[stage.folder].append(f"weights re-initialised on load: {(report['reinitialised'] + report['not_in_file'])[:5]}")
+        if report["reinitialised"] or report["missing_from_file"]:
+            problems[stage.folder].append(f"weights re-initialised on load: {(report['reinitialised'] + report['missing_from_file'])[:5]}")
         if not report["tied"]:
             problems[stage.folder].append("the MLM decoder is not tied to the word embeddings after loading")
         input_ids, expected = reference_outputs(stage.source)

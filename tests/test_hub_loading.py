@@ -3,9 +3,6 @@ process that cannot import this project, for every head and variant."""
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -14,6 +11,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, Trainer, TrainingArgum
 
 import symbert
 from symbert import ATTENTION_TYPES
+from symbert.fresh_load import load_in_fresh_process
 
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
 
@@ -34,53 +32,9 @@ def model_inputs(auto_name):
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-# Runs in a fresh interpreter, in another directory, with `symbert` made unimportable.
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import importlib.abc, json, sys
-
-    class BlockProject(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "symbert" or name.startswith("symbert."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-            return None
-
-    sys.meta_path.insert(0, BlockProject())
-
-    import torch, transformers
-    from safetensors.torch import load_file
-
-    cases = json.loads(sys.argv[1])
-    report = {}
-    for case in cases:
-        folder, auto_name = case["folder"], case["auto_class"]
-        model = getattr(transformers, auto_name).from_pretrained(folder, trust_remote_code=True).eval()
-        inputs = torch.load(case["inputs"], weights_only=True)  # tensors only: torch < 2.6 would unpickle anything
-        with torch.no_grad():
-            outputs = [t for t in model(**inputs).to_tuple()]
-        saved = load_file(f"{folder}/model.safetensors")
-        state = model.state_dict()
-        reinitialised = [k for k, v in saved.items() if k in state and not torch.equal(state[k], v)]
-        tied = None
-        if hasattr(model, "cls"):
-            tied = model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
-        torch.save(outputs, case["outputs"])
-        report[folder] = {
-            "class": type(model).__name__,
-            "module": type(model).__module__,
-            "reinitialised": reinitialised,
-            "missing_from_file": [k for k in state if k not in saved and not k.startswith("cls.predictions.decoder")],
-            "tied": tied,
-        }
-    report["symbert_imported"] = any(m == "symbert" or m.startswith("symbert.") for m in sys.modules)
-    print(json.dumps(report))
-    """
-)
-
-
 @pytest.fixture(scope="module")
 def saved_models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("saved")
+    root = tmp_path_factory.mktemp("saved").resolve()  # the report names folders by their resolved paths
     cases, expected = [], {}
     for attention_type in ATTENTION_TYPES:
         for auto_name, model_class in HEADS.items():
@@ -95,14 +49,15 @@ def saved_models(tmp_path_factory):
             cases.append(
                 {"folder": str(folder), "auto_class": auto_name, "inputs": str(folder / "inputs.pt"), "outputs": str(folder / "outputs.pt")}
             )
-    elsewhere = tmp_path_factory.mktemp("elsewhere")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(elsewhere / "modules"), "PYTHONPATH": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, json.dumps(cases)],
-        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600,
+    # symbert/fresh_load.py, as pre-training and the release run it: a fresh process that cannot import symbert
+    report = load_in_fresh_process(
+        [case["folder"] for case in cases], "--auto_class", *[case["auto_class"] for case in cases],
+        "--inputs", "inputs.pt", "--outputs", root / "outputs.pt", timeout=600,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    outputs = torch.load(root / "outputs.pt", weights_only=True)
+    for case in cases:
+        torch.save(outputs[case["folder"]], case["outputs"])
+    report = {folder: loaded for folder, loaded in report["models"].items()} | {"symbert_imported": report["symbert_imported"]}
     return cases, expected, report
 
 

@@ -18,8 +18,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -636,34 +634,18 @@ FILL_MASK_SENTENCES = [
     "It was a cold {mask} in the middle of winter.",
 ]
 
-FILL_MASK_SCRIPT = """
-import json, sys
-from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
-
-folder, sentences = sys.argv[1], json.loads(sys.argv[2])
-model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # else it asks: config.json maps custom code
-fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
-examples = []
-for sentence in sentences:
-    sentence = sentence.format(mask=tokenizer.mask_token)
-    predictions = [(p["token_str"], round(p["score"], 3)) for p in fill_mask(sentence, top_k=5)]
-    examples.append({"sentence": sentence, "predictions": predictions})
-print(json.dumps({"class": type(model).__name__, "examples": examples}))
-"""
-
-
 def fill_mask_example(folder, sentences=FILL_MASK_SENTENCES):
     """Top-5 predictions for each of `sentences` ("{mask}" marks the masked word) of the model saved in `folder`,
-    loaded there by a fresh Python process with `AutoModelForMaskedLM.from_pretrained(folder,
-    trust_remote_code=True)`, so from the folder's own code and tokenizer, as a user without this project would."""
-    result = subprocess.run(
-        [sys.executable, "-c", FILL_MASK_SCRIPT, str(Path(folder).resolve()), json.dumps(sentences)],
-        capture_output=True, text=True, cwd=Path(folder).resolve(), env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise RuntimeError(f"Loading {folder} in a fresh process failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    loaded by a fresh Python process that cannot import this project (symbert/fresh_load.py) with
+    `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`, so from the folder's own code and
+    tokenizer, as a user without this project would."""
+    from ..fresh_load import load_in_fresh_process
+
+    report = load_in_fresh_process([folder], "--fill_mask", json.dumps(sentences))
+    (loaded,) = report["models"].values()
+    if "error" in loaded:
+        raise RuntimeError(f"Loading {folder} in a fresh process failed: {loaded['error']}")
+    return loaded
 
 
 BASELINE_MAX_TRAIN_BLOCKS = 100_000  # token frequencies from at most this many training blocks (a stream is endless)
@@ -707,7 +689,7 @@ def report(output_dir, log_history):
     print(f"\nMasked-token prediction on the {comparison['eval_blocks']} held-out blocks ({model['masked_tokens']:,} "
           "masked tokens, the same masks for both):")  # fmt: skip
     print(f"  {'':40} {'cross-entropy':>13} {'top-1 accuracy':>15}")
-    for name, scores in ((f"unigram baseline (train token frequencies)", unigram), (f"model at step {last_step}", model)):
+    for name, scores in (("unigram baseline (train token frequencies)", unigram), (f"model at step {last_step}", model)):
         print(f"  {name:40} {scores['loss']:13.4f} {scores['accuracy']:15.1%}")
     example = fill_mask_example(output_dir)
     print(f"\nfill-mask ({example['class']} loaded from {output_dir} in a fresh process with trust_remote_code=True):")
