@@ -63,7 +63,10 @@ def test_pretrain_help_lists_recipes_and_shows_their_values(monkeypatch, capsys)
         assert re.search(rf"^  {path.stem}: {re.escape(comment.split()[0])}", text, flags=re.M), path.stem
     assert "replace the defaults shown" in text
     assert option_help(text, "--learning_rate").endswith("(default: 5e-05)")  # the Trainer's, without a recipe
-    assert text.index("Data arguments:") < text.index("Trainer arguments") < text.index("--learning_rate")
+    headings = ["Run arguments:", "Model arguments:", "Data arguments:", "Trainer arguments"]
+    assert [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
+    assert text.index("Run arguments:") < text.index("--precision") < text.index("Model arguments:") < text.index("--size")
+    assert text.index("Trainer arguments") < text.index("--learning_rate")
     with_recipe = help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe", "cpu-demo")
     recipe = json.loads((pretrain.RECIPES_DIR / "cpu-demo.json").read_text())
     assert option_help(with_recipe, "--learning_rate").endswith(f"(default: {recipe['learning_rate']})")
@@ -89,7 +92,9 @@ def test_glue_help_lists_tasks_and_shows_the_protocol_it_applies(monkeypatch, ca
 
 
 @pytest.mark.parametrize(
-    "arguments", [pretrain.ModelArguments, pretrain.DataArguments, glue.GlueArguments], ids=lambda c: c.__name__
+    "arguments",
+    [pretrain.RunArguments, pretrain.ModelArguments, pretrain.DataArguments, glue.GlueArguments],
+    ids=lambda c: c.__name__,
 )
 def test_every_argument_of_ours_has_help(arguments):
     assert [f.name for f in dataclasses.fields(arguments) if not f.metadata.get("help", "").strip()] == []

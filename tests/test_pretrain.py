@@ -100,7 +100,8 @@ def assert_same_training(output_dir, reference):
 
 
 def test_paper_recipe_is_the_papers_protocol(tmp_path):
-    model_args, data_args, args = parse_arguments(["--recipe", "paper-base", "--output_dir", str(tmp_path)])
+    run_arguments, model_args, data_args, args = parse_arguments(["--recipe", "paper-base", "--output_dir", str(tmp_path)])
+    assert (run_arguments.recipe, run_arguments.global_batch_size, run_arguments.precision) == ("paper-base", 256, "auto")
     assert model_args.size == "base" and data_args.tokenizer == "bert-base-uncased"
     assert (data_args.mlm_probability, data_args.max_seq_length, data_args.eval_blocks) == (0.15, 512, 10_000)
     assert args.max_steps == 200_000 and args.learning_rate == 1e-4 and args.warmup_steps == 10_000
@@ -112,9 +113,9 @@ def test_paper_recipe_is_the_papers_protocol(tmp_path):
 
 
 def test_command_line_overrides_recipe(tmp_path):
-    _, data_args, args = parse_arguments(
+    args = parse_arguments(
         ["--recipe", "paper-small", "--output_dir", str(tmp_path), "--per_device_train_batch_size", "64", "--learning_rate", "3e-4"]
-    )
+    )[3]
     assert args.learning_rate == 3e-4 and args.gradient_accumulation_steps == 4  # 256 / 64
 
 
@@ -153,7 +154,7 @@ def test_no_weight_decay_on_biases_norms_and_gains(attention_type, excluded):
 
 
 def test_blocks_concatenate_texts_and_hold_out_eval(corpus, tmp_path):
-    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, tmp_path))[1])
+    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, tmp_path))[2])
     texts = (corpus / "train.txt").read_text().splitlines()
     total = sum(len(ids) for ids in tokenizer(texts)["input_ids"])
     for name, write in {
@@ -164,7 +165,7 @@ def test_blocks_concatenate_texts_and_hold_out_eval(corpus, tmp_path):
         path = tmp_path / name
         write(path)
         column = "text" if name.endswith(".txt") else "body"
-        _, data_args, _ = parse_arguments(run_args(corpus, tmp_path, "--train_files", str(path), "--text_column", column))
+        data_args = parse_arguments(run_args(corpus, tmp_path, "--train_files", str(path), "--text_column", column))[2]
         train, held_out = data.load_blocks(data_args, tokenizer)
         assert len(held_out) == 8 and len(train) + len(held_out) == total // 32, name
         assert all(len(ids) == 32 for ids in train["input_ids"])
@@ -172,7 +173,7 @@ def test_blocks_concatenate_texts_and_hold_out_eval(corpus, tmp_path):
 
 
 def test_masking_is_berts_and_seeded_by_content(corpus):
-    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, "unused"))[1])
+    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, "unused"))[2])
     collator = data.ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=1)
     generator = torch.Generator().manual_seed(0)
     blocks = [{"input_ids": ids.tolist()} for ids in torch.randint(5, len(tokenizer), (64, 128), generator=generator)]
@@ -194,14 +195,14 @@ def test_masking_is_berts_and_seeded_by_content(corpus):
 
 
 def test_data_errors_are_clear(corpus, tmp_path):
-    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, tmp_path))[1])
-    _, data_args, _ = parse_arguments(run_args(corpus, tmp_path, "--text_column", "body"))
+    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, tmp_path))[2])
+    data_args = parse_arguments(run_args(corpus, tmp_path, "--text_column", "body"))[2]
     with pytest.raises(ValueError, match=r"text_column 'body' is not in the dataset; its columns are \['text'\]"):
         data.load_blocks(data_args, tokenizer)
-    _, data_args, _ = parse_arguments(run_args(corpus, tmp_path, "--eval_blocks", "100000"))
+    data_args = parse_arguments(run_args(corpus, tmp_path, "--eval_blocks", "100000"))[2]
     with pytest.raises(ValueError, match="not more than eval_blocks=100000"):
         data.load_blocks(data_args, tokenizer)
-    _, data_args, _ = parse_arguments(run_args(corpus, tmp_path, "--train_files", str(tmp_path / "nope.txt")))
+    data_args = parse_arguments(run_args(corpus, tmp_path, "--train_files", str(tmp_path / "nope.txt")))[2]
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         data.load_blocks(data_args, tokenizer)
 
@@ -259,7 +260,7 @@ def test_comparison_mode(corpus, tmp_path, capsys):
 
 
 def test_embedded_corpus_ships_with_its_provenance(tmp_path):
-    _, data_args, _ = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])
+    data_args = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[2]
     assert data.uses_embedded_corpus(data_args)
     texts = data.load_texts(data_args)
     assert len(texts) == 15_143 and texts.column_names == ["text"]
@@ -268,7 +269,7 @@ def test_embedded_corpus_ships_with_its_provenance(tmp_path):
 
 
 def test_streaming_local_files(corpus, tmp_path):
-    _, data_args, _ = parse_arguments(run_args(corpus, tmp_path, "--streaming", "true"))
+    data_args = parse_arguments(run_args(corpus, tmp_path, "--streaming", "true"))[2]
     tokenizer = data.load_tokenizer(data_args)
     train, held_out = data.load_blocks(data_args, tokenizer)
     held_out_blocks = [tuple(b["input_ids"]) for b in held_out]

@@ -120,7 +120,7 @@ def test_shortest_block_is_the_one_with_a_masked_token_on_average(tmp_path):
         def parse(length):
             return parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(length)))
 
-        assert (parse(shortest)[1].max_seq_length - 2) * probability >= 1 - 1e-9
+        assert (parse(shortest)[2].max_seq_length - 2) * probability >= 1 - 1e-9
         with pytest.raises(UserError, match=f"max_seq_length ≥ {shortest}"):
             parse(shortest - 1)
 
@@ -208,8 +208,8 @@ def test_problem_past_the_checked_start_is_named_when_read(tmp_path, tokenizer_d
     path.write_bytes(build(sentences(400)))
     assert data.file_problem(path, "text", limit=256) is None  # not visible in the checked start
     streaming = ["--streaming", str(streaming).lower()]
-    _, data_args, _ = parse_arguments(args(tmp_path / "run", "--train_files", str(path), *streaming))
-    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[1])
+    data_args = parse_arguments(args(tmp_path / "run", "--train_files", str(path), *streaming))[2]
+    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
     with pytest.raises(UserError, match=f"{tmp_path}/{message}"):
         train, held_out = data.load_blocks(data_args, tokenizer)
         list(train)  # a stream is read while training
@@ -224,7 +224,7 @@ def test_non_string_texts_in_a_stream_are_named(tmp_path, tokenizer_dir, monkeyp
         yield {"text": [1, 2]}
 
     monkeypatch.setattr(data, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
-    _, data_args, _ = parse_arguments(args(tmp_path, "--streaming", "true", tokenizer=tokenizer_dir))
+    data_args = parse_arguments(args(tmp_path, "--streaming", "true", tokenizer=tokenizer_dir))[2]
     tokenizer = data.load_tokenizer(data_args)
     with pytest.raises(UserError, match=r"text_column 'text' of .* holds values of type list, not strings"):
         train, _ = data.load_blocks(data_args, tokenizer)
@@ -232,7 +232,7 @@ def test_non_string_texts_in_a_stream_are_named(tmp_path, tokenizer_dir, monkeyp
 
 
 def test_missing_corpus_file_is_a_user_error_and_a_file_not_found(tmp_path, tokenizer_dir):
-    _, data_args, _ = parse_arguments(args(tmp_path, "--train_files", str(tmp_path / "nope.txt"), tokenizer=tokenizer_dir))
+    data_args = parse_arguments(args(tmp_path, "--train_files", str(tmp_path / "nope.txt"), tokenizer=tokenizer_dir))[2]
     with pytest.raises(UserError, match="train_files not found: .*nope.txt") as error:
         data.load_texts(data_args)
     assert isinstance(error.value, FileNotFoundError)
@@ -252,7 +252,7 @@ def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkey
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
     run_args = args(tmp_path / "run", "--tokenizer_vocab_size", "300", "--max_seq_length", "64", "--eval_blocks", "4",
                     "--config_overrides", '{"sparse_prediction": true}')  # fmt: skip
-    _, data_args, _ = parse_arguments(run_args)
+    data_args = parse_arguments(run_args)[2]
     first = data.load_tokenizer(data_args)
     folder = next((tmp_path / "cache" / "tokenizers").glob("wordpiece-300-*[!.lock]"))
     assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name, f"{folder.name}.lock"]  # no temporary left
@@ -276,7 +276,7 @@ def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkey
 def test_unwritable_tokenizer_cache_is_named(tmp_path, monkeypatch):
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "not-a-folder"))
-    _, data_args, _ = parse_arguments(args(tmp_path / "run", "--tokenizer_vocab_size", "300"))
+    data_args = parse_arguments(args(tmp_path / "run", "--tokenizer_vocab_size", "300"))[2]
     cache = tmp_path / "not-a-folder" / "tokenizers"
     with pytest.raises(UserError, match=f"Cannot write the tokenizer cache {cache}/wordpiece-300-"):
         data.load_tokenizer(data_args)
@@ -285,7 +285,7 @@ def test_unwritable_tokenizer_cache_is_named(tmp_path, monkeypatch):
 def test_bare_command_defaults_fit_the_embedded_corpus(tmp_path, monkeypatch):
     """`symbert-pretrain` with no arguments: 512-token blocks of the embedded corpus, 200 of them held out."""
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
-    _, data_args, _ = parse_arguments([])
+    data_args = parse_arguments([])[2]
     assert data.uses_embedded_corpus(data_args) and (data_args.max_seq_length, data_args.eval_blocks) == (512, 200)
     train, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args))
     assert len(held_out) == 200 and len(train) > 2000
@@ -318,11 +318,11 @@ def test_bad_recipe_is_named(tmp_path, output_dir, capsys, monkeypatch, text, me
 def test_recipe_with_equals_sign(tmp_path):
     spaced = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])
     joined = parse_arguments(["--recipe=cpu-demo", "--output_dir", str(tmp_path)])
-    assert joined[0].recipe == "cpu-demo" and joined[2].max_steps == 2800
-    assert [vars(a) for a in joined[:2]] == [vars(a) for a in spaced[:2]]
-    assert joined[2].to_dict() == spaced[2].to_dict()
+    assert joined[0].recipe == "cpu-demo" and joined[3].max_steps == 2800
+    assert [vars(a) for a in joined[:3]] == [vars(a) for a in spaced[:3]]
+    assert joined[3].to_dict() == spaced[3].to_dict()
     # the last --recipe wins, as for any argument
-    assert parse_arguments(["--recipe=paper-small", "--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[0].size == "tiny"
+    assert parse_arguments(["--recipe=paper-small", "--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[1].size == "tiny"
 
 
 def test_unknown_recipe_name_is_a_user_error(tmp_path, capsys, monkeypatch):

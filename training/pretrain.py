@@ -65,21 +65,18 @@ RECIPES_DIR = Path(__file__).parent / "recipes"
 TRAINER_HAS_OVERWRITE = "overwrite_output_dir" in {f.name for f in fields(TrainingArguments)}
 
 
-def overwrite_requested(model_args, training_args):
+def overwrite_requested(run_args, training_args):
     """--overwrite_output_dir, parsed into our arguments (transformers 5) or the Trainer's (4.x)."""
-    return getattr(model_args, "overwrite_output_dir", False) or getattr(training_args, "overwrite_output_dir", False)
+    return getattr(run_args, "overwrite_output_dir", False) or getattr(training_args, "overwrite_output_dir", False)
 
 
 @dataclass
-class ModelArguments:
-    _argument_group_name = "Model and run arguments"
+class RunArguments:
+    """What to run and how: the recipe, a comparison of attention types, the batch over all processes, precision."""
+
+    _argument_group_name = "Run arguments"
 
     recipe: str | None = field(default=None, metadata={"help": "recipe name (training/recipes/NAME.json) or path"})
-    size: str = field(default="tiny", metadata={"help": f"size preset: {', '.join(SIZE_PRESETS)}"})
-    attention_type: str = field(default="original", metadata={"help": f"one of {', '.join(ATTENTION_TYPES)}"})
-    config_overrides: str | None = field(
-        default=None, metadata={"help": 'JSON object of SymBertConfig fields, e.g. \'{"pairwise_init": "identity"}\''}
-    )
     compare: str | None = field(
         default=None,
         metadata={"help": "comma-separated attention types: train each (same seed and data order) into OUTPUT_DIR/<type>"},
@@ -87,6 +84,12 @@ class ModelArguments:
     target_eval_loss: float | None = field(
         default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
     )
+    global_batch_size: int | None = field(
+        default=None,
+        metadata={"help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
+                  "(per-device batch × processes)"},
+    )
+    precision: str = field(default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"})
     if not TRAINER_HAS_OVERWRITE:  # transformers 4.x's TrainingArguments has its own --overwrite_output_dir
         overwrite_output_dir: bool = field(
             default=False,
@@ -96,7 +99,22 @@ class ModelArguments:
 
 
 @dataclass
+class ModelArguments:
+    """The model trained: its size preset, attention type and config changes."""
+
+    _argument_group_name = "Model arguments"
+
+    size: str = field(default="tiny", metadata={"help": f"size preset: {', '.join(SIZE_PRESETS)}"})
+    attention_type: str = field(default="original", metadata={"help": f"one of {', '.join(ATTENTION_TYPES)}"})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": 'JSON object of SymBertConfig fields, e.g. \'{"pairwise_init": "identity"}\''}
+    )
+
+
+@dataclass
 class DataArguments:
+    """The texts trained on, their tokenizer, blocks and masking."""
+
     _argument_group_name = "Data arguments"
 
     dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset id; default: the embedded corpus"})
@@ -116,12 +134,9 @@ class DataArguments:
         default=200, metadata={"help": "held-out blocks for the eval loss (the paper's recipes: 10,000)"}
     )
     mlm_probability: float = field(default=0.15, metadata={"help": "share of tokens masked, in (0, 1)"})
-    global_batch_size: int | None = field(
-        default=None,
-        metadata={"help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
-                  "(per-device batch × processes)"},
-    )
-    precision: str = field(default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"})
+
+
+ARGUMENT_DATACLASSES = (RunArguments, ModelArguments, DataArguments, TrainingArguments)  # parse_arguments' order
 
 
 def recipe_path(recipe):
@@ -149,7 +164,7 @@ def read_recipe(recipe):
         raise UserError(f"Recipe {path} is not valid JSON: {error}.") from None
     if not isinstance(settings, dict):
         raise UserError(f"Recipe {path} must hold a JSON object of argument names and values, not a {type(settings).__name__}.")
-    known = [f.name for dataclass in (ModelArguments, DataArguments, TrainingArguments) for f in fields(dataclass)]
+    known = [f.name for dataclass in ARGUMENT_DATACLASSES for f in fields(dataclass)]
     arguments = []
     for key, value in settings.items():
         if key.startswith("_"):
@@ -180,7 +195,7 @@ def argument_parser():
     """Our arguments first, each dataclass under its heading, then the Trainer's under theirs."""
     parser = command_parser(
         f"{__doc__}\n{recipe_list()}", parser_class=HfArgumentParser,
-        dataclass_types=(ModelArguments, DataArguments, TrainingArguments),
+        dataclass_types=ARGUMENT_DATACLASSES,
     )  # fmt: skip
     group_arguments(parser, TrainingArguments, TRAINER_HEADING)
     return parser
@@ -200,7 +215,8 @@ def recipe_named(argv):
 
 
 def parse_arguments(argv):
-    """A recipe's values become the parser's defaults (so --help shows them), and the command line wins."""
+    """(run, model, data, Trainer) arguments. A recipe's values become the parser's defaults (so --help shows
+    them), and the command line wins."""
     parser = argument_parser()
     recipe = recipe_named(argv)
     if recipe is not None:
@@ -212,12 +228,12 @@ def parse_arguments(argv):
         names = {arg[2:] for arg in recipe_args if arg.startswith("--")}
         parser.set_defaults(**{name: getattr(settings, name) for name in names})
     try:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
+        run_args, model_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
     except ValueError as error:  # TrainingArguments' own checks (e.g. warmup_steps < 0), arguments left unparsed
         if isinstance(error, UserError):
             raise
         raise UserError(" ".join(str(error).split())) from error
-    return model_args, data_args, check_arguments(model_args, data_args, training_args)
+    return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args)
 
 
 def min_block_length(mlm_probability):
@@ -226,7 +242,7 @@ def min_block_length(mlm_probability):
     return 2 + math.ceil(1 / mlm_probability - 1e-9)
 
 
-def check_numbers(data_args, training_args):
+def check_numbers(run_args, data_args, training_args):
     """Numbers TrainingArguments accepts but that make no training, or NaN losses: (name, value, ok, allowed)."""
     args = training_args
     finite = math.isfinite
@@ -252,8 +268,8 @@ def check_numbers(data_args, training_args):
         value = getattr(args, steps)
         if getattr(args, strategy) == "steps" and value is not None:
             checks.append((steps, value, finite(value) and value > 0, f"above 0 with {strategy}=steps"))
-    if data_args.global_batch_size is not None:
-        checks.append(("global_batch_size", data_args.global_batch_size, data_args.global_batch_size > 0, "at least 1"))
+    if run_args.global_batch_size is not None:
+        checks.append(("global_batch_size", run_args.global_batch_size, run_args.global_batch_size > 0, "at least 1"))
     for name, value, ok, allowed in checks:
         if not ok:
             raise UserError(f"{name}={value} is not allowed; it must be {allowed}.")
@@ -268,21 +284,21 @@ def check_numbers(data_args, training_args):
         raise UserError("streaming=True needs --max_steps: a stream has no length to count num_train_epochs in.")
 
 
-def check_arguments(model_args, data_args, training_args):
+def check_arguments(run_args, model_args, data_args, training_args):
     """Validate, then derive accumulation from the global batch and mixed precision from the hardware."""
-    for kind in [model_args.attention_type, *(model_args.compare or "").split(",")]:
+    for kind in [model_args.attention_type, *(run_args.compare or "").split(",")]:
         if kind and kind not in ATTENTION_TYPES:
             raise UserError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
     if model_args.size not in SIZE_PRESETS:
         raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
-    if data_args.precision not in ("auto", "bf16", "fp16", "fp32"):
-        raise UserError(f"precision {data_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
+    if run_args.precision not in ("auto", "bf16", "fp16", "fp32"):
+        raise UserError(f"precision {run_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
     for name in ("max_seq_length", "eval_blocks", "tokenizer_vocab_size"):
         if getattr(data_args, name) <= 0:
             raise UserError(f"{name}={getattr(data_args, name)} must be positive.")
-    if model_args.target_eval_loss is not None and not math.isfinite(model_args.target_eval_loss):
-        raise UserError(f"target_eval_loss={model_args.target_eval_loss} is not allowed; it must be a finite number.")
-    check_numbers(data_args, training_args)
+    if run_args.target_eval_loss is not None and not math.isfinite(run_args.target_eval_loss):
+        raise UserError(f"target_eval_loss={run_args.target_eval_loss} is not allowed; it must be a finite number.")
+    check_numbers(run_args, data_args, training_args)
     config = model_config(model_args)  # validates the size and overrides before any data is read
     if data_args.max_seq_length > config.max_position_embeddings:
         raise UserError(
@@ -292,15 +308,15 @@ def check_arguments(model_args, data_args, training_args):
         )
 
     updates = {}
-    if data_args.global_batch_size is not None:
+    if run_args.global_batch_size is not None:
         per_step = training_args.per_device_train_batch_size * training_args.world_size
-        if data_args.global_batch_size % per_step:
+        if run_args.global_batch_size % per_step:
             raise UserError(
-                f"global_batch_size={data_args.global_batch_size} is not a multiple of per-device batch "
+                f"global_batch_size={run_args.global_batch_size} is not a multiple of per-device batch "
                 f"{training_args.per_device_train_batch_size} × {training_args.world_size} processes."
             )
-        updates["gradient_accumulation_steps"] = data_args.global_batch_size // per_step
-    precision = data_args.precision
+        updates["gradient_accumulation_steps"] = run_args.global_batch_size // per_step
+    precision = run_args.precision
     if precision == "auto":
         on_gpu = torch.cuda.is_available() and not training_args.use_cpu
         precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
@@ -407,7 +423,7 @@ def model_config(model_args, tokenizer=None):
         raise UserError(f"config_overrides: {error}") from None
 
 
-def resume_checkpoint(model_args, training_args):
+def resume_checkpoint(run_args, training_args):
     """The checkpoint to resume from, or None for a fresh run; raises (and writes nothing) if the output folder
     holds a finished run and neither resume nor overwrite was asked, or if the checkpoint asked for is damaged."""
     if training_args.resume_from_checkpoint:
@@ -418,7 +434,7 @@ def resume_checkpoint(model_args, training_args):
             raise UserError(f"resume_from_checkpoint={str(checkpoint)!r} cannot be resumed from: {problem}.")
         return str(checkpoint)
     output_dir = Path(training_args.output_dir)
-    if overwrite_requested(model_args, training_args) or not output_dir.is_dir():
+    if overwrite_requested(run_args, training_args) or not output_dir.is_dir():
         return None
     if (output_dir / "training_summary.json").is_file():
         raise UserError(
@@ -535,7 +551,7 @@ def on_main_process(training_args, decide):
     return result
 
 
-def pretrain(model_args, data_args, training_args):
+def pretrain(run_args, model_args, data_args, training_args):
     """Train one attention type; returns the Trainer's log history. The main process holds the output folder's lock
     from before anything is read there until the run ends."""
     with ExitStack() as held:
@@ -543,13 +559,13 @@ def pretrain(model_args, data_args, training_args):
         def claim_output_folder():
             held.enter_context(output_folder_lock(training_args.output_dir))
             shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)  # left by a killed save
-            return resume_checkpoint(model_args, training_args)
+            return resume_checkpoint(run_args, training_args)
 
         resume = on_main_process(training_args, claim_output_folder)
-        return pretrain_in_locked_folder(model_args, data_args, training_args, resume)
+        return pretrain_in_locked_folder(run_args, model_args, data_args, training_args, resume)
 
 
-def pretrain_in_locked_folder(model_args, data_args, training_args, resume):
+def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, resume):
     set_seed(training_args.seed)
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
@@ -563,7 +579,7 @@ def pretrain_in_locked_folder(model_args, data_args, training_args, resume):
     )
 
     callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
-    if overwrite_requested(model_args, training_args) and not resume:
+    if overwrite_requested(run_args, training_args) and not resume:
         callbacks.append(RemoveStaleCheckpoints())
     trainer = SymBertPretrainingTrainer(
         model=model,
@@ -592,7 +608,7 @@ def pretrain_in_locked_folder(model_args, data_args, training_args, resume):
         plot_losses(trainer.state.log_history, output_dir / "loss.png", title=model_args.attention_type)
         args = trainer.args
         summary = {
-            "recipe": model_args.recipe,
+            "recipe": run_args.recipe,
             "attention_type": model_args.attention_type,
             "size": model_args.size,
             "parameters": model.num_parameters(),
@@ -721,23 +737,23 @@ def main(argv=None):
 
 
 def run(argv):
-    model_args, data_args, training_args = parse_arguments(argv)
+    run_args, model_args, data_args, training_args = parse_arguments(argv)
     set_torch_threads(training_args)
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
-    if not model_args.compare:
-        log_history = pretrain(model_args, data_args, training_args)
+    if not run_args.compare:
+        log_history = pretrain(run_args, model_args, data_args, training_args)
         if is_main:
             report(output_dir, log_history)
         return
 
     runs = {}
-    for kind in model_args.compare.split(","):
-        run_args = replace(training_args, output_dir=str(output_dir / kind))
-        runs[kind] = pretrain(replace(model_args, attention_type=kind), data_args, run_args)
+    for kind in run_args.compare.split(","):
+        kind_training_args = replace(training_args, output_dir=str(output_dir / kind))
+        runs[kind] = pretrain(run_args, replace(model_args, attention_type=kind), data_args, kind_training_args)
     if is_main:
         first = next(iter(runs.values()))
-        target = model_args.target_eval_loss
+        target = run_args.target_eval_loss
         if target is None:
             target = [e["eval_loss"] for e in first if "eval_loss" in e][-1]
         table = comparison_table(runs, target)
