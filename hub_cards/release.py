@@ -297,8 +297,9 @@ def check_model_folder(folder):
 
 
 def plan_models(args):
-    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders)] for every model; every input is
-    checked before any work is done."""
+    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None)] for every
+    model; every input is checked before any work is done."""
+    staging = Staging(args.output_dir, args.name_template)
     models = find_models(args.models, args.output_dir)
     extra_files = [Path(p).resolve() for p in args.results if Path(p).is_file()]
     candidates = read_results_files([*args.results, *models])
@@ -320,17 +321,18 @@ def plan_models(args):
         if repo_id in repos:
             raise UserError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
         repos[repo_id] = model
-        staging_folder(args, repo_id, "main")
+        staging.folder(repo_id, "main")
         checkpoints = []
         for step in steps:
-            staging_folder(args, repo_id, f"step-{step}")
+            staging.folder(repo_id, f"step-{step}")
             checkpoint = model / f"checkpoint-{step}"
             if not checkpoint.is_dir():
                 available = sorted(int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit())
                 raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
             check_model_folder(checkpoint)
             checkpoints.append(checkpoint)
-        plans.append((run, config, repo_id, results, candidates[results], checkpoints))
+        glue_plot = find_glue_plot(args.glue_vs_step, args.results, results, model)
+        plans.append((run, config, repo_id, results, candidates[results], checkpoints, glue_plot))
     for path in extra_files:
         if path not in used:
             data = candidates[path]["model"]
@@ -361,43 +363,50 @@ def release_repo_id(namespace, name_template, model, size, attention_type):
     return checked_repo_id(f"{namespace}/{name}", origin)
 
 
-def staging_folder(args, repo_id, revision):
-    """OUTPUT_DIR/<repo name>/<revision>, where staging replaces whatever is there: refused unless it resolves to a
-    folder two levels inside --output_dir (no "..", no link out) that is either absent or staged before."""
-    root, folder = Path(args.output_dir).resolve(), Path(args.output_dir) / repo_id.split("/")[-1] / revision
-    resolved = folder.resolve()
-    if not resolved.is_relative_to(root) or len(resolved.relative_to(root).parts) != 2:
-        raise UserError(
-            f"{repo_id!r} (from --name_template {args.name_template!r}) would be staged in {str(resolved)!r}, which is "
-            f"not a folder inside --output_dir {str(root)!r}; nothing was written."
-        )
-    if resolved.exists() and not (resolved / "provenance.json").is_file():
-        raise UserError(
-            f"{str(folder)!r} exists and was not staged by symbert-release (no provenance.json), so it is not replaced: "
-            "move it or choose another --output_dir; nothing was written."
-        )
-    return folder
+@dataclass(frozen=True)
+class Staging:
+    """Where revisions are staged: --output_dir/<repo name>/<revision> (`name_template` names the repositories'
+    origin in errors)."""
+
+    output_dir: str
+    name_template: str
+
+    def folder(self, repo_id, revision):
+        """output_dir/<repo name>/<revision>, where staging replaces whatever is there: refused unless it resolves to
+        a folder two levels inside output_dir (no "..", no link out) that is either absent or staged before."""
+        root, folder = Path(self.output_dir).resolve(), Path(self.output_dir) / repo_id.split("/")[-1] / revision
+        resolved = folder.resolve()
+        if not resolved.is_relative_to(root) or len(resolved.relative_to(root).parts) != 2:
+            raise UserError(
+                f"{repo_id!r} (from --name_template {self.name_template!r}) would be staged in {str(resolved)!r}, which "
+                f"is not a folder inside --output_dir {str(root)!r}; nothing was written."
+            )
+        if resolved.exists() and not (resolved / "provenance.json").is_file():
+            raise UserError(
+                f"{str(folder)!r} exists and was not staged by symbert-release (no provenance.json), so it is not "
+                "replaced: move it or choose another --output_dir; nothing was written."
+            )
+        return folder
+
+    def write(self, repo_id, revision, copies, texts):
+        """Stage a revision: build its folder (checked by `folder`) from copied files ({name: source path}) and
+        written ones ({name: str}) next to it, then move it into place: an interrupted staging never leaves a
+        half-written folder."""
+        folder = self.folder(repo_id, revision)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        for name, source in copies.items():
+            shutil.copyfile(source, building / name)
+        for name, text in texts.items():
+            (building / name).parent.mkdir(parents=True, exist_ok=True)
+            (building / name).write_text(text, encoding="utf-8")
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(building, folder)
+        return folder
 
 
 # ---------------------------------------------------------------------------------------------- staging
-
-
-def write_folder(args, repo_id, revision, copies, texts):
-    """Stage a revision: build its folder (checked by `staging_folder`) from copied files ({name: source path}) and
-    written ones ({name: str}) next to it, then move it into place: an interrupted staging never leaves a
-    half-written folder."""
-    folder = staging_folder(args, repo_id, revision)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    for name, source in copies.items():
-        shutil.copyfile(source, building / name)
-    for name, text in texts.items():
-        (building / name).parent.mkdir(parents=True, exist_ok=True)
-        (building / name).write_text(text, encoding="utf-8")
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(building, folder)
-    return folder
 
 
 def code_files():
@@ -460,22 +469,26 @@ def provenance(folder_files, dataset, **extra):
     }
 
 
-def find_glue_plot(args, results_path, model):
-    """--glue_vs_step, else the sweep plot next to the results file, in the model folder, or under --results."""
-    if args.glue_vs_step:
-        if not Path(args.glue_vs_step).is_file():
-            raise UserError(f"--glue_vs_step {args.glue_vs_step!r} does not exist.")
-        return Path(args.glue_vs_step)
+def find_glue_plot(glue_vs_step, results_paths, results_path, model):
+    """`glue_vs_step` (--glue_vs_step), else the sweep plot next to the results file, in the model folder, or under
+    the `results_paths` folders (--results)."""
+    if glue_vs_step:
+        if not Path(glue_vs_step).is_file():
+            raise UserError(f"--glue_vs_step {glue_vs_step!r} does not exist.")
+        return Path(glue_vs_step)
     nearby = [results_path.parent / GLUE_PLOT, model / GLUE_PLOT]
-    under_results = [p for folder in map(Path, args.results) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))]
+    under_results = [p for folder in map(Path, results_paths) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))]
     return next((p for p in [*nearby, *under_results] if p.is_file()), None)
 
 
-def stage_model(run, config, repo_id, results_path, results, checkpoints, args, workdir):
-    """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s."""
+def stage_model(
+    run, config, repo_id, results_path, results, checkpoints, glue_plot, *, staging, tag, dataset, hardware, workdir
+):
+    """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s. `dataset` and `hardware`
+    (--dataset, --hardware) override what symbert-pretrain recorded; `tag` is the revision the card pins."""
     name, model = repo_id.split("/")[1], run.folder
-    training = run.training(args.dataset, args.hardware)
-    dataset, hub_dataset = run.data(args.dataset)
+    training = run.training(dataset, hardware)
+    dataset, hub_dataset = run.data(dataset)
     datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
     files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
     files["loss.png"] = model / "loss.png"
@@ -484,7 +497,6 @@ def stage_model(run, config, repo_id, results_path, results, checkpoints, args, 
     files[RESULTS_FILE] = results_path
     if results_path.with_suffix(".md").is_file():
         files["glue_results.md"] = results_path.with_suffix(".md")
-    glue_plot = find_glue_plot(args, results_path, model)
     if glue_plot is not None:
         files[GLUE_PLOT] = glue_plot
 
@@ -496,14 +508,14 @@ def stage_model(run, config, repo_id, results_path, results, checkpoints, args, 
     )  # fmt: skip
     data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
     values = cards.card_values(
-        config, repo_id, args.tag, "release", prov, size=run.size, training=training, results=results,
+        config, repo_id, tag, "release", prov, size=run.size, training=training, results=results,
     )  # fmt: skip
     card = cards.render(
         name, data, **values, loss_plot="loss.png", glue_plot=GLUE_PLOT if glue_plot else None,
         eval_results_file=next(iter(eval_texts), None),
     )  # fmt: skip
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
-    main = write_folder(args, repo_id, "main", files, texts)
+    main = staging.write(repo_id, "main", files, texts)
     stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries)]
 
     for checkpoint in checkpoints:
@@ -518,7 +530,7 @@ def stage_model(run, config, repo_id, results_path, results, checkpoints, args, 
         values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
         card = cards.render(f"{name} at step {step}", data, **values, loss_plot="loss.png")
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-        stages.append(Stage(repo_id, branch, write_folder(args, repo_id, branch, checkpoint_files, texts), checkpoint))
+        stages.append(Stage(repo_id, branch, staging.write(repo_id, branch, checkpoint_files, texts), checkpoint))
     return stages
 
 
@@ -528,8 +540,9 @@ def stage_tiny_random(args, workdir):
         kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
         for kind in ATTENTION_TYPES
     }  # fmt: skip
+    staging = Staging(args.output_dir, args.name_template)
     for repo_id in repo_ids.values():
-        staging_folder(args, repo_id, "main")  # every folder checked before the first is written
+        staging.folder(repo_id, "main")  # every folder checked before the first is written
     tokenizer = tiny_random.tiny_tokenizer()
     stages = []
     for attention_type, repo_id in repo_ids.items():
@@ -541,7 +554,7 @@ def stage_tiny_random(args, workdir):
         data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
         card = cards.render(name, data, **cards.card_values(config, repo_id, args.tag, "tiny_random", prov))
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-        stages.append(Stage(repo_id, "main", write_folder(args, repo_id, "main", files, texts), source))
+        stages.append(Stage(repo_id, "main", staging.write(repo_id, "main", files, texts), source))
     return stages
 
 
@@ -860,7 +873,9 @@ def release(args):
         if args.tiny_random:
             stages = stage_tiny_random(args, workdir)
         else:
-            stages = [stage for plan in plan_models(args) for stage in stage_model(*plan, args, workdir)]
+            staging = Staging(args.output_dir, args.name_template)
+            options = dict(staging=staging, tag=args.tag, dataset=args.dataset, hardware=args.hardware, workdir=workdir)
+            stages = [stage for plan in plan_models(args) for stage in stage_model(*plan, **options)]
         validate(stages)
         print(f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
               "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out; "

@@ -35,7 +35,7 @@ class BlockProject:
 
 
 def parse_arguments(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="fresh_load.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", help="saved model folders")
     parser.add_argument("--auto_class", nargs="+", default=["AutoModelForMaskedLM"],
                         help="transformers Auto class to load with: one for every folder, or one per folder")  # fmt: skip

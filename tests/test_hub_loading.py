@@ -3,6 +3,8 @@ process that cannot import this project, for every head and variant."""
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, Trainer, TrainingArgum
 
 import symbert
 from symbert import ATTENTION_TYPES
+from symbert import fresh_load
 from symbert.fresh_load import load_in_fresh_process
 
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
@@ -86,6 +89,26 @@ def test_trust_remote_code_round_trip(saved_models, attention_type, auto_name):
         assert loaded["tied"] is True
     for got, want in zip(torch.load(case["outputs"], weights_only=True), expected[folder], strict=True):
         assert torch.equal(got, want)
+
+
+def test_fresh_load_script_reports_code_that_needs_the_project(tmp_path):
+    folder = tmp_path / "needs-symbert"
+    symbert.SymBertForMaskedLM(tiny_config("original")).save_pretrained(folder)
+    modeling = folder / "modeling_symbert.py"
+    modeling.write_text("import symbert.cli\n" + modeling.read_text())  # code that only runs with the project installed
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
+    result = subprocess.run(
+        [sys.executable, fresh_load.__file__, str(folder), "--auto_class", "AutoModelForMaskedLM"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {
+        "models": {str(folder): {"error": "ModuleNotFoundError: No module named 'symbert' (a released folder must not need the symbert package)"}},
+        "symbert_imported": False,
+    }
+    with pytest.raises(SystemExit):  # one Auto class for every folder or one per folder
+        fresh_load.parse_arguments(["a", "b", "c", "--auto_class", "AutoModel", "AutoModelForMaskedLM"])
 
 
 def test_native_auto_classes_without_remote_code(saved_models):

@@ -196,8 +196,8 @@ def test_invalid_repository_id_is_refused_on_the_dry_run(run, tmp_path):
 
 def test_staging_folder_stays_inside_output_dir(tmp_path):
     output = tmp_path / "staged"
-    args = SimpleNamespace(output_dir=str(output), name_template="{size}")
-    assert release.staging_folder(args, f"{NAMESPACE}/symbert-tiny", "step-1") == output / "symbert-tiny" / "step-1"
+    staging = release.Staging(output_dir=str(output), name_template="{size}")
+    assert staging.folder(f"{NAMESPACE}/symbert-tiny", "step-1") == output / "symbert-tiny" / "step-1"
     outside = tmp_path / "outside"
     (outside / "main").mkdir(parents=True)
     (outside / "main" / "keep.txt").write_text("mine")
@@ -205,11 +205,11 @@ def test_staging_folder_stays_inside_output_dir(tmp_path):
     (output / "linked").symlink_to(outside)  # a repository folder that links out of --output_dir
     for repo_id, revision in [(f"{NAMESPACE}/..", "main"), (f"{NAMESPACE}/.", "x/.."), (f"{NAMESPACE}/linked", "main")]:
         with pytest.raises(UserError, match=r"\(from --name_template '\{size\}'\) would be staged in .*, which is not a folder inside --output_dir"):
-            release.write_folder(args, repo_id, revision, {}, {"README.md": "x"})
+            staging.write(repo_id, revision, {}, {"README.md": "x"})
     (output / "mine" / "main").mkdir(parents=True)  # exists, but not staged by symbert-release
     (output / "mine" / "main" / "keep.txt").write_text("mine")
     with pytest.raises(UserError, match=r"mine/main' exists and was not staged by symbert-release \(no provenance.json\)"):
-        release.write_folder(args, f"{NAMESPACE}/mine", "main", {}, {"README.md": "x"})
+        staging.write(f"{NAMESPACE}/mine", "main", {}, {"README.md": "x"})
     assert tree(outside) == {"main/keep.txt": b"mine"} and tree(output / "mine") == {"main/keep.txt": b"mine"}
 
 
