@@ -353,6 +353,10 @@ class Training:
         return f"{self.final_eval_loss:.4f}" if self.run_steps is None else self.checkpoint_eval_loss
 
 
+def checkpoint_title(name, step):
+    return f"{name} at step {step}"
+
+
 def implementation_choices(config):
     """What the papers leave open, as this implementation fixes it."""
     pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"

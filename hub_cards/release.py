@@ -528,7 +528,7 @@ def stage_model(
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
         at_step = training.at_checkpoint(step, logged_eval_losses(checkpoint), checkpoint.name)
         values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
-        card = cards.render(f"{name} at step {step}", data, **values, loss_plot="loss.png")
+        card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         stages.append(Stage(repo_id, branch, staging.write(repo_id, branch, checkpoint_files, texts), checkpoint))
     return stages
