@@ -12,14 +12,13 @@ from pathlib import Path
 from unittest import mock
 
 import torch
+from machine import describe_machine  # benchmarks/machine.py
+from throughput import PRECISIONS, autocast, build_models, mlm_batch, timed
 from transformers.loss.loss_utils import ForMaskedLMLoss
 
 import symbert.modeling_symbert as modeling
 from symbert import SIZE_PRESETS
 from symbert.training.reporting import write_atomically
-
-from machine import describe_machine  # benchmarks/machine.py
-from throughput import PRECISIONS, autocast, build_models, mlm_batch, timed
 
 
 def main(argv=None):
@@ -53,7 +52,9 @@ def main(argv=None):
         key, loss_of, check = variants[name]
         model, optimizer = models[key], optimizers[key]
         model.train()
-        with mock.patch.object(modeling, "_check_index_range", modeling._check_index_range if check else lambda *a: None):
+        with mock.patch.object(
+            modeling, "_check_index_range", modeling._check_index_range if check else lambda *a: None
+        ):
             with autocast(device, args.precision):
                 loss = loss_of(model)
             loss.backward()

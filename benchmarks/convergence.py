@@ -26,21 +26,20 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import torch
+from machine import describe_machine  # benchmarks/machine.py
 
 from symbert import ATTENTION_TYPES
 from symbert.training import data as data_module
 from symbert.training.pretrain import parse_arguments, pretrain
 from symbert.training.reporting import (
-    new_figure,
-    save_figure,
-    metric_series,
-    write_atomically,
     comparison_table,
     load_log_history,
+    metric_series,
+    new_figure,
+    save_figure,
     steps_to_reach,
+    write_atomically,
 )
-
-from machine import describe_machine  # benchmarks/machine.py
 
 
 def parse_list(text, kind, allowed=None):
@@ -169,8 +168,10 @@ def plot_curves(histories, types, seeds, targets, path):
         if any(curve_steps != steps for curve_steps, _ in curves):
             raise ValueError(f"{kind}: the seeds were evaluated at different steps; cannot average their curves.")
         per_step = list(zip(*(losses for _, losses in curves)))
-        line, = ax.plot(steps, [statistics.fmean(values) for values in per_step], label=kind)
-        ax.fill_between(steps, [min(v) for v in per_step], [max(v) for v in per_step], color=line.get_color(), alpha=0.2)
+        (line,) = ax.plot(steps, [statistics.fmean(values) for values in per_step], label=kind)
+        ax.fill_between(
+            steps, [min(v) for v in per_step], [max(v) for v in per_step], color=line.get_color(), alpha=0.2
+        )
     target = statistics.fmean(targets.values())
     ax.axhline(target, color="gray", linestyle="--", label=f"target {target:.4f} (mean over seeds)")
     # The first evaluation (step 0) is far above the rest: start the y axis at the later part of the curves.
@@ -210,7 +211,8 @@ def main(argv=None):
             f"min) {tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in os.getloadavg())} at the end.",
             f"Seeds {args.seeds}, size `{model_args.size}`, {training_args.max_steps} steps, eval every "
             f"{training_args.eval_steps} steps. Target: {target_source}: "
-            + ", ".join(f"seed {seed}: {target:.4f}" for seed, target in targets.items()) + ".",
+            + ", ".join(f"seed {seed}: {target:.4f}" for seed, target in targets.items())
+            + ".",
             table,
             "Every run:",
             *(
@@ -232,7 +234,9 @@ def main(argv=None):
         "target_source": target_source,
         "seeds": args.seeds,
         "summary": rows,
-        "eval_loss_curves": {f"{kind} seed {seed}": dict(zip(*metric_series(h, "eval_loss"))) for (kind, seed), h in histories.items()},
+        "eval_loss_curves": {
+            f"{kind} seed {seed}": dict(zip(*metric_series(h, "eval_loss"))) for (kind, seed), h in histories.items()
+        },
     }
     write_atomically(summary_dir / "convergence.json", lambda file: json.dump(record, file, indent=2))
     plot_curves(histories, args.types, args.seeds, targets, summary_dir / "convergence.png")

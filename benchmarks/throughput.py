@@ -33,12 +33,11 @@ from pathlib import Path
 
 import torch
 import transformers
+from machine import describe_machine  # benchmarks/machine.py
 from transformers import BertConfig, BertForMaskedLM
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.training.reporting import write_atomically
-
-from machine import describe_machine  # benchmarks/machine.py
 
 PRECISIONS = ("fp32", "bf16")
 IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
@@ -59,13 +58,21 @@ def parse_command_line(argv):
     parser.add_argument("--steps_per_round", type=int, default=1, help="steps timed together in one round")
     parser.add_argument("--vocab_size", type=int, default=30522)
     parser.add_argument(
-        "--clock", default="wall", choices=list(CLOCKS),
+        "--clock",
+        default="wall",
+        choices=list(CLOCKS),
         help="process: this process's CPU time, which other processes on a shared CPU barely disturb (use with --threads 1)",
-    )  # fmt: skip
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--matmul_size", type=int, default=None, help="MFU reference product size (default: 8192 on CUDA, 2048 on CPU)")
-    parser.add_argument("--output", default=None, help="results path without suffix (default: benchmarks/results/throughput-DEVICE)")
-    parser.add_argument("--profile", default=None, help="also write a torch.profiler table for BERT and these types (comma-separated)")
+    parser.add_argument(
+        "--matmul_size", type=int, default=None, help="MFU reference product size (default: 8192 on CUDA, 2048 on CPU)"
+    )
+    parser.add_argument(
+        "--output", default=None, help="results path without suffix (default: benchmarks/results/throughput-DEVICE)"
+    )
+    parser.add_argument(
+        "--profile", default=None, help="also write a torch.profiler table for BERT and these types (comma-separated)"
+    )
     args = parser.parse_args(argv)
     if args.clock == "process" and args.device == "cuda":
         raise ValueError("--clock process measures CPU time; on CUDA use --clock wall.")
@@ -81,7 +88,9 @@ def parse_command_line(argv):
         raise ValueError(f"--warmup={args.warmup} must not be negative.")
     for seq_len in args.seq_lens:
         if not 1 <= seq_len <= 512 or args.tokens_per_batch % seq_len:
-            raise ValueError(f"--seq_lens {seq_len}: must be in [1, 512] and divide --tokens_per_batch {args.tokens_per_batch}.")
+            raise ValueError(
+                f"--seq_lens {seq_len}: must be in [1, 512] and divide --tokens_per_batch {args.tokens_per_batch}."
+            )
     if "flash_attention_2" in args.attn_implementations and not flash_attention_available(args.device):
         raise ValueError("--attn_implementations flash_attention_2 needs a CUDA device and the flash-attn package.")
     if args.profile:
@@ -230,7 +239,9 @@ def benchmark_setting(args, device, size, seq_len, precision, implementation):
         timed(train(name), max(1, args.warmup), device)  # the first step also creates the Adam state
         if args.warmup:
             timed(infer(name), args.warmup, device)
-    memory = {name: training_memory(models[name], optimizers[name], input_ids, labels, device, precision) for name in models}
+    memory = {
+        name: training_memory(models[name], optimizers[name], input_ids, labels, device, precision) for name in models
+    }
     matmul_flops_per_second(device, precision, args.matmul_size)  # warm-up
     train_times, infer_times, peak_rates = {name: [] for name in models}, {name: [] for name in models}, []
     names = list(models)
@@ -302,7 +313,9 @@ def check_implementations(args, device, size, seq_len):
             row[f"{implementation} bf16 vs eager fp32"] = ((logits - reference).norm() / reference.norm()).item()
         if "flash_attention_2" in outputs and "sdpa" in outputs:
             sdpa = outputs["sdpa"]
-            row["flash_attention_2 vs sdpa (bf16)"] = ((outputs["flash_attention_2"] - sdpa).norm() / sdpa.norm()).item()
+            row["flash_attention_2 vs sdpa (bf16)"] = (
+                (outputs["flash_attention_2"] - sdpa).norm() / sdpa.norm()
+            ).item()
         results.append(row)
     return results
 
@@ -312,7 +325,9 @@ def profile_table(args, device, size, seq_len, precision, implementation):
     kinds = args.profile.split(",")
     models, optimizers = build_models(size, kinds, args.vocab_size, implementation, device)
     input_ids, labels = mlm_batch(args.tokens_per_batch // seq_len, seq_len, args.vocab_size, device)
-    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    activities = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []
+    )
     sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     tables = []
     for name in models:
@@ -331,7 +346,11 @@ def format_table(rows):
         "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
-        target = "" if row["train_target"] is None else f"≥ {row['train_target']:.2f} {'met' if row['meets_target'] else 'missed'}"
+        target = (
+            ""
+            if row["train_target"] is None
+            else f"≥ {row['train_target']:.2f} {'met' if row['meets_target'] else 'missed'}"
+        )
         lines.append(
             f"| {row['size']} | {row['seq_len']} | {row['precision']} | {row['attn_implementation']} | {row['model']} "
             f"| {row['train_tokens_per_s']:,.0f} | {row['train_ratio']:.3f} | {row['expected_train_ratio']:.3f} | {target} "
@@ -370,7 +389,9 @@ def main(argv=None):
     checks = check_implementations(args, device, args.sizes[0], args.seq_lens[0]) if device.type == "cuda" else None
     profile = None
     if args.profile:
-        profile = profile_table(args, device, args.sizes[-1], args.seq_lens[0], args.precisions[0], args.attn_implementations[0])
+        profile = profile_table(
+            args, device, args.sizes[-1], args.seq_lens[0], args.precisions[0], args.attn_implementations[0]
+        )
     wall_seconds = time.perf_counter() - start
     load_after = os.getloadavg()
 
@@ -389,13 +410,18 @@ def main(argv=None):
         f"same setting; `expected` is BERT's training FLOPs over the type's; MFU is analytic training FLOPs per "
         f"second over the median rate of a {args.matmul_size}³ matrix product in the same "
         f"precision, timed in the same rounds. Memory: "
-        + ("the allocator's peak in one training step plus the model's weights and Adam state."
-           if device.type == "cuda" else
-           "weights + gradients + Adam state + tensors saved for the backward pass (no CPU allocator statistics)."),
+        + (
+            "the allocator's peak in one training step plus the model's weights and Adam state."
+            if device.type == "cuda"
+            else "weights + gradients + Adam state + tensors saved for the backward pass (no CPU allocator statistics)."
+        ),
         format_table(rows),
-    ]  # fmt: skip
+    ]
     if checks is not None:
-        header += ["## bf16 attention implementations against eager fp32 (relative L2 error of the logits)", format_checks(checks)]
+        header += [
+            "## bf16 attention implementations against eager fp32 (relative L2 error of the logits)",
+            format_checks(checks),
+        ]
     if profile is not None:
         header += ["## torch.profiler, one training step (self time)", profile]
     args.output.parent.mkdir(parents=True, exist_ok=True)

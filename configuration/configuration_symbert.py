@@ -106,7 +106,9 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         **kwargs,
     ):
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
-        super().__init__(pad_token_id=pad_token_id, is_decoder=is_decoder, add_cross_attention=add_cross_attention, **kwargs)
+        super().__init__(
+            pad_token_id=pad_token_id, is_decoder=is_decoder, add_cross_attention=add_cross_attention, **kwargs
+        )
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -236,5 +238,6 @@ def attention_types():
 
 def _is_number(value, kind=numbers.Real):
     return isinstance(value, kind) and not isinstance(value, bool)
+
 
 __all__ = ["PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]

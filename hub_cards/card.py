@@ -136,11 +136,15 @@ def glue_eval_entries(results):
             continue
         what = f"{score.display} {spec.metric.description}"
         notes = f"{what} in percent on the {score.split} split, mean of {task['n']} seeds"
-        entries.append(EvalResultEntry(GLUE_DATASET, task_id(config, score.split), round(task["mean"], 2), date=date, notes=notes))
+        entries.append(
+            EvalResultEntry(GLUE_DATASET, task_id(config, score.split), round(task["mean"], 2), date=date, notes=notes)
+        )
     glue_score = aggregates["glue"]
     if glue_score.get("complete") and glue_score.get("mean") is not None:
         notes = f"GLUE score: mean of the 9 task scores in percent on the validation splits, mean of {glue_score['n_seeds']} seeds"
-        entries.append(EvalResultEntry(GLUE_DATASET, GLUE_SCORE_TASK, round(glue_score["mean"], 2), date=date, notes=notes))
+        entries.append(
+            EvalResultEntry(GLUE_DATASET, GLUE_SCORE_TASK, round(glue_score["mean"], 2), date=date, notes=notes)
+        )
     return entries
 
 
@@ -250,7 +254,9 @@ def glue_table(results):
             rows.append(f"| {' | '.join(cells)} |")
     glue = results["aggregates"]["glue"]
     if glue.get("complete") and glue.get("mean") is not None:
-        rows.append(f"| **GLUE** | mean of the 9 scores | **{glue['mean']:.2f} ± {glue['std']:.2f}** | {glue['n_seeds']} |")
+        rows.append(
+            f"| **GLUE** | mean of the 9 scores | **{glue['mean']:.2f} ± {glue['std']:.2f}** | {glue['n_seeds']} |"
+        )
     return "\n".join(rows)
 
 
@@ -275,7 +281,9 @@ def dataset_text(data_arguments):
     DataArguments): a Hub data set, local files, or the embedded corpus."""
     if data_arguments.get("dataset_name"):
         config = f" ({data_arguments['dataset_config']})" if data_arguments.get("dataset_config") else ""
-        return f"{data_arguments['dataset_name']}{config}, split {data_arguments.get('dataset_split')}", data_arguments["dataset_name"]
+        return f"{data_arguments['dataset_name']}{config}, split {data_arguments.get('dataset_split')}", data_arguments[
+            "dataset_name"
+        ]
     if data_arguments.get("train_files"):
         return "local files: " + ", ".join(Path(f).name for f in data_arguments["train_files"]), None
     return EMBEDDED_CORPUS, None
@@ -423,7 +431,9 @@ def limitations(config, kind, training=None, results=None):
             "`main`, with the GLUE results, which do not apply to this checkpoint."
         )
     if results is not None:
-        items.append(f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}.")
+        items.append(
+            f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}."
+        )
     items.append(
         "The model code runs from this repository: loading needs `trust_remote_code=True`; pin a revision, as below."
     )
@@ -434,18 +444,38 @@ def card_values(config, repo_id, revision, kind, provenance, *, size=None, train
     """Every value card_template.md reads but the GLUE files' names: from the model's config, the repository, the
     provenance record, and for trained models their `Training` and (release cards) their glue_results.json."""
     parameters, original = parameter_counts(config)
-    change = "—" if parameters == original else f"{parameters - original:+,} ({100 * (parameters - original) / original:+.1f}%)"
+    change = (
+        "—"
+        if parameters == original
+        else f"{parameters - original:+,} ({100 * (parameters - original) / original:+.1f}%)"
+    )
     values = dict(
-        kind=kind, repo_id=repo_id, revision=revision, attention_type=config.attention_type, size=size,
-        formula=FORMULAS[config.attention_type], parameters=parameters, original_parameters=original,
-        parameter_change=change, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
-        hidden_size=config.hidden_size, head_size=config.hidden_size // config.num_attention_heads,
-        intermediate_size=config.intermediate_size, vocab_size=config.vocab_size,
-        max_positions=config.max_position_embeddings, provenance=provenance, choices=implementation_choices(config),
-        intended_uses=intended_uses(kind), install=install_command(),
+        kind=kind,
+        repo_id=repo_id,
+        revision=revision,
+        attention_type=config.attention_type,
+        size=size,
+        formula=FORMULAS[config.attention_type],
+        parameters=parameters,
+        original_parameters=original,
+        parameter_change=change,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size,
+        head_size=config.hidden_size // config.num_attention_heads,
+        intermediate_size=config.intermediate_size,
+        vocab_size=config.vocab_size,
+        max_positions=config.max_position_embeddings,
+        provenance=provenance,
+        choices=implementation_choices(config),
+        intended_uses=intended_uses(kind),
+        install=install_command(),
         citations="\n\n".join(CITATIONS[key] for key in PAPERS[config.attention_type]),
-        limitations=limitations(config, kind, training, results), training=training,
-    )  # fmt: skip
+        limitations=limitations(config, kind, training, results),
+        training=training,
+    )
     if results is not None:
-        values.update(glue_table=glue_table(results), seeds=seeds_text(results), protocol=protocol_text(results["protocol"]))
+        values.update(
+            glue_table=glue_table(results), seeds=seeds_text(results), protocol=protocol_text(results["protocol"])
+        )
     return values

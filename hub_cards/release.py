@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, constants, get_token
-from huggingface_hub.hf_api import RepoFile  # not exported at the top level by the 0.x releases transformers 4.x needs
 from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
+from huggingface_hub.hf_api import RepoFile  # not exported at the top level by the 0.x releases transformers 4.x needs
 from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 from transformers import AutoTokenizer
@@ -54,14 +54,38 @@ from . import tiny_random
 RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
 MODEL_FILES = ("config.json", "model.safetensors")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "added_tokens.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "added_tokens.json",
+)
 TRAINING_FILES = ("trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")  # JSON and CSV only
 REQUIRED_TRAINING_FILES = ("trainer_state.json", "training_summary.json")
 # What the card needs from training_summary.json, and from its "training_arguments" (TrainingArguments.to_dict()).
-SUMMARY_KEYS = ("steps", "global_batch_size", "max_seq_length", "per_device_train_batch_size",
-                "gradient_accumulation_steps", "final_eval_loss", "training_arguments")  # fmt: skip
-TRAINING_ARGUMENT_KEYS = ("learning_rate", "warmup_steps", "lr_scheduler_type", "weight_decay", "adam_beta1",
-                          "adam_beta2", "adam_epsilon", "bf16", "fp16", "seed", "use_cpu")  # fmt: skip
+SUMMARY_KEYS = (
+    "steps",
+    "global_batch_size",
+    "max_seq_length",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "final_eval_loss",
+    "training_arguments",
+)
+TRAINING_ARGUMENT_KEYS = (
+    "learning_rate",
+    "warmup_steps",
+    "lr_scheduler_type",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "bf16",
+    "fp16",
+    "seed",
+    "use_cpu",
+)
 # Names that torch.save / pickle files go by (training_args.bin, optimizer.pt, rng_state.pth, pytorch_model.bin, ...).
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
@@ -99,15 +123,17 @@ def read_summary(model):
     path = model / "training_summary.json"
     summary = read_json(path)
     if not isinstance(summary, dict) or not isinstance(summary.get("training_arguments", {}), dict):
-        raise UserError(f"{path} is not a training summary: a JSON object whose \"training_arguments\" is an object.")
+        raise UserError(f'{path} is not a training summary: a JSON object whose "training_arguments" is an object.')
     missing = [key for key in SUMMARY_KEYS if key not in summary]
     if not missing:
-        missing = [f"training_arguments.{key}" for key in TRAINING_ARGUMENT_KEYS if key not in summary["training_arguments"]]
+        missing = [
+            f"training_arguments.{key}" for key in TRAINING_ARGUMENT_KEYS if key not in summary["training_arguments"]
+        ]
     if missing:
         raise UserError(
             f"{path} lacks {', '.join(map(repr, missing))}: it is the output of an older symbert-pretrain (the release "
             "reads the training arguments from this JSON file, never from the training_args.bin pickle); add the run's "
-            "TrainingArguments.to_dict() under \"training_arguments\" or pre-train again."
+            'TrainingArguments.to_dict() under "training_arguments" or pre-train again.'
         )
     return summary
 
@@ -180,15 +206,26 @@ class PretrainingRun:
         summary, arguments = self.summary, self.training_arguments
         machine = hardware or summary.get("hardware") or ("CPU" if arguments["use_cpu"] else "GPU (model not recorded)")
         return cards.Training(
-            dataset=self.data(dataset)[0], steps=summary["steps"], global_batch_size=summary["global_batch_size"],
-            max_seq_length=summary["max_seq_length"], per_device_train_batch_size=summary["per_device_train_batch_size"],
-            gradient_accumulation_steps=summary["gradient_accumulation_steps"], world_size=summary.get("world_size", 1),
-            learning_rate=arguments["learning_rate"], warmup_steps=warmup_steps(arguments, summary["steps"]),
-            lr_scheduler_type=arguments["lr_scheduler_type"], weight_decay=arguments["weight_decay"],
-            adam_beta1=arguments["adam_beta1"], adam_beta2=arguments["adam_beta2"], adam_epsilon=arguments["adam_epsilon"],
-            precision="bf16" if arguments["bf16"] else "fp16" if arguments["fp16"] else "fp32", seed=arguments["seed"],
-            machine=machine, train_runtime=self.runtime, final_eval_loss=summary["final_eval_loss"],
-        )  # fmt: skip
+            dataset=self.data(dataset)[0],
+            steps=summary["steps"],
+            global_batch_size=summary["global_batch_size"],
+            max_seq_length=summary["max_seq_length"],
+            per_device_train_batch_size=summary["per_device_train_batch_size"],
+            gradient_accumulation_steps=summary["gradient_accumulation_steps"],
+            world_size=summary.get("world_size", 1),
+            learning_rate=arguments["learning_rate"],
+            warmup_steps=warmup_steps(arguments, summary["steps"]),
+            lr_scheduler_type=arguments["lr_scheduler_type"],
+            weight_decay=arguments["weight_decay"],
+            adam_beta1=arguments["adam_beta1"],
+            adam_beta2=arguments["adam_beta2"],
+            adam_epsilon=arguments["adam_epsilon"],
+            precision="bf16" if arguments["bf16"] else "fp16" if arguments["fp16"] else "fp32",
+            seed=arguments["seed"],
+            machine=machine,
+            train_runtime=self.runtime,
+            final_eval_loss=summary["final_eval_loss"],
+        )
 
 
 def warmup_steps(training_arguments, steps):
@@ -219,9 +256,10 @@ def find_models(paths, staging_dir):
             models.append(path)
             continue
         found = sorted(
-            p.parent for p in path.rglob("training_summary.json")
+            p.parent
+            for p in path.rglob("training_summary.json")
             if not p.parent.name.startswith("checkpoint-") and staging_dir not in p.resolve().parents
-        )  # fmt: skip
+        )
         if not found:
             raise UserError(
                 f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
@@ -286,13 +324,17 @@ def match_results(model, weights_sha256, candidates):
 def check_model_folder(folder):
     """The files a release needs from a model folder; raises naming what is missing."""
     missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
-    if not (folder / "tokenizer_config.json").is_file() or not any((folder / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
+    if not (folder / "tokenizer_config.json").is_file() or not any(
+        (folder / n).is_file() for n in ("tokenizer.json", "vocab.txt")
+    ):
         missing.append("tokenizer (tokenizer_config.json and tokenizer.json or vocab.txt)")
     if missing:
         raise UserError(f"{folder} lacks {', '.join(missing)}.")
     config = read_json(folder / "config.json")
     if config.get("model_type") != "symbert" or "auto_map" not in config:
-        raise UserError(f"{folder}/config.json is not a SymBERT config with an auto_map (model_type={config.get('model_type')!r}).")
+        raise UserError(
+            f"{folder}/config.json is not a SymBERT config with an auto_map (model_type={config.get('model_type')!r})."
+        )
     return SymBertConfig.from_dict(config)
 
 
@@ -319,7 +361,9 @@ def plan_models(args):
         size = run.summary.get("size", "custom")
         repo_id = release_repo_id(args.namespace, args.name_template, model, size, config.attention_type)
         if repo_id in repos:
-            raise UserError(f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template.")
+            raise UserError(
+                f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template."
+            )
         repos[repo_id] = model
         staging.folder(repo_id, "main")
         checkpoints = []
@@ -327,7 +371,9 @@ def plan_models(args):
             staging.folder(repo_id, f"step-{step}")
             checkpoint = model / f"checkpoint-{step}"
             if not checkpoint.is_dir():
-                available = sorted(int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit())
+                available = sorted(
+                    int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit()
+                )
                 raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
             check_model_folder(checkpoint)
             checkpoints.append(checkpoint)
@@ -349,7 +395,9 @@ def checked_repo_id(repo_id, origin):
     try:
         validate_repo_id(repo_id)
     except ValueError as error:  # huggingface_hub's HFValidationError
-        raise UserError(f"{origin} gives the repository id {repo_id!r}, which the Hub does not accept: {error}") from None
+        raise UserError(
+            f"{origin} gives the repository id {repo_id!r}, which the Hub does not accept: {error}"
+        ) from None
     return repo_id
 
 
@@ -433,6 +481,7 @@ def model_files(folder):
 def git_commit():
     """The project's commit, with "-dirty" when the shipped model code differs from it; "unknown" outside a checkout."""
     code = [str(path.resolve()) for path in code_files().values()]
+
     def git(*arguments):
         return subprocess.run(["git", *arguments], cwd=Path(code[0]).parent, capture_output=True, text=True, timeout=10)
 
@@ -477,7 +526,9 @@ def find_glue_plot(glue_vs_step, results_paths, results_path, model):
             raise UserError(f"--glue_vs_step {glue_vs_step!r} does not exist.")
         return Path(glue_vs_step)
     nearby = [results_path.parent / GLUE_PLOT, model / GLUE_PLOT]
-    under_results = [p for folder in map(Path, results_paths) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))]
+    under_results = [
+        p for folder in map(Path, results_paths) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))
+    ]
     return next((p for p in [*nearby, *under_results] if p.is_file()), None)
 
 
@@ -493,7 +544,9 @@ def stage_model(
     files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
     files["loss.png"] = model / "loss.png"
     if not files["loss.png"].is_file():  # an output from before the plot existed: draw it from the log
-        files["loss.png"] = plot_losses(run.log_history, Path(workdir) / f"{name}-loss.png", title=config.attention_type)
+        files["loss.png"] = plot_losses(
+            run.log_history, Path(workdir) / f"{name}-loss.png", title=config.attention_type
+        )
     files[RESULTS_FILE] = results_path
     if results_path.with_suffix(".md").is_file():
         files["glue_results.md"] = results_path.with_suffix(".md")
@@ -503,17 +556,31 @@ def stage_model(
     eval_results, eval_entries = cards.glue_eval_results(results), cards.glue_eval_entries(results)
     eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
     prov = provenance(
-        files, dataset, glue_results_sha256=sha256(results_path), eval_results_sha256=text_hashes(eval_texts),
+        files,
+        dataset,
+        glue_results_sha256=sha256(results_path),
+        eval_results_sha256=text_hashes(eval_texts),
         training_steps=run.steps,
-    )  # fmt: skip
+    )
     data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
     values = cards.card_values(
-        config, repo_id, tag, "release", prov, size=run.size, training=training, results=results,
-    )  # fmt: skip
+        config,
+        repo_id,
+        tag,
+        "release",
+        prov,
+        size=run.size,
+        training=training,
+        results=results,
+    )
     card = cards.render(
-        name, data, **values, loss_plot="loss.png", glue_plot=GLUE_PLOT if glue_plot else None,
+        name,
+        data,
+        **values,
+        loss_plot="loss.png",
+        glue_plot=GLUE_PLOT if glue_plot else None,
         eval_results_file=next(iter(eval_texts), None),
-    )  # fmt: skip
+    )
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
     main = staging.write(repo_id, "main", files, texts)
     stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries)]
@@ -522,7 +589,11 @@ def stage_model(
         step = int(checkpoint.name.split("-")[1])
         branch = f"step-{step}"
         run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
-        own_files = {"trainer_state.json": checkpoint / "trainer_state.json"} if (checkpoint / "trainer_state.json").is_file() else {}
+        own_files = (
+            {"trainer_state.json": checkpoint / "trainer_state.json"}
+            if (checkpoint / "trainer_state.json").is_file()
+            else {}
+        )
         checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
         prov = provenance(checkpoint_files, dataset, training_steps=step)
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
@@ -539,7 +610,7 @@ def stage_tiny_random(args, workdir):
     repo_ids = {
         kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
         for kind in ATTENTION_TYPES
-    }  # fmt: skip
+    }
     staging = Staging(args.output_dir, args.name_template)
     for repo_id in repo_ids.values():
         staging.folder(repo_id, "main")  # every folder checked before the first is written
@@ -559,6 +630,7 @@ def stage_tiny_random(args, workdir):
 
 
 # ---------------------------------------------------------------------------------------------- validation
+
 
 def load_in_fresh_process(folders):
     """({folder: report}, {folder: logits}) from loading each folder with trust_remote_code=True in a fresh process
@@ -591,7 +663,9 @@ def check_files(stage):
     except Exception as error:  # a card that does not parse is a failed check, whatever the parser raises
         return [f"README.md does not parse as a model card: {error}"]
     if (card.data.library_name, card.data.pipeline_tag) != ("transformers", "fill-mask"):
-        problems.append(f"card metadata has library_name={card.data.library_name!r}, pipeline_tag={card.data.pipeline_tag!r}")
+        problems.append(
+            f"card metadata has library_name={card.data.library_name!r}, pipeline_tag={card.data.pipeline_tag!r}"
+        )
     if (card.data.eval_results or []) != stage.eval_results:
         problems.append("the card's model-index does not parse back into the GLUE results it was built from")
     missing = [name for name in cards.files_named(card.text) if not (folder / name).is_file()]
@@ -601,7 +675,9 @@ def check_files(stage):
     if stage.eval_results:
         measured = read_json(folder / RESULTS_FILE)["model"]["weights_sha256"]
         if measured != weights:
-            problems.append(f"{RESULTS_FILE} was measured on weights {measured[:16]}…, model.safetensors is {weights[:16]}…")
+            problems.append(
+                f"{RESULTS_FILE} was measured on weights {measured[:16]}…, model.safetensors is {weights[:16]}…"
+            )
     eval_file = folder / cards.EVAL_RESULTS_FILE
     try:
         entries = cards.read_eval_results(eval_file) if eval_file.is_file() else []
@@ -612,7 +688,11 @@ def check_files(stage):
     prov = read_json(folder / "provenance.json")
     tokenizer_file = folder / "tokenizer.json" if (folder / "tokenizer.json").is_file() else folder / "vocab.txt"
     code = code_hashes({path.name: path for path in folder.glob("*.py")})
-    if (prov["weights_sha256"], prov["tokenizer_sha256"], prov.get("code_sha256")) != (weights, sha256(tokenizer_file), code):
+    if (prov["weights_sha256"], prov["tokenizer_sha256"], prov.get("code_sha256")) != (
+        weights,
+        sha256(tokenizer_file),
+        code,
+    ):
         problems.append("provenance.json's weights, tokenizer or code sha256 does not match the folder's files")
     evaluations = code_hashes({path.relative_to(folder).as_posix(): path for path in folder.glob(".eval_results/*")})
     if prov.get("eval_results_sha256", {}) != evaluations:
@@ -641,7 +721,9 @@ def check_safety(folder):
     """Problems that make a staged folder unsafe to load at all: a pickle anywhere in it, or code files that are not
     byte for byte the project's own (the installed symbert package's)."""
     files = sorted(path for path in folder.rglob("*") if path.is_file())
-    problems = [f"{path.relative_to(folder)} is a pickle, which a release never holds" for path in files if looks_pickled(path)]
+    problems = [
+        f"{path.relative_to(folder)} is a pickle, which a release never holds" for path in files if looks_pickled(path)
+    ]
     project_files = code_files()
     project = code_hashes(project_files)
     staged = code_hashes({path.relative_to(folder).as_posix(): path for path in files if path.suffix == ".py"})
@@ -653,7 +735,9 @@ def check_safety(folder):
                 f"{name} differs from the project's {project_files[name]} (sha256 {digest[:16]}…, the project's "
                 f"{project[name][:16]}…)"
             )
-    problems += [f"{name} is missing: every release ships the project's model code" for name in project if name not in staged]
+    problems += [
+        f"{name} is missing: every release ships the project's model code" for name in project if name not in staged
+    ]
     return problems
 
 
@@ -669,12 +753,16 @@ def validate(stages):
             continue
         report = reports[stage.folder.resolve()]
         if "error" in report:
-            problems[stage.folder].append(f"does not load with trust_remote_code=True in a fresh process: {report['error']}")
+            problems[stage.folder].append(
+                f"does not load with trust_remote_code=True in a fresh process: {report['error']}"
+            )
             continue
         if not report["module"].startswith("transformers_modules"):
             problems[stage.folder].append(f"loaded its classes from {report['module']}, not from the folder's code")
         if report["reinitialised"] or report["missing_from_file"]:
-            problems[stage.folder].append(f"weights re-initialised on load: {(report['reinitialised'] + report['missing_from_file'])[:5]}")
+            problems[stage.folder].append(
+                f"weights re-initialised on load: {(report['reinitialised'] + report['missing_from_file'])[:5]}"
+            )
         if not report["tied"]:
             problems[stage.folder].append("the MLM decoder is not tied to the word embeddings after loading")
         input_ids, expected = reference_outputs(stage.source)
@@ -682,8 +770,12 @@ def validate(stages):
         if report["input_ids"] != input_ids:
             problems[stage.folder].append("its tokenizer encodes differently from the source model's")
         elif got.shape != expected.shape or not torch.allclose(got, expected, rtol=1e-5, atol=1e-5):
-            difference = (got - expected).abs().max().item() if got.shape == expected.shape else f"shape {tuple(got.shape)}"
-            problems[stage.folder].append(f"does not reproduce the logits of {stage.source} (max difference {difference})")
+            difference = (
+                (got - expected).abs().max().item() if got.shape == expected.shape else f"shape {tuple(got.shape)}"
+            )
+            problems[stage.folder].append(
+                f"does not reproduce the logits of {stage.source} (max difference {difference})"
+            )
     failed = {folder: items for folder, items in problems.items() if items}
     if failed:
         lines = [f"{folder}:\n" + "\n".join(f"  - {item}" for item in items) for folder, items in failed.items()]
@@ -727,7 +819,11 @@ def hub_errors():
     ConnectionError), HfHubHTTPError, and the transport errors of the HTTP library it has imported: requests'
     (huggingface_hub 0.x), httpx's (1.x) or httpx2's (2.x). Nothing is imported here that it did not import."""
     errors = [ConnectionError, TimeoutError, HfHubHTTPError]
-    for library, names in (("requests", ("ConnectionError", "Timeout")), ("httpx", ("TransportError",)), ("httpx2", ("TransportError",))):
+    for library, names in (
+        ("requests", ("ConnectionError", "Timeout")),
+        ("httpx", ("TransportError",)),
+        ("httpx2", ("TransportError",)),
+    ):
         if library in sys.modules:
             errors += [getattr(sys.modules[library], name) for name in names]
     return tuple(errors)
@@ -739,7 +835,11 @@ def push_or_explain(stages, api, args):
     try:
         push(stages, api, args, pushed)
     except hub_errors() as error:
-        problem = "the Hugging Face Hub refused a request" if isinstance(error, HfHubHTTPError) else "cannot reach the Hugging Face Hub"
+        problem = (
+            "the Hugging Face Hub refused a request"
+            if isinstance(error, HfHubHTTPError)
+            else "cannot reach the Hugging Face Hub"
+        )
         done = f"pushed before it stopped: {'; '.join(pushed)}" if pushed else "nothing was pushed"
         raise UserError(f"{problem} ({constants.ENDPOINT}: {type(error).__name__}: {error}): {done}.") from None
 
@@ -760,7 +860,9 @@ def push(stages, api, args, pushed):
         if "different" in states and not args.force:
             conflicts.append(repo_id)
         elif exists and args.tag in {t.name for t in api.list_repo_refs(repo_id).tags}:
-            raise UserError(f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed.")
+            raise UserError(
+                f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed."
+            )
         to_push[repo_id] = (repo_stages, exists)
     if conflicts:
         raise UserError(
@@ -774,9 +876,11 @@ def push(stages, api, args, pushed):
         pushed.append(f"created {repo_id}")
         stale = set(remote_files(api, repo_id, "main")) - set(staged_files(main.folder)) if existed else set()
         commit = api.create_commit(
-            repo_id, operations=operations(main.folder, delete=stale), revision="main",
+            repo_id,
+            operations=operations(main.folder, delete=stale),
+            revision="main",
             commit_message=f"Release {repo_id.split('/')[1]} ({args.tag})",
-        )  # fmt: skip
+        )
         pushed.append(f"{repo_id} main")
         api.create_tag(repo_id, tag=args.tag, revision=commit.oid)
         pushed.append(f"{repo_id} tag {args.tag}")
@@ -788,9 +892,11 @@ def push(stages, api, args, pushed):
             api.create_branch(repo_id, branch=stage.revision, revision=commit.oid)
             stale = set(staged_files(main.folder)) - set(staged_files(stage.folder))
             api.create_commit(
-                repo_id, operations=operations(stage.folder, delete=stale), revision=stage.revision,
+                repo_id,
+                operations=operations(stage.folder, delete=stale),
+                revision=stage.revision,
                 commit_message=f"Checkpoint {stage.revision}",
-            )  # fmt: skip
+            )
             pushed.append(f"{repo_id} branch {stage.revision}")
             print(f"{repo_id}: pushed branch {stage.revision}")
 
@@ -813,7 +919,9 @@ def show(stages, args):
         files = staged_files(stage.folder)
         size = sum((stage.folder / n).stat().st_size for n in files)
         where = f"tag {args.tag}" if stage.revision == "main" else "a branch from main's commit"
-        print(f"\n{stage.repo_id} @ {stage.revision} ({where}): {len(files)} files, {size / 1e6:.1f} MB, staged in {stage.folder}")
+        print(
+            f"\n{stage.repo_id} @ {stage.revision} ({where}): {len(files)} files, {size / 1e6:.1f} MB, staged in {stage.folder}"
+        )
         for name in files:
             print(f"    {name:<28} {(stage.folder / name).stat().st_size:>12,} bytes")
     if args.collection:
@@ -827,11 +935,20 @@ def parse_arguments(argv):
     parser = command_parser(__doc__)  # parser.error raises a one-line UserError
     parser.add_argument("models", nargs="*", help="symbert-pretrain output folders, or folders holding them")
     parser.add_argument("--namespace", required=True, help="Hub user or organisation that will own the repositories")
-    parser.add_argument("--results", nargs="*", default=[], help="glue_results.json files, or folders searched for them")
-    parser.add_argument("--dataset", help="pre-training data, a Hub dataset id or a description (default: as recorded by symbert-pretrain)")
-    parser.add_argument("--hardware", help='what it was trained on, e.g. "NVIDIA H200" (default: as recorded by symbert-pretrain)')
+    parser.add_argument(
+        "--results", nargs="*", default=[], help="glue_results.json files, or folders searched for them"
+    )
+    parser.add_argument(
+        "--dataset",
+        help="pre-training data, a Hub dataset id or a description (default: as recorded by symbert-pretrain)",
+    )
+    parser.add_argument(
+        "--hardware", help='what it was trained on, e.g. "NVIDIA H200" (default: as recorded by symbert-pretrain)'
+    )
     parser.add_argument("--checkpoints", help="comma-separated steps whose checkpoint-N folders become branches step-N")
-    parser.add_argument("--glue_vs_step", help=f"GLUE-along-pre-training plot (default: {GLUE_PLOT} next to the results file)")
+    parser.add_argument(
+        "--glue_vs_step", help=f"GLUE-along-pre-training plot (default: {GLUE_PLOT} next to the results file)"
+    )
     parser.add_argument("--name_template", default="symbert-{size}-{attention_type}", help="repository name")
     parser.add_argument("--tag", default=f"v{version('symbert')}", help="tag of the release commit; the card pins it")
     parser.add_argument("--collection", help='Hub collection title (default: "SymBERT", or "SymBERT tiny random")')
@@ -850,8 +967,10 @@ def parse_arguments(argv):
     try:
         validate_repo_id(f"{args.namespace}/{args.name_template.format(size='small', attention_type='mhe_add')}")
     except (KeyError, IndexError, ValueError) as error:
-        parser.error(f"--namespace {args.namespace!r} / --name_template {args.name_template!r} do not make a repository "
-                     f"id ({error}); the template may use {{size}} and {{attention_type}}")  # fmt: skip
+        parser.error(
+            f"--namespace {args.namespace!r} / --name_template {args.name_template!r} do not make a repository "
+            f"id ({error}); the template may use {{size}} and {{attention_type}}"
+        )
     return args
 
 
@@ -866,7 +985,9 @@ def release(args):
             )
         token = get_token()  # HF_TOKEN, else the `hf auth login` token; handed to HfApi, never shown
         if not token:
-            raise UserError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged.")
+            raise UserError(
+                "--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged."
+            )
     if not args.tiny_random and cards.EvalResultEntry is None:
         print(cards.EVAL_RESULTS_NOTICE, file=sys.stderr)
     with tempfile.TemporaryDirectory() as workdir:
@@ -877,9 +998,11 @@ def release(args):
             options = dict(staging=staging, tag=args.tag, dataset=args.dataset, hardware=args.hardware, workdir=workdir)
             stages = [stage for plan in plan_models(args) for stage in stage_model(*plan, **options)]
         validate(stages)
-        print(f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
-              "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out; "
-              "the code files are the project's and no file is a pickle.")  # fmt: skip
+        print(
+            f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
+            "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out; "
+            "the code files are the project's and no file is a pickle."
+        )
         if args.push:
             push_or_explain(stages, HfApi(token=token), args)
         else:

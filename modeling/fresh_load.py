@@ -37,8 +37,12 @@ class BlockProject:
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="fresh_load.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", help="saved model folders")
-    parser.add_argument("--auto_class", nargs="+", default=["AutoModelForMaskedLM"],
-                        help="transformers Auto class to load with: one for every folder, or one per folder")  # fmt: skip
+    parser.add_argument(
+        "--auto_class",
+        nargs="+",
+        default=["AutoModelForMaskedLM"],
+        help="transformers Auto class to load with: one for every folder, or one per folder",
+    )
     parser.add_argument("--texts", help='JSON list of sentences ("{mask}" marks the masked word) to run the model on')
     parser.add_argument("--inputs", help="name of a file in each folder holding the model's inputs (tensors only)")
     parser.add_argument("--outputs", help="file to save {folder: [output tensors]} in")
@@ -111,15 +115,24 @@ def load_in_fresh_process(folders, *options, timeout=1800):
     empty temporary folder, offline, with its own remote-code cache and no PYTHONPATH."""
     with tempfile.TemporaryDirectory() as elsewhere:
         env = {
-            **os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(Path(elsewhere) / "modules"), "PYTHONPATH": "",
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "HF_MODULES_CACHE": str(Path(elsewhere) / "modules"),
+            "PYTHONPATH": "",
             "TOKENIZERS_PARALLELISM": "false",
-        }  # fmt: skip
+        }
         result = subprocess.run(
             [sys.executable, __file__, *[str(Path(f).resolve()) for f in folders], *map(str, options)],
-            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     if result.returncode != 0:
-        raise RuntimeError(f"Loading {', '.join(map(str, folders))} in a fresh process crashed:\n{result.stderr[-3000:]}")
+        raise RuntimeError(
+            f"Loading {', '.join(map(str, folders))} in a fresh process crashed:\n{result.stderr[-3000:]}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

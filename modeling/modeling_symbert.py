@@ -21,7 +21,6 @@ This file is copied into every saved model folder (with `configuration_symbert.p
 torch/transformers and its flat sibling, never the `symbert` package.
 """
 
-
 import json
 from pathlib import Path
 
@@ -55,7 +54,9 @@ except ImportError:  # transformers 4.x: torch's initialisers, plus the copy_ th
 
 try:  # transformers >= 5
     from transformers.masking_utils import create_bidirectional_mask
-except ImportError:  # transformers 4.x: the padding mask each attention implementation expects, as its encoders build it
+except (
+    ImportError
+):  # transformers 4.x: the padding mask each attention implementation expects, as its encoders build it
     from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
 
     def create_bidirectional_mask(config, inputs_embeds, attention_mask):
@@ -67,8 +68,8 @@ except ImportError:  # transformers 4.x: the padding mask each attention impleme
             return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype)
         return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype)
 
-from .configuration_symbert import SymBertConfig
 
+from .configuration_symbert import SymBertConfig
 
 logger = logging.get_logger(__name__)
 
@@ -91,7 +92,9 @@ class SymBertEmbeddings(nn.Module):
             "position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False
         )
         # trf-ignore: TRF058 (nn.Buffer needs torch >= 2.5; the project supports torch >= 2.4)
-        self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False)
+        self.register_buffer(
+            "token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False
+        )
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
         input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
@@ -104,7 +107,9 @@ class SymBertEmbeddings(nn.Module):
             )
         if not torch.compiler.is_compiling():  # data-dependent checks would break a compiled graph
             _check_index_range("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
-            _check_index_range("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size")
+            _check_index_range(
+                "token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size"
+            )
             _check_index_range("position_ids", position_ids, max_positions, "max_position_embeddings")
 
         if position_ids is None:
@@ -260,9 +265,13 @@ def register_attention(name, attention_class):
     config, the models, pre-training, the benchmarks, the symmetry analysis, the parameter table and the model cards
     all find it here. Returns the class, so it also works as a decorator via `functools.partial`."""
     if not (isinstance(attention_class, type) and issubclass(attention_class, SymBertSelfAttention)):
-        raise ValueError(f"register_attention({name!r}, {attention_class!r}): the class must subclass SymBertSelfAttention.")
+        raise ValueError(
+            f"register_attention({name!r}, {attention_class!r}): the class must subclass SymBertSelfAttention."
+        )
     if name in SYMBERT_SELF_ATTENTION_CLASSES and SYMBERT_SELF_ATTENTION_CLASSES[name] is not attention_class:
-        raise ValueError(f"attention_type {name!r} is already registered ({SYMBERT_SELF_ATTENTION_CLASSES[name].__name__}).")
+        raise ValueError(
+            f"attention_type {name!r} is already registered ({SYMBERT_SELF_ATTENTION_CLASSES[name].__name__})."
+        )
     attention_class.attention_type = name
     SYMBERT_SELF_ATTENTION_CLASSES[name] = attention_class
     return attention_class
@@ -655,7 +664,9 @@ class SymBertIntermediate(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.intermediate_act_fn = ACT2FN[config.hidden_act] if isinstance(config.hidden_act, str) else config.hidden_act
+        self.intermediate_act_fn = (
+            ACT2FN[config.hidden_act] if isinstance(config.hidden_act, str) else config.hidden_act
+        )
 
     def forward(self, hidden_states):
         return self.intermediate_act_fn(self.dense(hidden_states))
@@ -693,7 +704,9 @@ class SymBertEncoder(nn.Module):
         self.layer = nn.ModuleList([SymBertLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
 
     # trf-ignore: TRF045 (flag threading kept: the file also runs under transformers 4.54-4.57, without capture_outputs)
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False, **kwargs):
+    def forward(
+        self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False, **kwargs
+    ):
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer_module in self.layer:

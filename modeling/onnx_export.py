@@ -44,16 +44,27 @@ def export_onnx(model, path, output_names, dynamo=False):
             sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
             axes = {0: batch, 1: sequence}
             torch.onnx.export(
-                model, (), tmp_path, kwargs={"input_ids": input_ids, "attention_mask": attention_mask},
-                input_names=INPUT_NAMES, output_names=output_names, dynamo=True, external_data=False,
+                model,
+                (),
+                tmp_path,
+                kwargs={"input_ids": input_ids, "attention_mask": attention_mask},
+                input_names=INPUT_NAMES,
+                output_names=output_names,
+                dynamo=True,
+                external_data=False,
                 dynamic_shapes={"input_ids": axes, "attention_mask": axes},
-            )  # fmt: skip
+            )
         else:
             axes = {0: "batch", 1: "sequence"}
             torch.onnx.export(
-                model, (input_ids, attention_mask), tmp_path, input_names=INPUT_NAMES, output_names=output_names,
-                dynamic_axes={name: axes for name in INPUT_NAMES}, dynamo=False,
-            )  # fmt: skip
+                model,
+                (input_ids, attention_mask),
+                tmp_path,
+                input_names=INPUT_NAMES,
+                output_names=output_names,
+                dynamic_axes={name: axes for name in INPUT_NAMES},
+                dynamo=False,
+            )
     os.replace(tmp_path, path)
 
 
@@ -75,7 +86,9 @@ def run(argv):
     parser = command_parser(__doc__)
     parser.add_argument("model_dir", help="a saved SymBERT folder (or Hub id)")
     parser.add_argument("output", help="the .onnx file to write")
-    parser.add_argument("--head", choices=sorted(HEADS), default="model", help="what to export: the encoder or a task head")
+    parser.add_argument(
+        "--head", choices=sorted(HEADS), default="model", help="what to export: the encoder or a task head"
+    )
     parser.add_argument("--dynamo", action="store_true", help="use the torch.export-based exporter")
     args = parser.parse_args(argv)
     if not args.output.endswith(".onnx"):

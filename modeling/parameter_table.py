@@ -7,8 +7,8 @@ Markdown table. Models are built on the meta device: no memory used, no download
 
 import torch
 
-from .configuration_symbert import SIZE_PRESETS, SymBertConfig
 from .cli import UserError, command_parser, run_command
+from .configuration_symbert import SIZE_PRESETS, SymBertConfig
 from .modeling_symbert import ATTENTION_TYPES, SymBertForMaskedLM
 
 
@@ -20,7 +20,9 @@ def count_parameters(size, attention_type):
 
 def run(argv):
     parser = command_parser(__doc__)
-    parser.add_argument("--sizes", default="tiny,mini,small,base", help=f"comma-separated, from {', '.join(SIZE_PRESETS)}")
+    parser.add_argument(
+        "--sizes", default="tiny,mini,small,base", help=f"comma-separated, from {', '.join(SIZE_PRESETS)}"
+    )
     args = parser.parse_args(argv)
     sizes = args.sizes.split(",")
     for size in sizes:

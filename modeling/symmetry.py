@@ -126,7 +126,9 @@ def write_outputs(shares, title, output_dir):
     figure, axes = plt.subplots(figsize=(max(4.5, 1.5 + 0.6 * shares.shape[1]), max(3.0, 1.2 + 0.45 * shares.shape[0])))
     image = axes.imshow(shares.numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
     for layer, head, value in cells:
-        axes.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value < 0.6 else "black")
+        axes.text(
+            head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white" if value < 0.6 else "black"
+        )
     axes.set_xticks(range(shares.shape[1]))
     axes.set_yticks(range(shares.shape[0]))
     axes.set_xlabel("head")
@@ -152,7 +154,11 @@ def run(argv):
         raise UserError(f"pass --output_dir for the Hub model {args.model!r}")
 
     shares, attention_type = analyse(args.model)
-    note = " (symmetric by construction)" if SYMBERT_SELF_ATTENTION_CLASSES[attention_type].symmetric_by_construction else ""
+    note = (
+        " (symmetric by construction)"
+        if SYMBERT_SELF_ATTENTION_CLASSES[attention_type].symmetric_by_construction
+        else ""
+    )
     print(f"{args.model}: attention_type={attention_type}{note}; symmetric share of each head's score form\n")
     print(markdown_table(shares))
     csv_path, png_path = write_outputs(shares, f"{Path(args.model).name}: attention_type={attention_type}", output_dir)

@@ -6,10 +6,9 @@ import pytest
 import torch
 from transformers.utils import logging as transformers_logging
 
+from conftest import padded_batch, tiny_config
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
 from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
-
-from conftest import padded_batch, tiny_config
 
 
 def model_for(attention_type, implementation="eager", seed=0, model_class=SymBertForMaskedLM, **overrides):
@@ -54,7 +53,9 @@ def test_more_padding_leaves_real_tokens_unchanged(attention_type, implementatio
     torch.testing.assert_close(longer_logits[:, : input_ids.shape[1]][real], logits[real], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("attention_type, symmetric", [("original", False), ("symmetric", True), ("shared", True), ("pairwise", False)])
+@pytest.mark.parametrize(
+    "attention_type, symmetric", [("original", False), ("symmetric", True), ("shared", True), ("pairwise", False)]
+)
 def test_score_symmetry(attention_type, symmetric):
     model = model_for(attention_type)
     hidden_states = torch.randn(2, 9, model.config.hidden_size)
@@ -217,6 +218,9 @@ def test_gqa_passes_fewer_key_value_heads_to_sdpa(monkeypatch):
 
 def test_num_key_value_heads_is_checked():
     for bad in (0, 3, -2, 1.0):
-        with pytest.raises(ValueError, match=f"num_key_value_heads={bad!r} is invalid; it must be None or a positive divisor of num_attention_heads=2"):
+        with pytest.raises(
+            ValueError,
+            match=f"num_key_value_heads={bad!r} is invalid; it must be None or a positive divisor of num_attention_heads=2",
+        ):
             tiny_config("gqa", num_key_value_heads=bad)
     assert model_for("gqa").bert.encoder.layer[0].attention.self.num_key_value_groups == 2  # default: 1 of 2 heads

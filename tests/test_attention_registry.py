@@ -13,14 +13,13 @@ from safetensors.torch import load_file
 from torch import nn
 
 import symbert
+from conftest import tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
 from symbert.hub_cards import release
 from symbert.modeling_symbert import SymBertOriginalSelfAttention
 from symbert.parameter_table import main as parameter_table
 from symbert.symmetry import analyse, symmetric_share
 from symbert.training.pretrain import SymBertPretrainingTrainer, parse_arguments, pretrain
-
-from conftest import tiny_config
 from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

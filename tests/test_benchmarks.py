@@ -31,8 +31,28 @@ def test_training_flops_per_token_by_hand():
 
 def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
     output = tmp_path / "results" / "throughput"
-    argv = ["--sizes", "tiny", "--seq_lens", "16", "--tokens_per_batch", "32", "--rounds", "1", "--warmup", "0",
-            "--vocab_size", "99", "--matmul_size", "128", "--types", "original", "symmetric", "mhe_add", "--output", str(output)]  # fmt: skip
+    argv = [
+        "--sizes",
+        "tiny",
+        "--seq_lens",
+        "16",
+        "--tokens_per_batch",
+        "32",
+        "--rounds",
+        "1",
+        "--warmup",
+        "0",
+        "--vocab_size",
+        "99",
+        "--matmul_size",
+        "128",
+        "--types",
+        "original",
+        "symmetric",
+        "mhe_add",
+        "--output",
+        str(output),
+    ]
     throughput.main(argv)
     record = json.loads(output.with_suffix(".json").read_text())
     rows = {row["model"]: row for row in record["rows"]}
@@ -78,7 +98,10 @@ def test_convergence_summary_uses_each_seeds_original_as_target():
         ("symmetric", 2): fake_history([9.0, 6.4, 5.6]),
     }
     targets = {1: 5.0, 2: 5.5}
-    rows = {row["attention_type"]: row for row in convergence.summarize(histories, ["original", "symmetric"], [1, 2], targets)}
+    rows = {
+        row["attention_type"]: row
+        for row in convergence.summarize(histories, ["original", "symmetric"], [1, 2], targets)
+    }
     assert rows["original"]["steps_to_target"] == [20, 20]
     assert rows["original"]["steps_to_target_mean_std"] == (20.0, 0.0)
     assert rows["symmetric"]["steps_to_target"] == [10, None]  # seed 2 never reaches 5.5
@@ -102,13 +125,39 @@ def corpus(tmp_path_factory):
 
 def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
     pretrain_args = [
-        "--recipe", "cpu-demo", "--output_dir", str(tmp_path / "runs"), "--train_files", str(corpus / "train.txt"),
-        "--tokenizer", str(corpus / "tokenizer"), "--max_seq_length", "16", "--eval_blocks", "4",
-        "--per_device_train_batch_size", "4", "--max_steps", "2", "--warmup_steps", "1", "--eval_steps", "1",
-        "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
-    ]  # fmt: skip
+        "--recipe",
+        "cpu-demo",
+        "--output_dir",
+        str(tmp_path / "runs"),
+        "--train_files",
+        str(corpus / "train.txt"),
+        "--tokenizer",
+        str(corpus / "tokenizer"),
+        "--max_seq_length",
+        "16",
+        "--eval_blocks",
+        "4",
+        "--per_device_train_batch_size",
+        "4",
+        "--max_steps",
+        "2",
+        "--warmup_steps",
+        "1",
+        "--eval_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+    ]
     summary = tmp_path / "summary"
-    convergence.main(["--types", "original,symmetric", "--seeds", "3", "--summary_dir", str(summary), "--", *pretrain_args])
+    convergence.main(
+        ["--types", "original,symmetric", "--seeds", "3", "--summary_dir", str(summary), "--", *pretrain_args]
+    )
     record = json.loads((summary / "convergence.json").read_text())
     curves = record["eval_loss_curves"]
     assert set(curves) == {"original seed 3", "symmetric seed 3"}
@@ -116,12 +165,26 @@ def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
     # default target: original's final eval loss on the same seed
     original = curves["original seed 3"]
     assert record["target_eval_loss"] == {"3": original["2"]}
-    assert record["summary"][0]["steps_to_target"] == [min(int(s) for s, loss in original.items() if loss <= original["2"])]
+    assert record["summary"][0]["steps_to_target"] == [
+        min(int(s) for s, loss in original.items() if loss <= original["2"])
+    ]
     assert (summary / "convergence.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "runs" / "seed-3" / "symmetric" / "training_summary.json").is_file()
 
     again = tmp_path / "again"
-    convergence.main(["--types", "original,symmetric", "--seeds", "3", "--summarize_only", "--summary_dir", str(again), "--", *pretrain_args])
+    convergence.main(
+        [
+            "--types",
+            "original,symmetric",
+            "--seeds",
+            "3",
+            "--summarize_only",
+            "--summary_dir",
+            str(again),
+            "--",
+            *pretrain_args,
+        ]
+    )
     assert json.loads((again / "convergence.json").read_text())["summary"] == record["summary"]
 
 

@@ -4,16 +4,21 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
-
 from conftest import padded_batch, tiny_config
+from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
 
 
 def bert_like(config):
     names = (
-        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-        "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
-    )  # fmt: skip
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+    )
     torch.manual_seed(3)
     return BertForMaskedLM(BertConfig(**{name: getattr(config, name) for name in names})).eval()
 
@@ -40,8 +45,21 @@ def test_original_with_bert_weights_gives_berts_logits(implementation):
         ("original", set()),
         ("symmetric", set()),
         ("pairwise", {"attention.self.pairwise"}),
-        ("shared", {"attention.self.shared.weight", "attention.self.shared.bias", "attention.self.scale_q", "attention.self.scale_k", "attention.self.scale_v"}),
-        ("mhe_add", {f"attention.self.{p}.{t}" for p in ("query", "key", "value") for t in ("weight", "bias")} | {"attention.self.head_embeddings"}),
+        (
+            "shared",
+            {
+                "attention.self.shared.weight",
+                "attention.self.shared.bias",
+                "attention.self.scale_q",
+                "attention.self.scale_k",
+                "attention.self.scale_v",
+            },
+        ),
+        (
+            "mhe_add",
+            {f"attention.self.{p}.{t}" for p in ("query", "key", "value") for t in ("weight", "bias")}
+            | {"attention.self.head_embeddings"},
+        ),
     ],
 )
 def test_from_bert_copies_shared_tensors_and_reports_new_ones(tmp_path, attention_type, new):
@@ -63,9 +81,16 @@ def test_from_bert_copies_shared_tensors_and_reports_new_ones(tmp_path, attentio
 
 def test_from_bert_for_a_task_head(tmp_path):
     bert_like(tiny_config()).save_pretrained(tmp_path)
-    model, new_parameters = SymBertForSequenceClassification.from_bert(tmp_path, attention_type="symmetric", num_labels=3)
+    model, new_parameters = SymBertForSequenceClassification.from_bert(
+        tmp_path, attention_type="symmetric", num_labels=3
+    )
     assert model.classifier.out_features == 3
-    assert new_parameters == ["bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias", "classifier.weight"]
+    assert new_parameters == [
+        "bert.pooler.dense.bias",
+        "bert.pooler.dense.weight",
+        "classifier.bias",
+        "classifier.weight",
+    ]
 
 
 def test_gqa_with_as_many_key_value_heads_as_heads_is_original():
@@ -101,7 +126,10 @@ def test_gqa_from_bert_mean_pools_each_groups_key_and_value_heads(tmp_path):
     model, new_parameters = SymBertForMaskedLM.from_bert(tmp_path, attention_type="gqa", num_key_value_heads=2)
     assert new_parameters == []
     assert model.converted_from_bert == sorted(
-        f"bert.encoder.layer.{i}.attention.self.{p}.{t}" for i in range(2) for p in ("key", "value") for t in ("weight", "bias")
+        f"bert.encoder.layer.{i}.attention.self.{p}.{t}"
+        for i in range(2)
+        for p in ("key", "value")
+        for t in ("weight", "bias")
     )
     for layer, bert_layer in zip(model.bert.encoder.layer, bert.bert.encoder.layer):
         for name in ("key", "value"):

@@ -20,7 +20,6 @@ from symbert.hub_cards import card as cards
 from symbert.hub_cards import release
 from symbert.hub_cards.release import Stage, release_command
 from symbert.training import data, glue
-
 from test_release import BASE_SCORES, NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
 
@@ -29,7 +28,12 @@ needs_eval_results = pytest.mark.skipif(
 )
 # Per step: the run's log, and each checkpoint's own (checkpoint-3's eval at step 2 differs from the run's, to show
 # which file the card reads: a resumed run logs that step again).
-RUN_LOG = [{"loss": 5.5, "step": 1}, {"eval_loss": 5.0, "step": 2}, {"loss": 4.5, "step": 3}, {"eval_loss": 4.0, "step": 4}]
+RUN_LOG = [
+    {"loss": 5.5, "step": 1},
+    {"eval_loss": 5.0, "step": 2},
+    {"loss": 4.5, "step": 3},
+    {"eval_loss": 4.0, "step": 4},
+]
 CHECKPOINT_LOGS = {2: RUN_LOG[:2], 3: [RUN_LOG[0], {"eval_loss": 4.9, "step": 2}, RUN_LOG[2]]}
 
 
@@ -49,18 +53,32 @@ def run(tmp_path_factory):
     results = write_results(folder, root / "glue" / "glue_results.json")
     output = root / "staged"
     with contextlib.redirect_stdout(io.StringIO()):
-        stages = release_command([
-            str(folder), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--checkpoints", "2,3",
-            "--output_dir", str(output),
-        ])  # fmt: skip
-    return SimpleNamespace(root=root, folder=folder, results=results, stages=stages, repo=output / "symbert-tiny-original")
+        stages = release_command(
+            [
+                str(folder),
+                "--results",
+                str(root / "glue"),
+                "--namespace",
+                NAMESPACE,
+                "--checkpoints",
+                "2,3",
+                "--output_dir",
+                str(output),
+            ]
+        )
+    return SimpleNamespace(
+        root=root, folder=folder, results=results, stages=stages, repo=output / "symbert-tiny-original"
+    )
 
 
 def test_each_revision_card_gives_its_own_step_tokens_and_eval_loss(run):
     main = ModelCard.load(run.repo / "main" / "README.md").text
     assert "| steps | 4 |" in main and "| tokens seen | 512 |" in main  # 4 steps × 4 blocks × 32 tokens
     assert "| final eval loss | 4.0000 (held-out blocks) |" in main
-    for step, tokens, loss in [(2, 256, "5.0000 at step 2"), (3, 384, "4.9000 at step 2, the latest evaluation before step 3")]:
+    for step, tokens, loss in [
+        (2, 256, "5.0000 at step 2"),
+        (3, 384, "4.9000 at step 2, the latest evaluation before step 3"),
+    ]:
         card = ModelCard.load(run.repo / f"step-{step}" / "README.md")
         assert f"its weights after\n**{step}** of the run's 4 pre-training steps" in card.text
         assert f"| steps | {step} (this checkpoint) of the run's 4 |" in card.text
@@ -93,16 +111,30 @@ def test_cards_have_intended_uses_limitations_and_an_install_line(run):
 
 def test_protocol_line_lists_only_real_deviations(tmp_path):
     glue_args, training_args, tasks, seeds = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
-    paper = {**glue.pair_protocol(glue_args, training_args), "seeds": seeds, "tasks": tasks}  # as symbert-glue records it
-    assert (paper["max_steps"], paper["gradient_accumulation_steps"], paper["world_size"], paper["data"]) == (-1, 1, 1, "nyu-mll/glue")
+    paper = {
+        **glue.pair_protocol(glue_args, training_args),
+        "seeds": seeds,
+        "tasks": tasks,
+    }  # as symbert-glue records it
+    assert (paper["max_steps"], paper["gradient_accumulation_steps"], paper["world_size"], paper["data"]) == (
+        -1,
+        1,
+        1,
+        "nyu-mll/glue",
+    )
     assert cards.protocol_text(paper) == (
         "the paper's protocol: 5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, "
         "max length 128, weight decay 0; no deviation from it"
     )
     changed = {
-        **paper, "max_steps": 10, "world_size": 2, "data": "/home/me/glue_data", "tasks": ["rte", "cola"],
-        "seeds": [5, 4, 3, 2, 1], "bf16": True,
-    }  # fmt: skip
+        **paper,
+        "max_steps": 10,
+        "world_size": 2,
+        "data": "/home/me/glue_data",
+        "tasks": ["rte", "cola"],
+        "seeds": [5, 4, 3, 2, 1],
+        "bf16": True,
+    }
     assert cards.protocol_text(changed).endswith(
         "; this run differs in `max_steps=10` (paper: -1), `world_size=2` (paper: 1), `data=glue_data` (paper: "
         "nyu-mll/glue), `tasks=rte,cola` (paper: cola,sst2,mrpc,qqp,stsb,mnli,qnli,rte), `bf16=True`"
@@ -119,7 +151,9 @@ def test_eval_results_files_and_model_index_give_the_numbers_of_glue_results_jso
     entries = cards.parse_eval_result_entries(yaml.safe_load((main / ".eval_results" / "glue.yaml").read_text()))
     assert {entry.dataset_id for entry in entries} == {"nyu-mll/glue"}
     task_ids = {"mnli-m": "mnli_matched", "mnli-mm": "mnli_mismatched", "glue": "glue_score"}
-    assert {entry.task_id: entry.value for entry in entries} == {task_ids.get(name, name): value for name, value in expected.items()}
+    assert {entry.task_id: entry.value for entry in entries} == {
+        task_ids.get(name, name): value for name, value in expected.items()
+    }
     assert next(e for e in entries if e.task_id == "stsb").notes.startswith("STS-B (Pearson + Spearman) / 2 in percent")
 
     model_name, model_index = model_index_to_eval_results(metadata_load(main / "README.md")["model-index"])
@@ -130,7 +164,9 @@ def test_eval_results_files_and_model_index_give_the_numbers_of_glue_results_jso
     assert ModelCard.load(main / "README.md").data.eval_results == model_index
 
     provenance = json.loads((main / "provenance.json").read_text())
-    assert provenance["eval_results_sha256"] == {".eval_results/glue.yaml": release.sha256(main / ".eval_results" / "glue.yaml")}
+    assert provenance["eval_results_sha256"] == {
+        ".eval_results/glue.yaml": release.sha256(main / ".eval_results" / "glue.yaml")
+    }
     assert release.check_safety(main) == [] and release.check_files(run.stages[0]) == []
     assert ".eval_results/glue.yaml" in release.staged_files(main)  # pushed with the rest
 
@@ -142,22 +178,35 @@ def test_validation_refuses_changed_eval_results(run, tmp_path):
     entries = yaml.safe_load(results_file.read_text())
     entries[0]["value"] += 70  # CoLA
     results_file.write_text(yaml.safe_dump(entries))
-    stage = Stage(run.stages[0].repo_id, "main", folder, run.folder, run.stages[0].eval_results, run.stages[0].eval_entries)
+    stage = Stage(
+        run.stages[0].repo_id, "main", folder, run.folder, run.stages[0].eval_results, run.stages[0].eval_entries
+    )
     assert release.check_files(stage) == [
         ".eval_results/glue.yaml does not parse back into the GLUE results it was built from",
         "provenance.json's eval_results sha256 does not match the folder's .eval_results files",
     ]
     results_file.write_text("- dataset: [not, a, mapping\n")
-    assert release.check_files(stage)[0] == ".eval_results/glue.yaml does not parse back into the GLUE results it was built from"
+    assert (
+        release.check_files(stage)[0]
+        == ".eval_results/glue.yaml does not parse back into the GLUE results it was built from"
+    )
 
 
 def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cards, "EvalResultEntry", None)  # as under huggingface_hub 0.x
     output = tmp_path / "staged"
-    (stage,) = release_command([str(run.folder), "--results", str(run.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)])
+    (stage,) = release_command(
+        [str(run.folder), "--results", str(run.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)]
+    )
     notices = [line for line in capsys.readouterr().err.splitlines() if "EvalResultEntry" in line]
-    assert len(notices) == 1 and "has no EvalResultEntry, so the GLUE results are staged in the card's model-index only" in notices[0]
+    assert (
+        len(notices) == 1
+        and "has no EvalResultEntry, so the GLUE results are staged in the card's model-index only" in notices[0]
+    )
     assert not (stage.folder / ".eval_results").exists() and stage.eval_entries == []
     card = ModelCard.load(stage.folder / "README.md")
-    assert card.data.eval_results == run.stages[0].eval_results and "The same numbers are in this card's `model-index` metadata." in card.text
+    assert (
+        card.data.eval_results == run.stages[0].eval_results
+        and "The same numbers are in this card's `model-index` metadata." in card.text
+    )
     assert json.loads((stage.folder / "provenance.json").read_text())["eval_results_sha256"] == {}

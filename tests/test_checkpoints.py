@@ -25,7 +25,6 @@ from symbert.training.pretrain import (
     pretrain,
     resume_checkpoint,
 )
-
 from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (corpus is a fixture)
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
@@ -161,7 +160,9 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
         run_args(corpus, tmp_path / "other", "--resume_from_checkpoint", str(newest))
     )
     named = re.escape(f"resume_from_checkpoint='{newest}'")
-    with pytest.raises(UserError, match=f"{named} (cannot be resumed from: {reason}|is not a Trainer checkpoint folder)"):
+    with pytest.raises(
+        UserError, match=f"{named} (cannot be resumed from: {reason}|is not a Trainer checkpoint folder)"
+    ):
         resume_checkpoint(run_arguments, training_args)
     assert not (tmp_path / "other").exists()
 
@@ -224,7 +225,10 @@ def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(
         main(run_args(corpus, output_dir))
     error = capsys.readouterr().err
     assert exit_info.value.code == 2
-    assert f"the eval loss is nan at step 8, so training stopped there; the checkpoints up to {output_dir / 'checkpoint-4'} are kept" in error
+    assert (
+        f"the eval loss is nan at step 8, so training stopped there; the checkpoints up to {output_dir / 'checkpoint-4'} are kept"
+        in error
+    )
     assert "Lower --learning_rate (it is 0.001)" in error
     assert checkpoints(output_dir) == ["checkpoint-4"] and checkpoint_problem(output_dir / "checkpoint-4") is None
     assert not (output_dir / STAGING_DIR).exists()
@@ -235,7 +239,9 @@ def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(
 def test_training_summary_holds_what_the_release_needs(straight):
     summary = json.loads((straight / "training_summary.json").read_text())
     arguments = summary["training_arguments"]
-    assert arguments["learning_rate"] == 0.002 and arguments["max_steps"] == 8 and arguments["save_steps"] == 4  # cpu-demo's rate
+    assert (
+        arguments["learning_rate"] == 0.002 and arguments["max_steps"] == 8 and arguments["save_steps"] == 4
+    )  # cpu-demo's rate
     assert arguments["output_dir"] == str(straight) and arguments["lr_scheduler_type"] == "linear"
     assert 0 < summary["train_runtime"] < 600
     assert summary["steps"] == 8 and summary["world_size"] == 1 and summary["data_arguments"]["max_seq_length"] == 32

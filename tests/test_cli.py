@@ -65,7 +65,9 @@ def test_pretrain_help_lists_recipes_and_shows_their_values(monkeypatch, capsys)
     assert option_help(text, "--learning_rate").endswith("(default: 5e-05)")  # the Trainer's, without a recipe
     headings = ["Run arguments:", "Model arguments:", "Data arguments:", "Trainer arguments"]
     assert [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
-    assert text.index("Run arguments:") < text.index("--precision") < text.index("Model arguments:") < text.index("--size")
+    assert (
+        text.index("Run arguments:") < text.index("--precision") < text.index("Model arguments:") < text.index("--size")
+    )
     assert text.index("Trainer arguments") < text.index("--learning_rate")
     with_recipe = help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe", "cpu-demo")
     recipe = json.loads((pretrain.RECIPES_DIR / "cpu-demo.json").read_text())

@@ -9,11 +9,27 @@ from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig
 def test_defaults_are_berts():
     ours, bert = SymBertConfig().to_dict(), BertConfig().to_dict()
     for field in (
-        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-        "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-        "initializer_range", "layer_norm_eps", "pad_token_id", "use_cache", "classifier_dropout", "is_decoder",
-        "add_cross_attention", "bos_token_id", "eos_token_id", "tie_word_embeddings",
-    ):  # fmt: skip
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "initializer_range",
+        "layer_norm_eps",
+        "pad_token_id",
+        "use_cache",
+        "classifier_dropout",
+        "is_decoder",
+        "add_cross_attention",
+        "bos_token_id",
+        "eos_token_id",
+        "tie_word_embeddings",
+    ):
         assert ours[field] == bert[field], field
     assert ours["model_type"] == "symbert"
     assert ours["attention_type"] == "original" and ours["pairwise_init"] == "normal"
@@ -21,7 +37,12 @@ def test_defaults_are_berts():
 
 @pytest.mark.parametrize(
     "size, shape",
-    [("tiny", (2, 2, 128, 512)), ("mini", (4, 4, 256, 1024)), ("small", (4, 8, 512, 2048)), ("base", (12, 12, 768, 3072))],
+    [
+        ("tiny", (2, 2, 128, 512)),
+        ("mini", (4, 4, 256, 1024)),
+        ("small", (4, 8, 512, 2048)),
+        ("base", (12, 12, 768, 3072)),
+    ],
 )
 def test_size_presets(size, shape):
     config = SymBertConfig.from_preset(size, attention_type="pairwise")
@@ -32,7 +53,10 @@ def test_size_presets(size, shape):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"attention_type": "linear"}, "attention_type='linear'.*allowed: original, symmetric, pairwise, shared, mhe_add, mhe_mul"),
+        (
+            {"attention_type": "linear"},
+            "attention_type='linear'.*allowed: original, symmetric, pairwise, shared, mhe_add, mhe_mul",
+        ),
         ({"pairwise_init": "zeros"}, "pairwise_init='zeros'.*allowed: normal, identity"),
         ({"hidden_size": 100, "num_attention_heads": 3}, "hidden_size=100 is not divisible by num_attention_heads=3"),
         ({"hidden_size": 0}, "hidden_size=0 .*positive integer"),

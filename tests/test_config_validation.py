@@ -18,11 +18,9 @@ from transformers import (
     BertForMaskedLM,
 )
 
-import symbert
+from conftest import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertForSequenceClassification
 from symbert.modeling_symbert import TRANSFORMERS_V5
-
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
 
 ALLOWED_ATTENTION = "allowed: original, symmetric, pairwise, shared, mhe_add, mhe_mul"
 
@@ -76,7 +74,14 @@ def mlm_folder(tmp_path_factory):
 def bert_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bert")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=VOCAB_SIZE, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, max_position_embeddings=64)  # fmt: skip
+    config = BertConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=64,
+    )
     BertForMaskedLM(config).save_pretrained(folder)
     return folder
 
@@ -137,7 +142,9 @@ LOADERS = {
 @pytest.mark.parametrize("loader", LOADERS)
 def test_saved_config_without_attention_type_refuses_to_load(mlm_folder, tmp_path, loader):
     folder = saved_copy(mlm_folder, tmp_path / "tampered", attention_type=None)
-    with pytest.raises(ValueError, match="attention_type is missing from the saved config.json; add it, one of: original"):
+    with pytest.raises(
+        ValueError, match="attention_type is missing from the saved config.json; add it, one of: original"
+    ):
         LOADERS[loader](folder)
     assert SymBertConfig().attention_type == "original"  # in Python the default stays
 
@@ -151,7 +158,10 @@ def test_saved_config_with_pad_token_id_out_of_range_refuses_to_load(mlm_folder,
 
 def test_attention_type_other_than_the_weights_refuses_to_load(mlm_folder, tmp_path):
     folder = saved_copy(mlm_folder, tmp_path / "tampered", attention_type="original")  # weights are symmetric
-    with pytest.raises(ValueError, match=r"do not match attention_type='original'.*missing from the checkpoint: key.bias, key.weight; unexpected in it: none"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"do not match attention_type='original'.*missing from the checkpoint: key.bias, key.weight; unexpected in it: none",
+    ):
         SymBertForMaskedLM.from_pretrained(folder)
 
 
@@ -159,7 +169,11 @@ def test_attention_type_other_than_the_weights_refuses_to_load(mlm_folder, tmp_p
     "saved, claimed, message",
     [
         ("original", "symmetric", "missing from the checkpoint: none; unexpected in it: key.bias, key.weight"),
-        ("pairwise", "shared", "missing from the checkpoint: scale_k, scale_q, scale_v, shared.bias, shared.weight; unexpected in it: pairwise, query.bias"),  # fmt: skip
+        (
+            "pairwise",
+            "shared",
+            "missing from the checkpoint: scale_k, scale_q, scale_v, shared.bias, shared.weight; unexpected in it: pairwise, query.bias",
+        ),
         ("mhe_add", "original", "unexpected in it: head_embeddings; of another shape: key.bias, key.weight, query"),
     ],
 )
@@ -223,7 +237,12 @@ def test_mlm_checkpoint_still_starts_a_task_head(mlm_folder, trust_remote_code):
     model, info = AutoModelForSequenceClassification.from_pretrained(
         mlm_folder, num_labels=3, trust_remote_code=trust_remote_code, output_loading_info=True
     )
-    assert sorted(info["missing_keys"]) == ["bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias", "classifier.weight"]  # fmt: skip
+    assert sorted(info["missing_keys"]) == [
+        "bert.pooler.dense.bias",
+        "bert.pooler.dense.weight",
+        "classifier.bias",
+        "classifier.weight",
+    ]
     assert info["unexpected_keys"] and all(name.startswith("cls.") for name in info["unexpected_keys"])
     mlm = SymBertForMaskedLM.from_pretrained(mlm_folder)
     assert torch.equal(model.bert.embeddings.word_embeddings.weight, mlm.bert.embeddings.word_embeddings.weight)
@@ -233,7 +252,10 @@ def test_mlm_checkpoint_still_starts_a_task_head(mlm_folder, trust_remote_code):
 def test_tensors_of_another_shape_are_refused_unless_allowed(tmp_path):
     SymBertForSequenceClassification(tiny_config(num_labels=2)).save_pretrained(tmp_path)
     shapes = r": \[2\] in the checkpoint, \[3\] in the model" if TRANSFORMERS_V5 else ""  # transformers 4: names only
-    with pytest.raises(ValueError, match=rf"has tensors of another shape than the model: classifier.bias{shapes}.*ignore_mismatched_sizes=True"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=rf"has tensors of another shape than the model: classifier.bias{shapes}.*ignore_mismatched_sizes=True",
+    ):
         SymBertForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
     model = SymBertForSequenceClassification.from_pretrained(tmp_path, num_labels=3, ignore_mismatched_sizes=True)
     assert model.classifier.out_features == 3
@@ -244,7 +266,10 @@ def test_from_bert_still_reports_new_tensors(bert_folder):
     assert new == [f"bert.encoder.layer.{i}.attention.self.pairwise" for i in range(2)]
 
 
-@pytest.mark.parametrize("path", ["/nonexistent/model", "./no-such-model", "../no-such-model", "~/no-such-model-xyz", "a/b/c", "{tmp}/missing"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    ["/nonexistent/model", "./no-such-model", "../no-such-model", "~/no-such-model-xyz", "a/b/c", "{tmp}/missing"],
+)
 def test_missing_local_path_is_named_not_sent_to_the_hub(path, tmp_path):
     path = path.format(tmp=tmp_path)
     with pytest.raises(ValueError, match=f"'{path}' does not exist: no such file or folder"):

@@ -15,12 +15,11 @@ import pytest
 from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
+from conftest import tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
 from symbert.training import data, glue, glue_data, pretrain
 from symbert.training.glue_data import load_task
-
-from conftest import tiny_config
 
 WORDS = "the a cat dog sat ran on under house river old new big small red blue said saw went came".split()
 MAX_LENGTH = "32"  # tiny_config has 64 positions
@@ -46,24 +45,63 @@ def write_glue_tsv(root, rows=24, seed=0):
     for split in ("train.tsv", "dev.tsv"):
         write("CoLA", split, None, lambda i: ("gj04", i % 2, "*" if i % 2 == 0 else "", sentence(rng)))
         write("SST-2", split, "sentence\tlabel", lambda i: (sentence(rng), i % 2))
-        write("MRPC", split, "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
-              lambda i: (i % 2, 100 + i, 200 + i, sentence(rng), sentence(rng)))
-        write("QQP", split, "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
-              lambda i: (i, 2 * i, 2 * i + 1, sentence(rng) + "?", sentence(rng) + "?", (i // 2) % 2))
-        write("STS-B", split, "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
-              lambda i: (i, "main-news", "f", "2012", i, "s", "s", sentence(rng), sentence(rng), round(i * 5 / (rows - 1), 3)))
-        write("QNLI", split, "index\tquestion\tsentence\tlabel",
-              lambda i: (i, sentence(rng) + "?", sentence(rng), ("entailment", "not_entailment")[i % 2]))
-        write("RTE", split, "index\tsentence1\tsentence2\tlabel",
-              lambda i: (i, f'"{sentence(rng)}', sentence(rng), ("entailment", "not_entailment")[i % 2]))
+        write(
+            "MRPC",
+            split,
+            "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+            lambda i: (i % 2, 100 + i, 200 + i, sentence(rng), sentence(rng)),
+        )
+        write(
+            "QQP",
+            split,
+            "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+            lambda i: (i, 2 * i, 2 * i + 1, sentence(rng) + "?", sentence(rng) + "?", (i // 2) % 2),
+        )
+        write(
+            "STS-B",
+            split,
+            "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+            lambda i: (
+                i,
+                "main-news",
+                "f",
+                "2012",
+                i,
+                "s",
+                "s",
+                sentence(rng),
+                sentence(rng),
+                round(i * 5 / (rows - 1), 3),
+            ),
+        )
+        write(
+            "QNLI",
+            split,
+            "index\tquestion\tsentence\tlabel",
+            lambda i: (i, sentence(rng) + "?", sentence(rng), ("entailment", "not_entailment")[i % 2]),
+        )
+        write(
+            "RTE",
+            split,
+            "index\tsentence1\tsentence2\tlabel",
+            lambda i: (i, f'"{sentence(rng)}', sentence(rng), ("entailment", "not_entailment")[i % 2]),
+        )
         write("WNLI", split, "index\tsentence1\tsentence2\tlabel", lambda i: (i, sentence(rng), sentence(rng), i % 2))
     mnli = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1"
-    write("MNLI", "train.tsv", mnli + "\tgold_label",
-          lambda i: (i, i, f"{i}e", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng), nli[i % 3], nli[i % 3]))
+    write(
+        "MNLI",
+        "train.tsv",
+        mnli + "\tgold_label",
+        lambda i: (i, i, f"{i}e", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng), nli[i % 3], nli[i % 3]),
+    )
     for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
-        write("MNLI", name, mnli + "\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label",
-              lambda i: (i, i, f"{i}n", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng), *[nli[i % 3]] * 6))
-    return root  # fmt: skip
+        write(
+            "MNLI",
+            name,
+            mnli + "\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label",
+            lambda i: (i, i, f"{i}n", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng), *[nli[i % 3]] * 6),
+        )
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +118,18 @@ def assets(tmp_path_factory):
 
 
 def suite_args(assets, output_dir, *extra):
-    return ["--model", str(assets / "model"), "--data_dir", str(assets / "data"), "--output_dir", str(output_dir),
-            "--max_length", MAX_LENGTH, *FAST, *extra]  # fmt: skip
+    return [
+        "--model",
+        str(assets / "model"),
+        "--data_dir",
+        str(assets / "data"),
+        "--output_dir",
+        str(output_dir),
+        "--max_length",
+        MAX_LENGTH,
+        *FAST,
+        *extra,
+    ]
 
 
 def refused(argv, capsys):
@@ -159,8 +207,13 @@ def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
     aggregates = glue.aggregate(scores, [1, 2])
     assert aggregates["tasks"]["cola"] == {"mean": 74.5, "std": pytest.approx(4.5 * 2**0.5), "n": 2}
     assert aggregates["tasks"]["rte"] == {"mean": 70.0, "std": 0.0, "n": 2}
-    assert aggregates["glue"] == {"mean": 70.5, "std": pytest.approx(0.5 * 2**0.5), "per_seed": {"1": 70.0, "2": 71.0},
-                                  "n_seeds": 2, "complete": True}  # fmt: skip
+    assert aggregates["glue"] == {
+        "mean": 70.5,
+        "std": pytest.approx(0.5 * 2**0.5),
+        "per_seed": {"1": 70.0, "2": 71.0},
+        "n_seeds": 2,
+        "complete": True,
+    }
     del scores["rte"]["2"]
     incomplete = glue.aggregate(scores, [1, 2])["glue"]
     assert incomplete == {"mean": None, "std": None, "per_seed": {"1": 70.0}, "n_seeds": 1, "complete": False}
@@ -172,8 +225,17 @@ def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
 def test_every_task_in_the_table_has_what_loading_scoring_and_the_card_need():
     scores = [score for _, _, score in glue_data.reported_scores()]
     assert len({score.name for score in scores}) == len(scores) == 10  # each score name names one number
-    assert glue_data.score_names(glue_mean_only=True) == ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli-m", "mnli-mm",
-                                                           "qnli", "rte")  # fmt: skip
+    assert glue_data.score_names(glue_mean_only=True) == (
+        "cola",
+        "sst2",
+        "mrpc",
+        "qqp",
+        "stsb",
+        "mnli-m",
+        "mnli-mm",
+        "qnli",
+        "rte",
+    )
     for name, task in glue_data.TASKS.items():
         # loading: every column the model reads, and the label, has its TSV column; a headerless TSV names its fields
         assert set(task.tsv_columns) == {*task.text_columns, "label"}, name
@@ -187,15 +249,22 @@ def test_every_task_in_the_table_has_what_loading_scoring_and_the_card_need():
         assert task.metric.names and all(metric in glue.METRICS for metric in task.metric.names), name
         assert task.metric.hub_type and task.metric.description, name
         assert all(score.display and score.name.startswith(name) for score in task.scores), name
-    task_ids = [cards.task_id(config, score.split) for config, _, score in glue_data.reported_scores(glue_mean_only=True)]
+    task_ids = [
+        cards.task_id(config, score.split) for config, _, score in glue_data.reported_scores(glue_mean_only=True)
+    ]
     assert task_ids == ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli_matched", "mnli_mismatched", "qnli", "rte"]
 
 
 def test_a_task_added_to_the_table_is_loaded_checked_scored_and_reported(monkeypatch, tmp_path):
     boolq = glue_data.GlueTask(
-        ("question", "passage"), ("False", "True"), "BoolQ", {"question": "question", "passage": "passage", "label": "label"},
-        glue_data.ACCURACY_F1, (glue_data.GlueScore("boolq", "BoolQ"),), in_glue_mean=False,
-    )  # fmt: skip
+        ("question", "passage"),
+        ("False", "True"),
+        "BoolQ",
+        {"question": "question", "passage": "passage", "label": "label"},
+        glue_data.ACCURACY_F1,
+        (glue_data.GlueScore("boolq", "BoolQ"),),
+        in_glue_mean=False,
+    )
     monkeypatch.setitem(glue_data.TASKS, "boolq", boolq)
     (tmp_path / "BoolQ").mkdir()
     for name in ("train.tsv", "dev.tsv"):
@@ -205,10 +274,16 @@ def test_a_task_added_to_the_table_is_loaded_checked_scored_and_reported(monkeyp
     data = load_task("boolq", tmp_path)
     assert data["validation"].column_names == ["question", "passage", "label", "idx"]
     assert data["validation"]["label"] == [0, 1, 0, 1]
-    assert glue.parse_arguments(["--model", "m", "--tasks", "rte,boolq", "--output_dir", str(tmp_path)])[2] == ["rte", "boolq"]
+    assert glue.parse_arguments(["--model", "m", "--tasks", "rte,boolq", "--output_dir", str(tmp_path)])[2] == [
+        "rte",
+        "boolq",
+    ]
     (tmp_path / "BoolQ" / "dev.tsv").write_text("question\tpassage\tlabel\nq?\tp.\tmaybe\n")
-    with pytest.raises(ValueError, match=r"BoolQ/dev.tsv, line 2, column 'label': label 'maybe' is not allowed; "
-                                         r"allowed: 0..1 or False, True"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"BoolQ/dev.tsv, line 2, column 'label': label 'maybe' is not allowed; "
+        r"allowed: 0..1 or False, True",
+    ):
         load_task("boolq", tmp_path)
 
     # accuracy 3/5, F1 2/3 (as mrpc's in test_scorer_against_hand_computed_values)
@@ -225,13 +300,21 @@ def test_a_task_added_to_the_table_is_loaded_checked_scored_and_reported(monkeyp
 def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
     rte = glue_data.TASKS["rte"]
     monkeypatch.setitem(glue_data.TASKS, "rte", replace(rte, scores=(glue_data.GlueScore("rte", "Recognizing TE"),)))
-    results = {"aggregates": {"tasks": {"rte": {"mean": 70.0, "std": 1.5, "n": 2}},
-                              "glue": {"mean": None, "std": None, "per_seed": {}, "n_seeds": 0, "complete": False}}}  # fmt: skip
+    results = {
+        "aggregates": {
+            "tasks": {"rte": {"mean": 70.0, "std": 1.5, "n": 2}},
+            "glue": {"mean": None, "std": None, "per_seed": {}, "n_seeds": 0, "complete": False},
+        }
+    }
     assert "| Recognizing TE | accuracy | 70.00 ± 1.50 | 2 |" in cards.glue_table(results)
     (result,) = cards.glue_eval_results(results)
-    assert (result.dataset_name, result.dataset_config, result.dataset_split, result.metric_type, result.metric_name) == (
-        "GLUE Recognizing TE", "rte", "validation", "accuracy", "Recognizing TE accuracy (mean of 2 seeds)"
-    )
+    assert (
+        result.dataset_name,
+        result.dataset_config,
+        result.dataset_split,
+        result.metric_type,
+        result.metric_name,
+    ) == ("GLUE Recognizing TE", "rte", "validation", "accuracy", "Recognizing TE accuracy (mean of 2 seeds)")
 
 
 # Data
@@ -276,12 +359,18 @@ def broken_copy(assets, tmp_path, folder, edit):
         ("missing model", r"'.*/no-such-model' does not exist: no such file or folder"),
         ("missing split", r"mnli: .*MNLI/dev_mismatched.tsv missing \(GLUE TSV layout"),
         ("missing column", r".*RTE/dev.tsv, line 1: column 'sentence2' missing from the header"),
-        ("unknown label", r".*QNLI/train.tsv, line 2, column 'label': label 'maybe' is not allowed; allowed: 0..1 or entailment, not_entailment"),
+        (
+            "unknown label",
+            r".*QNLI/train.tsv, line 2, column 'label': label 'maybe' is not allowed; allowed: 0..1 or entailment, not_entailment",
+        ),
         ("label out of range", r".*CoLA/train.tsv, line 1, column 'label': label '2' is not allowed; allowed: 0..1 or"),
-        ("stsb out of range", r".*STS-B/dev.tsv, line 3, column 'score': label '5.5' is not allowed; allowed: a similarity in \[0, 5\]"),
+        (
+            "stsb out of range",
+            r".*STS-B/dev.tsv, line 3, column 'score': label '5.5' is not allowed; allowed: a similarity in \[0, 5\]",
+        ),
         ("too long", r"max_length=128 exceeds the model's max_position_embeddings=64"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, capsys, case, message):
     def replace_in(name, old, new):
         return lambda folder: (folder / name).write_text((folder / name).read_text().replace(old, new, 1))
@@ -291,9 +380,15 @@ def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, capsy
         "unknown task": lambda: ["--tasks", "rte,boolq"],
         "missing model": lambda: ["--model", str(tmp_path / "no-such-model")],
         "missing split": lambda: broken_copy(assets, tmp_path, "MNLI", lambda f: (f / "dev_mismatched.tsv").unlink()),
-        "missing column": lambda: broken_copy(assets, tmp_path, "RTE", replace_in("dev.tsv", "sentence2", "hypothesis")),
-        "unknown label": lambda: broken_copy(assets, tmp_path, "QNLI", replace_in("train.tsv", "\tentailment", "\tmaybe")),
-        "label out of range": lambda: broken_copy(assets, tmp_path, "CoLA", replace_in("train.tsv", "gj04\t0", "gj04\t2")),
+        "missing column": lambda: broken_copy(
+            assets, tmp_path, "RTE", replace_in("dev.tsv", "sentence2", "hypothesis")
+        ),
+        "unknown label": lambda: broken_copy(
+            assets, tmp_path, "QNLI", replace_in("train.tsv", "\tentailment", "\tmaybe")
+        ),
+        "label out of range": lambda: broken_copy(
+            assets, tmp_path, "CoLA", replace_in("train.tsv", "gj04\t0", "gj04\t2")
+        ),
         "stsb out of range": lambda: broken_copy(assets, tmp_path, "STS-B", replace_in("dev.tsv", "\t0.217", "\t5.5")),
         "too long": lambda: ["--max_length", "128"],
     }[case]()
@@ -306,9 +401,13 @@ def test_paper_protocol_is_the_default(tmp_path):
     glue_args, args, tasks, seeds = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
     assert tasks == EIGHT_TASKS.split(",") and seeds == [1, 2, 3, 4, 5] and glue_args.max_length == 128
     assert (args.num_train_epochs, args.learning_rate, args.lr_scheduler_type) == (5, 1e-5, "linear")
-    assert glue.pair_protocol(glue_args, args)["warmup_ratio"] == 0.1  # transformers 5: warmup_steps=0.1; 4: warmup_ratio
+    assert (
+        glue.pair_protocol(glue_args, args)["warmup_ratio"] == 0.1
+    )  # transformers 5: warmup_steps=0.1; 4: warmup_ratio
     assert (args.per_device_train_batch_size, args.weight_decay, args.save_strategy) == (16, 0.0, "no")
-    length_grouped = getattr(args, "train_sampling_strategy", None) == "group_by_length" or getattr(args, "group_by_length", False)
+    length_grouped = getattr(args, "train_sampling_strategy", None) == "group_by_length" or getattr(
+        args, "group_by_length", False
+    )
     assert length_grouped
 
 
@@ -322,27 +421,50 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
 
     weights = assets / "model" / "model.safetensors"
     model = SymBertForMaskedLM.from_pretrained(assets / "model")
-    assert results["model"] == {"name_or_path": str(assets / "model"), "revision": None,
-                                "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
-                                "attention_type": "pairwise", "num_parameters": model.num_parameters()}  # fmt: skip
+    assert results["model"] == {
+        "name_or_path": str(assets / "model"),
+        "revision": None,
+        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        "attention_type": "pairwise",
+        "num_parameters": model.num_parameters(),
+    }
     assert results["schema_version"] == 1 and results["protocol"]["seeds"] == [1]
     assert results["protocol"]["tasks"] == [*EIGHT_TASKS.split(","), "wnli"] and results["protocol"]["max_steps"] == 2
     assert set(results["runs"]["mnli"]["1"]) == {"accuracy_matched", "accuracy_mismatched"}
     assert set(results["runs"]["stsb"]["1"]) == {"pearson", "spearmanr", "score"}
     assert set(results["runs"]["mrpc"]["1"]) == {"accuracy", "f1", "score"}
-    assert list(results["scores"]) == ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli-m", "mnli-mm", "qnli", "rte", "wnli"]
+    assert list(results["scores"]) == [
+        "cola",
+        "sst2",
+        "mrpc",
+        "qqp",
+        "stsb",
+        "mnli-m",
+        "mnli-mm",
+        "qnli",
+        "rte",
+        "wnli",
+    ]
     for task, by_seed in results["runs"].items():  # scores follow from the stored metrics
         for name, value in glue.task_scores(task, by_seed["1"]).items():
             assert results["scores"][name]["1"] == value and results["aggregates"]["tasks"][name]["n"] == 1
     nine = {name: results["scores"][name]["1"] for name in glue.score_names(glue_mean_only=True)}
-    assert results["aggregates"]["glue"] == {"mean": glue.glue_score(nine), "std": 0.0, "n_seeds": 1, "complete": True,
-                                             "per_seed": {"1": glue.glue_score(nine)}}  # fmt: skip
+    assert results["aggregates"]["glue"] == {
+        "mean": glue.glue_score(nine),
+        "std": 0.0,
+        "n_seeds": 1,
+        "complete": True,
+        "per_seed": {"1": glue.glue_score(nine)},
+    }
     assert results["aggregates"]["tasks"]["stsb"]["mean"] == results["runs"]["stsb"]["1"]["score"]
     assert 0 <= results["runs"]["rte"]["1"]["accuracy"] <= 1
     assert (output_dir / "runs" / "mnli" / "seed-1.json").is_file()
     assert sorted(p.name for p in (output_dir / "runs" / "mnli").iterdir()) == ["seed-1.json"]  # no checkpoints kept
     markdown = (output_dir / "glue_results.md").read_text()
-    assert f"| {results['aggregates']['glue']['mean']:.2f} (0.00) | {results['scores']['wnli']['1']:.2f} (0.00) |" in markdown
+    assert (
+        f"| {results['aggregates']['glue']['mean']:.2f} (0.00) | {results['scores']['wnli']['1']:.2f} (0.00) |"
+        in markdown
+    )
     assert "rte seed 1: rte " in capsys.readouterr().out
 
 
@@ -355,7 +477,9 @@ def test_batches_are_padded_to_their_longest_and_grouped_by_length(assets, tmp_p
             return super().train(*args, **kwargs)
 
     monkeypatch.setattr(glue, "Trainer", RecordingTrainer)
-    glue.main(suite_args(assets, tmp_path / "out", "--tasks", "rte", "--seeds", "1", "--per_device_train_batch_size", "2"))
+    glue.main(
+        suite_args(assets, tmp_path / "out", "--tasks", "rte", "--seeds", "1", "--per_device_train_batch_size", "2")
+    )
     lengths = [batch["attention_mask"].sum(1).tolist() for batch in batches]
     assert len(batches) == 12 and all(batch["input_ids"].shape[1] == max(n) for batch, n in zip(batches, lengths))
     # The Trainer's length-grouped sampler: 24 examples, batch 2 → mega-batches of 6 (3 batches), each sorted by
@@ -367,11 +491,19 @@ def test_batches_are_padded_to_their_longest_and_grouped_by_length(assets, tmp_p
 
 def test_plain_bert_checkpoint(assets, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(assets / "model")
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     BertForMaskedLM(config).save_pretrained(tmp_path / "bert")
     tokenizer.save_pretrained(tmp_path / "bert")
-    glue.main(suite_args(assets, tmp_path / "out", "--model", str(tmp_path / "bert"), "--tasks", "stsb", "--seeds", "3"))
+    glue.main(
+        suite_args(assets, tmp_path / "out", "--model", str(tmp_path / "bert"), "--tasks", "stsb", "--seeds", "3")
+    )
     results = json.loads((tmp_path / "out" / "glue_results.json").read_text())
     assert results["model"]["attention_type"] == "original"
     assert results["model"]["num_parameters"] == BertForMaskedLM(config).num_parameters()
@@ -396,8 +528,13 @@ def test_rerun_skips_finished_pairs(assets, tmp_path, fake_fine_tune, capsys):
     shutil.copytree(assets / "model", moved)
     glue.main(suite_args(assets, output_dir, "--model", str(moved), "--tasks", "rte", "--seeds", "1"))
     assert len(calls) == 7  # the same weights in another folder: still done
-    stderr = refused(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1", "--learning_rate", "2e-5"), capsys)
-    assert "was made with another model or protocol than this run: learning_rate: 1e-05 saved vs 2e-05 in this run." in stderr
+    stderr = refused(
+        suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1", "--learning_rate", "2e-5"), capsys
+    )
+    assert (
+        "was made with another model or protocol than this run: learning_rate: 1e-05 saved vs 2e-05 in this run."
+        in stderr
+    )
     assert len(calls) == 7
 
 
@@ -406,11 +543,32 @@ def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune, c
     for name in ("original", "pairwise"):
         for step in (100, 200, 300):
             shutil.copytree(assets / "model", tmp_path / name / f"checkpoint-{step}")
-    accuracies.update({"original/checkpoint-100": 0.50, "original/checkpoint-200": 0.75, "original/checkpoint-300": 0.80,
-                       "pairwise/checkpoint-100": 0.60, "pairwise/checkpoint-200": 0.70, "pairwise/checkpoint-300": 0.70})  # fmt: skip
-    args = ["--pretraining_dirs", str(tmp_path / "original"), str(tmp_path / "pairwise"), "--tasks", "rte",
-            "--seeds", "1,2", "--data_dir", str(assets / "data"), "--output_dir", str(tmp_path / "sweep"),
-            "--max_length", MAX_LENGTH, *FAST]  # fmt: skip
+    accuracies.update(
+        {
+            "original/checkpoint-100": 0.50,
+            "original/checkpoint-200": 0.75,
+            "original/checkpoint-300": 0.80,
+            "pairwise/checkpoint-100": 0.60,
+            "pairwise/checkpoint-200": 0.70,
+            "pairwise/checkpoint-300": 0.70,
+        }
+    )
+    args = [
+        "--pretraining_dirs",
+        str(tmp_path / "original"),
+        str(tmp_path / "pairwise"),
+        "--tasks",
+        "rte",
+        "--seeds",
+        "1,2",
+        "--data_dir",
+        str(assets / "data"),
+        "--output_dir",
+        str(tmp_path / "sweep"),
+        "--max_length",
+        MAX_LENGTH,
+        *FAST,
+    ]
 
     assert "no checkpoint for step(s) 250; it has 100, 200, 300." in refused(args + ["--steps", "100,250"], capsys)
     assert calls == []
@@ -421,13 +579,23 @@ def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune, c
         rows = list(csv.DictReader(file))
     assert list(rows[0]) == ["model", "step", "glue", "rte"]
     # seeds 1 and 2 score accuracy and accuracy + 0.01: the mean is accuracy + 0.005
-    expected = [("original", 100, 50.5), ("original", 200, 75.5), ("original", 300, 80.5),
-                ("pairwise", 100, 60.5), ("pairwise", 200, 70.5), ("pairwise", 300, 70.5)]  # fmt: skip
+    expected = [
+        ("original", 100, 50.5),
+        ("original", 200, 75.5),
+        ("original", 300, 80.5),
+        ("pairwise", 100, 60.5),
+        ("pairwise", 200, 70.5),
+        ("pairwise", 300, 70.5),
+    ]
     assert [(r["model"], int(r["step"]), pytest.approx(float(r["glue"]))) for r in rows] == expected
     # 95% of the final score, crossed between the two steps around it: step 100 + 100 · (target − low) / (high − low)
     original_target, pairwise_target = 0.95 * 80.5, 0.95 * 70.5
-    assert glue.crossing_step([100, 200, 300], [50.5, 75.5, 80.5]) == pytest.approx(200 + 100 * (original_target - 75.5) / 5)
-    assert glue.crossing_step([100, 200, 300], [60.5, 70.5, 70.5]) == pytest.approx(100 + 100 * (pairwise_target - 60.5) / 10)
+    assert glue.crossing_step([100, 200, 300], [50.5, 75.5, 80.5]) == pytest.approx(
+        200 + 100 * (original_target - 75.5) / 5
+    )
+    assert glue.crossing_step([100, 200, 300], [60.5, 70.5, 70.5]) == pytest.approx(
+        100 + 100 * (pairwise_target - 60.5) / 10
+    )
     assert glue.crossing_step([1, 2], [90.0, 80.0]) == 1.0 and glue.crossing_step([1, 2], [-30.0, -20.0]) is None
     summary = (tmp_path / "sweep" / "glue_vs_step.md").read_text()
     assert f"| original | 300 | 80.50 | {original_target:.2f} | 219.5 |" in summary
@@ -439,23 +607,78 @@ def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path)
     """symbert-pretrain --compare writes one folder per attention type; the sweep fine-tunes their checkpoints."""
     rng = random.Random(2)
     (tmp_path / "corpus.txt").write_text("\n".join(sentence(rng) + "." for _ in range(300)) + "\n")
-    pretrain.main([
-        "--recipe", "cpu-demo", "--output_dir", str(tmp_path / "pre"), "--compare", "original,pairwise",
-        "--train_files", str(tmp_path / "corpus.txt"), "--tokenizer", str(assets / "model"), "--max_seq_length", "32",
-        "--eval_blocks", "4", "--per_device_train_batch_size", "4", "--max_steps", "4", "--warmup_steps", "1",
-        "--eval_steps", "2", "--save_steps", "2", "--logging_steps", "2", "--eval_on_start", "false",
-        "--report_to", "none", "--disable_tqdm", "true",
-    ])  # fmt: skip
-    glue.main(["--pretraining_dirs", str(tmp_path / "pre" / "original"), str(tmp_path / "pre" / "pairwise"),
-               "--tasks", "rte", "--seeds", "1", "--data_dir", str(assets / "data"), "--output_dir", str(tmp_path / "sweep"),
-               "--max_length", MAX_LENGTH, *FAST, "--max_steps", "1"])  # fmt: skip
+    pretrain.main(
+        [
+            "--recipe",
+            "cpu-demo",
+            "--output_dir",
+            str(tmp_path / "pre"),
+            "--compare",
+            "original,pairwise",
+            "--train_files",
+            str(tmp_path / "corpus.txt"),
+            "--tokenizer",
+            str(assets / "model"),
+            "--max_seq_length",
+            "32",
+            "--eval_blocks",
+            "4",
+            "--per_device_train_batch_size",
+            "4",
+            "--max_steps",
+            "4",
+            "--warmup_steps",
+            "1",
+            "--eval_steps",
+            "2",
+            "--save_steps",
+            "2",
+            "--logging_steps",
+            "2",
+            "--eval_on_start",
+            "false",
+            "--report_to",
+            "none",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
+    glue.main(
+        [
+            "--pretraining_dirs",
+            str(tmp_path / "pre" / "original"),
+            str(tmp_path / "pre" / "pairwise"),
+            "--tasks",
+            "rte",
+            "--seeds",
+            "1",
+            "--data_dir",
+            str(assets / "data"),
+            "--output_dir",
+            str(tmp_path / "sweep"),
+            "--max_length",
+            MAX_LENGTH,
+            *FAST,
+            "--max_steps",
+            "1",
+        ]
+    )
 
     with open(tmp_path / "sweep" / "glue_vs_step.csv") as file:
         rows = list(csv.DictReader(file))
-    assert [(row["model"], row["step"]) for row in rows] == [("original", "2"), ("original", "4"), ("pairwise", "2"), ("pairwise", "4")]
+    assert [(row["model"], row["step"]) for row in rows] == [
+        ("original", "2"),
+        ("original", "4"),
+        ("pairwise", "2"),
+        ("pairwise", "4"),
+    ]
     for row in rows:  # each point is the rte score of that checkpoint's own suite
-        results = json.loads((tmp_path / "sweep" / row["model"] / f"step-{row['step']}" / "glue_results.json").read_text())
+        results = json.loads(
+            (tmp_path / "sweep" / row["model"] / f"step-{row['step']}" / "glue_results.json").read_text()
+        )
         checkpoint = tmp_path / "pre" / row["model"] / f"checkpoint-{row['step']}"
-        assert results["model"]["name_or_path"] == str(checkpoint) and results["model"]["attention_type"] == row["model"]
+        assert (
+            results["model"]["name_or_path"] == str(checkpoint) and results["model"]["attention_type"] == row["model"]
+        )
         assert float(row["glue"]) == pytest.approx(results["scores"]["rte"]["1"]) == pytest.approx(float(row["rte"]))
     assert (tmp_path / "sweep" / "glue_vs_step.png").stat().st_size > 10_000

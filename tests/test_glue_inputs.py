@@ -13,7 +13,6 @@ from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.training import glue, glue_data
 from symbert.training.glue_data import load_task
-
 from test_glue import assets, fake_fine_tune, refused, suite_args  # noqa: F401 (fixtures)
 
 
@@ -41,24 +40,35 @@ def refused_run(assets, data, tmp_path, capsys, fake_fine_tune, task):  # noqa: 
 def test_cola_file_without_its_sentence_column(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
     edit_lines(data / "CoLA" / "train.tsv", lambda lines: [line.rsplit("\t", 1)[0] for line in lines])
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "cola")
-    assert f"{data / 'CoLA' / 'train.tsv'}, line 1: 3 field(s), expected 4; column 'sentence' (field 4) and after are missing; fix the line" in message
+    assert (
+        f"{data / 'CoLA' / 'train.tsv'}, line 1: 3 field(s), expected 4; column 'sentence' (field 4) and after are missing; fix the line"
+        in message
+    )
 
 
 def test_truncated_sst2_rows_are_refused_not_dropped(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
     path = data / "SST-2" / "train.tsv"
     rows = [f"a sentence number {i}\t{i % 2}" for i in range(400)]
     truncated = set(range(37, 400, 40))  # 10 rows that lost their label
-    path.write_text("sentence\tlabel\n" + "\n".join(r.split("\t")[0] if i in truncated else r for i, r in enumerate(rows)) + "\n")
+    path.write_text(
+        "sentence\tlabel\n" + "\n".join(r.split("\t")[0] if i in truncated else r for i, r in enumerate(rows)) + "\n"
+    )
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "sst2")
     # data row 37 (0-based) is line 39: the header is line 1
-    assert f"{path}, line 39: 1 field(s), expected 2; column 'label' (field 2) and after are missing; fix the line" in message
+    assert (
+        f"{path}, line 39: 1 field(s), expected 2; column 'label' (field 2) and after are missing; fix the line"
+        in message
+    )
 
 
 def test_row_with_too_many_fields(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
     path = data / "MRPC" / "dev.tsv"
     edit_lines(path, lambda lines: [*lines[:5], lines[5] + "\textra", *lines[6:]])
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "mrpc")
-    assert f"{path}, line 6: 6 field(s), expected 5; fields after the last column '#2 String' (a tab inside a field?); fix the line" in message
+    assert (
+        f"{path}, line 6: 6 field(s), expected 5; fields after the last column '#2 String' (a tab inside a field?); fix the line"
+        in message
+    )
 
 
 def test_bad_label_after_unbalanced_quotes(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
@@ -67,15 +77,19 @@ def test_bad_label_after_unbalanced_quotes(assets, data, tmp_path, capsys, fake_
     assert all(line.split("\t")[1].startswith('"') for line in path.read_text().splitlines()[1:])
     edit_lines(path, lambda lines: [*lines[:7], lines[7].rsplit("\t", 1)[0] + "\tmaybe", *lines[8:]])
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "rte")
-    assert (f"{path}, line 8, column 'label': label 'maybe' is not allowed; allowed: 0..1 or entailment, "
-            "not_entailment.") in message  # fmt: skip
+    assert (
+        f"{path}, line 8, column 'label': label 'maybe' is not allowed; allowed: 0..1 or entailment, not_entailment."
+    ) in message
 
 
 def test_test_split_labels_are_refused(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
     path = data / "WNLI" / "train.tsv"
     edit_lines(path, lambda lines: [*lines[:2], lines[2].rsplit("\t", 1)[0] + "\t-1", *lines[3:]])
     message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "wnli")
-    assert f"{path}, line 3, column 'label': label '-1' is not allowed (test splits have no labels); allowed: 0..1" in message
+    assert (
+        f"{path}, line 3, column 'label': label '-1' is not allowed (test splits have no labels); allowed: 0..1"
+        in message
+    )
 
 
 @pytest.mark.parametrize("folder, content", [("SST-2", "sentence\tlabel\n"), ("CoLA", "")])
@@ -94,12 +108,18 @@ def test_empty_file_without_its_header(data):
 
 def test_saved_dataset_with_a_bad_label_names_folder_row_and_column(data, tmp_path):
     rte = load_task("rte", data)
-    DatasetDict({"train": rte["train"], "validation": rte["validation"].map(lambda e, i: {"label": 7 if i == 3 else e["label"]},
-                                                                              with_indices=True)}).save_to_disk(str(tmp_path / "saved" / "rte"))  # fmt: skip
+    DatasetDict(
+        {
+            "train": rte["train"],
+            "validation": rte["validation"].map(lambda e, i: {"label": 7 if i == 3 else e["label"]}, with_indices=True),
+        }
+    ).save_to_disk(str(tmp_path / "saved" / "rte"))
     with pytest.raises(UserError) as error:
         load_task("rte", tmp_path / "saved")
-    assert str(error.value) == (f"{tmp_path / 'saved' / 'rte'} validation, row 4 of 24, column 'label': label 7 is not "
-                                "allowed; allowed: 0..1 or entailment, not_entailment; 1 bad label(s) in all.")  # fmt: skip
+    assert str(error.value) == (
+        f"{tmp_path / 'saved' / 'rte'} validation, row 4 of 24, column 'label': label 7 is not "
+        "allowed; allowed: 0..1 or entailment, not_entailment; 1 bad label(s) in all."
+    )
 
 
 # Finished pairs: matched on contents, not paths
@@ -126,13 +146,17 @@ def test_a_tsv_edited_in_place_recomputes_its_pairs(assets, data, tmp_path, fake
     args = suite_args(assets, output_dir, "--data_dir", str(data), "--tasks", "rte,mrpc")
     glue.main(args + ["--seeds", "1,2"])
     before = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())["data_sha256"]
-    edit_lines(data / "RTE" / "dev.tsv", lambda lines: [*lines[:3], lines[3].replace("\t", "\tan edited ", 1), *lines[4:]])
+    edit_lines(
+        data / "RTE" / "dev.tsv", lambda lines: [*lines[:3], lines[3].replace("\t", "\tan edited ", 1), *lines[4:]]
+    )
     capsys.readouterr()
     glue.main(args + ["--seeds", "1"])
     assert [(task, seed) for _, task, seed in calls[4:]] == [("rte", 1)]  # mrpc's data did not change
     out = capsys.readouterr().out
-    assert (f"rte: seed(s) 1, 2 were scored on other data than {data} holds now; recomputing 1; 2 not requested: "
-            "left out of the results\n") in out  # fmt: skip
+    assert (
+        f"rte: seed(s) 1, 2 were scored on other data than {data} holds now; recomputing 1; 2 not requested: "
+        "left out of the results\n"
+    ) in out
     after = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())["data_sha256"]
     assert after == glue.data_sha256("rte", data) != before
     results = json.loads((output_dir / "glue_results.json").read_text())
@@ -164,11 +188,17 @@ def test_run_files_without_a_data_hash_are_recomputed(assets, data, tmp_path, fa
 def test_protocol_mismatch_names_the_fields_that_differ(assets, tmp_path, fake_fine_tune, capsys):  # noqa: F811
     output_dir = tmp_path / "out"
     glue.main(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1"))
-    message = refused(suite_args(assets, output_dir, "--tasks", "rte", "--seeds", "1", "--weight_decay", "0.01",
-                                 "--max_length", "16"), capsys)  # fmt: skip
-    assert (f"{output_dir / 'runs' / 'rte' / 'seed-1.json'} was made with another model or protocol than this run: "
-            "max_length: 32 saved vs 16 in this run; weight_decay: 0.0 saved vs 0.01 in this run. Use another "
-            f"--output_dir or remove {output_dir / 'runs'}.") in message  # fmt: skip
+    message = refused(
+        suite_args(
+            assets, output_dir, "--tasks", "rte", "--seeds", "1", "--weight_decay", "0.01", "--max_length", "16"
+        ),
+        capsys,
+    )
+    assert (
+        f"{output_dir / 'runs' / 'rte' / 'seed-1.json'} was made with another model or protocol than this run: "
+        "max_length: 32 saved vs 16 in this run; weight_decay: 0.0 saved vs 0.01 in this run. Use another "
+        f"--output_dir or remove {output_dir / 'runs'}."
+    ) in message
     assert len(fake_fine_tune[0]) == 1
 
 
@@ -194,7 +224,16 @@ def test_unreachable_hub_dataset(assets, tmp_path, fake_fine_tune, capsys, monke
         raise ConnectionError("Couldn't reach 'nyu-mll/glue' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(glue_data, "load_dataset", offline)
-    args = ["--model", str(assets / "model"), "--output_dir", str(tmp_path / "out"), "--tasks", "rte", "--max_length", "32"]
+    args = [
+        "--model",
+        str(assets / "model"),
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--tasks",
+        "rte",
+        "--max_length",
+        "32",
+    ]
     assert refused(args, capsys) == (
         "symbert-glue: error: nyu-mll/glue rte could not be loaded (Couldn't reach 'nyu-mll/glue' on the Hub "
         "(LocalEntryNotFoundError)); pass --data_dir with the GLUE data on disk.\n"
@@ -213,6 +252,11 @@ def test_other_weights_are_named_by_their_sha256(assets, tmp_path, fake_fine_tun
     shutil.copy(assets / "model" / "tokenizer_config.json", tmp_path / "other")
     args = suite_args(assets, output_dir, "--model", str(tmp_path / "other"), "--tasks", "rte", "--seeds", "1")
     message = refused(args, capsys)
-    saved, other = (hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
-                    for folder in (assets / "model", tmp_path / "other"))  # fmt: skip
-    assert f"than this run: model: {saved} ({assets / 'model'}) saved vs {other} ({tmp_path / 'other'}) in this run." in message
+    saved, other = (
+        hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+        for folder in (assets / "model", tmp_path / "other")
+    )
+    assert (
+        f"than this run: model: {saved} ({assets / 'model'}) saved vs {other} ({tmp_path / 'other'}) in this run."
+        in message
+    )

@@ -34,7 +34,6 @@ from transformers import AutoTokenizer
 from symbert import SymBertForMaskedLM, SymBertModel
 from symbert.hub_cards.release import release_command
 from symbert.training import data
-
 from test_hub_loading import HEADS
 from test_release import NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
@@ -67,10 +66,21 @@ def staged(tmp_path_factory):
     SymBertForMaskedLM(SymBertForMaskedLM.config_class.from_pretrained(run)).save_pretrained(run / "checkpoint-1")
     write_results(run, root / "glue" / "glue_results.json")
     with contextlib.redirect_stdout(io.StringIO()):
-        stages = release_command([
-            str(run), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--checkpoints", "1",
-            "--tag", TAG, "--output_dir", str(root / "staged"),
-        ])  # fmt: skip
+        stages = release_command(
+            [
+                str(run),
+                "--results",
+                str(root / "glue"),
+                "--namespace",
+                NAMESPACE,
+                "--checkpoints",
+                "1",
+                "--tag",
+                TAG,
+                "--output_dir",
+                str(root / "staged"),
+            ]
+        )
     folders = {stage.revision: stage.folder for stage in stages}
     assert [stage.repo_id for stage in stages] == [REPO_ID, REPO_ID] and sorted(folders) == ["main", "step-1"]
     folders[TAG] = folders["main"]  # the tag names main's commit
@@ -79,11 +89,17 @@ def staged(tmp_path_factory):
 
 def git(repository, *arguments):
     environment = {
-        **os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "symbert-release", "GIT_AUTHOR_EMAIL": "release@example.invalid",
-        "GIT_COMMITTER_NAME": "symbert-release", "GIT_COMMITTER_EMAIL": "release@example.invalid",
-    }  # fmt: skip
-    result = subprocess.run(["git", *arguments], cwd=repository, env=environment, capture_output=True, text=True, check=True)
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "symbert-release",
+        "GIT_AUTHOR_EMAIL": "release@example.invalid",
+        "GIT_COMMITTER_NAME": "symbert-release",
+        "GIT_COMMITTER_EMAIL": "release@example.invalid",
+    }
+    result = subprocess.run(
+        ["git", *arguments], cwd=repository, env=environment, capture_output=True, text=True, check=True
+    )
     return result.stdout.strip()
 
 
@@ -145,18 +161,31 @@ def hub(staged):
     commits[TAG] = commits["main"]
 
     config = staged.root / "olah.toml"
-    settings = {"host": "127.0.0.1", "port": 0, "repos-path": str(staged.root / "olah-cache"), "mirrors-path": [str(mirrors)]}
-    config.write_text("[basic]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()) + "[accessibility]\noffline = true\n")
+    settings = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "repos-path": str(staged.root / "olah-cache"),
+        "mirrors-path": [str(mirrors)],
+    }
+    config.write_text(
+        "[basic]\n"
+        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+        + "[accessibility]\noffline = true\n"
+    )
     log = staged.root / "olah.log"
     with open(log, "w") as output:
         server = subprocess.Popen(
             [sys.executable, "-c", OLAH, "--config", str(config), "--log-path", str(staged.root / "olah-logs")],
-            cwd=staged.root, stdout=output, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=staged.root,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while not (address := re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", log.read_text())):
-            assert server.poll() is None and time.monotonic() < deadline, f"olah did not start:\n{log.read_text()[-3000:]}"
+            assert server.poll() is None and time.monotonic() < deadline, (
+                f"olah did not start:\n{log.read_text()[-3000:]}"
+            )
             time.sleep(0.1)
         yield SimpleNamespace(endpoint=address.group(1), commits=commits, log=log)
     finally:
@@ -204,15 +233,23 @@ def downloaded(staged, hub):
     elsewhere.mkdir()
     hub_variables = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_")  # offline mode, other caches and endpoints, tokens
     env = {k: v for k, v in os.environ.items() if not k.startswith(hub_variables) and not k.lower().endswith("_proxy")}
-    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(elsewhere / "hf-home"), PYTHONPATH="", TOKENIZERS_PARALLELISM="false")
+    env.update(
+        HF_ENDPOINT=hub.endpoint, HF_HOME=str(elsewhere / "hf-home"), PYTHONPATH="", TOKENIZERS_PARALLELISM="false"
+    )
     arguments = [REPO_ID, REVISIONS, list(HEADS), TEXTS, str(elsewhere)]
     result = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, json.dumps(arguments)], cwd=elsewhere, env=env, capture_output=True,
-        text=True, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", FRESH_PROCESS, json.dumps(arguments)],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, f"{result.stderr[-3000:]}\nolah's log:\n{hub.log.read_text()[-2000:]}"
     report = json.loads((elsewhere / "report.json").read_text())
-    return SimpleNamespace(report=report, tensors=torch.load(elsewhere / "tensors.pt", weights_only=True), home=elsewhere / "hf-home")
+    return SimpleNamespace(
+        report=report, tensors=torch.load(elsewhere / "tensors.pt", weights_only=True), home=elsewhere / "hf-home"
+    )
 
 
 def test_revisions_resolve_to_their_commits_and_files_come_over_http(staged, hub, downloaded):
@@ -225,14 +262,24 @@ def test_revisions_resolve_to_their_commits_and_files_come_over_http(staged, hub
     for revision in repo.revisions:
         folder = staged.folders["step-1" if "step-1" in revision.refs else "main"]
         files = {file.file_path.relative_to(revision.snapshot_path).as_posix(): file for file in revision.files}
-        assert {"config.json", "modeling_symbert.py", "configuration_symbert.py", "model.safetensors", "tokenizer.json"} <= set(files)
+        assert {
+            "config.json",
+            "modeling_symbert.py",
+            "configuration_symbert.py",
+            "model.safetensors",
+            "tokenizer.json",
+        } <= set(files)
         for name, file in files.items():
             assert file.file_path.read_bytes() == (folder / name).read_bytes(), (revision.refs, name)
         weights = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
         assert files["model.safetensors"].blob_path.name == weights  # served from Git LFS, named by its sha256 ETag
     requests, step = hub.log.read_text(), hub.commits["step-1"]
-    assert f'"GET /api/models/{REPO_ID}/revision/step-1 HTTP/1.1" 200' in requests  # the branch's commit, then its files
-    assert f'"HEAD /{REPO_ID}/resolve/{step}/modeling_symbert.py HTTP/1.1" 200' in requests  # same blob as main's: no GET
+    assert (
+        f'"GET /api/models/{REPO_ID}/revision/step-1 HTTP/1.1" 200' in requests
+    )  # the branch's commit, then its files
+    assert (
+        f'"HEAD /{REPO_ID}/resolve/{step}/modeling_symbert.py HTTP/1.1" 200' in requests
+    )  # same blob as main's: no GET
     assert f'"GET /{REPO_ID}/resolve/{step}/model.safetensors HTTP/1.1" 200' in requests
 
 
@@ -265,7 +312,11 @@ def test_every_head_over_http_matches_the_staged_weights(staged, hub, downloaded
     folder = staged.folders[revision]
     local, info = HEADS[head].from_pretrained(folder, output_loading_info=True)
     assert report["missing"] == sorted(info["missing_keys"])  # only a new task head is missing from the file
-    state = {k.removeprefix(f"{revision}/{head}/state/"): v for k, v in tensors.items() if k.startswith(f"{revision}/{head}/state/")}
+    state = {
+        k.removeprefix(f"{revision}/{head}/state/"): v
+        for k, v in tensors.items()
+        if k.startswith(f"{revision}/{head}/state/")
+    }
     assert state.keys() == local.state_dict().keys()
     missing = set(info["missing_keys"])
     for name, tensor in local.state_dict().items():

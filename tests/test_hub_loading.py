@@ -8,15 +8,12 @@ import sys
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForMaskedLM, Trainer, TrainingArguments
 
 import symbert
-from symbert import ATTENTION_TYPES
-from symbert import fresh_load
-from symbert.fresh_load import load_in_fresh_process
-
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from symbert import ATTENTION_TYPES, fresh_load
+from symbert.fresh_load import load_in_fresh_process
 
 HEADS = {
     "AutoModel": symbert.SymBertModel,
@@ -50,17 +47,30 @@ def saved_models(tmp_path_factory):
             with torch.no_grad():
                 expected[str(folder)] = model(**inputs).to_tuple()
             cases.append(
-                {"folder": str(folder), "auto_class": auto_name, "inputs": str(folder / "inputs.pt"), "outputs": str(folder / "outputs.pt")}
+                {
+                    "folder": str(folder),
+                    "auto_class": auto_name,
+                    "inputs": str(folder / "inputs.pt"),
+                    "outputs": str(folder / "outputs.pt"),
+                }
             )
     # symbert/fresh_load.py, as pre-training and the release run it: a fresh process that cannot import symbert
     report = load_in_fresh_process(
-        [case["folder"] for case in cases], "--auto_class", *[case["auto_class"] for case in cases],
-        "--inputs", "inputs.pt", "--outputs", root / "outputs.pt", timeout=600,
-    )  # fmt: skip
+        [case["folder"] for case in cases],
+        "--auto_class",
+        *[case["auto_class"] for case in cases],
+        "--inputs",
+        "inputs.pt",
+        "--outputs",
+        root / "outputs.pt",
+        timeout=600,
+    )
     outputs = torch.load(root / "outputs.pt", weights_only=True)
     for case in cases:
         torch.save(outputs[case["folder"]], case["outputs"])
-    report = {folder: loaded for folder, loaded in report["models"].items()} | {"symbert_imported": report["symbert_imported"]}
+    report = {folder: loaded for folder, loaded in report["models"].items()} | {
+        "symbert_imported": report["symbert_imported"]
+    }
     return cases, expected, report
 
 
@@ -99,12 +109,20 @@ def test_fresh_load_script_reports_code_that_needs_the_project(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
     result = subprocess.run(
         [sys.executable, fresh_load.__file__, str(folder), "--auto_class", "AutoModelForMaskedLM"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {
-        "models": {str(folder): {"error": "ModuleNotFoundError: No module named 'symbert' (a released folder must not need the symbert package)"}},
+        "models": {
+            str(folder): {
+                "error": "ModuleNotFoundError: No module named 'symbert' (a released folder must not need the symbert package)"
+            }
+        },
         "symbert_imported": False,
     }
     with pytest.raises(SystemExit):  # one Auto class for every folder or one per folder
@@ -128,12 +146,19 @@ def test_trainer_checkpoints_are_hub_folders(tmp_path):
     generator = torch.Generator().manual_seed(0)
     rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, VOCAB_SIZE, (8, 12), generator=generator)]
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=2, save_steps=2, per_device_train_batch_size=4, report_to=[],
-        use_cpu=True, disable_tqdm=True,
-    )  # fmt: skip
+        output_dir=str(tmp_path),
+        max_steps=2,
+        save_steps=2,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+    )
     Trainer(model=model, args=args, train_dataset=rows).train()
     checkpoint = tmp_path / "checkpoint-2"
-    assert {"config.json", "model.safetensors", "modeling_symbert.py", "configuration_symbert.py"} <= set(os.listdir(checkpoint))
+    assert {"config.json", "model.safetensors", "modeling_symbert.py", "configuration_symbert.py"} <= set(
+        os.listdir(checkpoint)
+    )
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
     reloaded = AutoModelForMaskedLM.from_pretrained(checkpoint, trust_remote_code=True)

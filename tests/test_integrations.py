@@ -18,10 +18,9 @@ from transformers import AutoModel, BertTokenizerFast
 from transformers.pipelines import SUPPORTED_TASKS
 
 import symbert
+from conftest import tiny_config
 from symbert import ATTENTION_TYPES
 from symbert.onnx_export import OUTPUT_NAMES, export_onnx, max_difference
-
-from conftest import tiny_config
 
 heavy = pytest.mark.skipif(not os.environ.get("SYMBERT_HEAVY_TESTS"), reason="set SYMBERT_HEAVY_TESTS=1 to run")
 
@@ -32,7 +31,9 @@ SENTENCES = ["the cat sat on the mat", "a big red dog ran", "paris is the capita
 
 
 def symbert_config(attention_type):
-    return tiny_config(attention_type, vocab_size=len(VOCAB), num_labels=3, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
+    return tiny_config(
+        attention_type, vocab_size=len(VOCAB), num_labels=3, id2label=LABELS, label2id={v: k for k, v in LABELS.items()}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,11 @@ def test_lora_trains_and_merges(attention_type, tokenizer):
     # BERT's names; `shared` has one projection, `shared`, in place of query/key/value
     target_modules = ["shared"] if attention_type == "shared" else ["query", "value"]
     lora = get_peft_model(model, LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=target_modules))
-    wrapped = [name for name, module in lora.named_modules() if hasattr(module, "lora_A") and name.endswith(tuple(target_modules))]
+    wrapped = [
+        name
+        for name, module in lora.named_modules()
+        if hasattr(module, "lora_A") and name.endswith(tuple(target_modules))
+    ]
     assert len(wrapped) == 2 * len(target_modules)  # every layer
 
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
@@ -97,7 +102,9 @@ def test_sentence_transformers_mean_pooling_and_reload(tmp_path, tokenizer):
     folder = save_with_tokenizer(symbert.SymBertModel(symbert_config("pairwise")), tokenizer, tmp_path / "encoder")
     remote = {"trust_remote_code": True}
     transformer = Transformer(folder, model_kwargs=remote, config_kwargs=remote, max_seq_length=32)
-    encoder = SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")], device="cpu")
+    encoder = SentenceTransformer(
+        modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")], device="cpu"
+    )
     embeddings = encoder.encode(SENTENCES, convert_to_tensor=True)
 
     model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
@@ -141,7 +148,9 @@ def test_onnx_dynamo_export_matches_pytorch(attention_type, head, tmp_path):
 
 
 def test_onnx_command(tmp_path, tokenizer, capsys):
-    folder = save_with_tokenizer(symbert.SymBertForSequenceClassification(symbert_config("mhe_add")), tokenizer, tmp_path / "m")
+    folder = save_with_tokenizer(
+        symbert.SymBertForSequenceClassification(symbert_config("mhe_add")), tokenizer, tmp_path / "m"
+    )
     symbert.onnx_export.main([folder, str(tmp_path / "m.onnx"), "--head", "sequence-classification"])
     assert "max abs diff" in capsys.readouterr().out and (tmp_path / "m.onnx").is_file()
     with pytest.raises(SystemExit):
@@ -156,7 +165,11 @@ def mlm_batch():
     input_ids = torch.randint(5, len(VOCAB), (2, 10), generator=generator)
     attention_mask = torch.ones_like(input_ids)
     attention_mask[1, 7:] = 0
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": input_ids.masked_fill(attention_mask == 0, -100)}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "labels": input_ids.masked_fill(attention_mask == 0, -100),
+    }
 
 
 def compiled_step_matches_eager(attention_type, backend):
@@ -223,7 +236,10 @@ PIPELINE_CASES = {  # task: (head, positional args, keyword args, the text the r
     "text-classification": (symbert.SymBertForSequenceClassification, [SENTENCES[0]], {"top_k": None}, SENTENCES[0]),
     "token-classification": (symbert.SymBertForTokenClassification, [SENTENCES[1]], {}, SENTENCES[1]),
     "question-answering": (
-        symbert.SymBertForQuestionAnswering, [], {"question": "what is the capital", "context": QA_CONTEXT, "top_k": 3}, QA_CONTEXT
+        symbert.SymBertForQuestionAnswering,
+        [],
+        {"question": "what is the capital", "context": QA_CONTEXT, "top_k": 3},
+        QA_CONTEXT,
     ),
     "feature-extraction": (symbert.SymBertModel, [SENTENCES[2]], {"return_tensors": True}, SENTENCES[2]),
 }
@@ -243,10 +259,25 @@ def pipeline_runs(tokenizer, tmp_path_factory):
             if task == "question-answering" and not HAS_QA_PIPELINE:
                 continue
             folder = save_with_tokenizer(head(symbert_config(attention_type)), tokenizer, root / attention_type / task)
-            cases.append({"attention_type": attention_type, "task": task, "folder": folder, "args": args, "kwargs": kwargs, "text": text})
+            cases.append(
+                {
+                    "attention_type": attention_type,
+                    "task": task,
+                    "folder": folder,
+                    "args": args,
+                    "kwargs": kwargs,
+                    "text": text,
+                }
+            )
     torch.save(cases, root / "cases.pt")
     elsewhere = tmp_path_factory.mktemp("elsewhere")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(elsewhere / "modules"), "PYTHONPATH": "", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(elsewhere / "modules"),
+        "PYTHONPATH": "",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     compat = os.path.join(os.path.dirname(__file__), "compat")
     command = [sys.executable, "-c", PIPELINE_RUNNER, compat, str(root / "cases.pt"), str(root / "runs.pt")]
     result = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)

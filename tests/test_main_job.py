@@ -56,12 +56,38 @@ def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
     (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
     data.train_wordpiece(lines, vocab_size=100).save_pretrained(tmp_path / "tokenizer")
     output_dir = tmp_path / "run"
-    main([
-        "--recipe", "cpu-demo", "--output_dir", str(output_dir), "--train_files", str(tmp_path / "train.txt"),
-        "--tokenizer", str(tmp_path / "tokenizer"), "--max_seq_length", "32", "--eval_blocks", "8",
-        "--per_device_train_batch_size", "4", "--max_steps", "6", "--warmup_steps", "2", "--eval_steps", "6",
-        "--save_steps", "100", "--logging_steps", "2", "--report_to", "none", "--disable_tqdm", "true",
-    ])  # fmt: skip
+    main(
+        [
+            "--recipe",
+            "cpu-demo",
+            "--output_dir",
+            str(output_dir),
+            "--train_files",
+            str(tmp_path / "train.txt"),
+            "--tokenizer",
+            str(tmp_path / "tokenizer"),
+            "--max_seq_length",
+            "32",
+            "--eval_blocks",
+            "8",
+            "--per_device_train_batch_size",
+            "4",
+            "--max_steps",
+            "6",
+            "--warmup_steps",
+            "2",
+            "--eval_steps",
+            "6",
+            "--save_steps",
+            "100",
+            "--logging_steps",
+            "2",
+            "--report_to",
+            "none",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     printed = capsys.readouterr().out
     comparison = eval_comparison(output_dir)
     # one eval batch of 8 blocks: the Trainer's eval loss is the mean over its masked tokens, as the report's is

@@ -4,10 +4,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
+from conftest import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import SymBertForMaskedLM, SymBertForMultipleChoice, SymBertModel
 from symbert.modeling_symbert import TRANSFORMERS_V5
-
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
 
 IDS = torch.randint(1, VOCAB_SIZE, (2, 5), generator=torch.Generator().manual_seed(0))
 EMBEDS = torch.randn(2, 5, 128, generator=torch.Generator().manual_seed(0))
@@ -18,21 +17,42 @@ MALFORMED = {
     "empty embeds": (dict(inputs_embeds=EMBEDS[:0]), r"inputs_embeds has shape \[0, 5\]: an empty batch or sequence"),
     "1-D input_ids": (dict(input_ids=IDS[0]), r"input_ids has shape \[5\]; expected \[batch, sequence\]"),
     "3-D input_ids": (dict(input_ids=IDS[None]), r"input_ids has shape \[1, 2, 5\]; expected \[batch, sequence\]"),
-    "list input_ids": (dict(input_ids=IDS.tolist()), r"input_ids must be a torch.Tensor of shape \[batch, sequence\], not a list"),
-    "2-D inputs_embeds": (dict(inputs_embeds=EMBEDS[0]), r"inputs_embeds has shape \[5, 128\]; expected \[batch, sequence, hidden_size=128\]"),
-    "inputs_embeds width": (dict(inputs_embeds=EMBEDS[..., :64]), r"inputs_embeds has shape \[2, 5, 64\]; expected \[batch, sequence, 128\]"),
+    "list input_ids": (
+        dict(input_ids=IDS.tolist()),
+        r"input_ids must be a torch.Tensor of shape \[batch, sequence\], not a list",
+    ),
+    "2-D inputs_embeds": (
+        dict(inputs_embeds=EMBEDS[0]),
+        r"inputs_embeds has shape \[5, 128\]; expected \[batch, sequence, hidden_size=128\]",
+    ),
+    "inputs_embeds width": (
+        dict(inputs_embeds=EMBEDS[..., :64]),
+        r"inputs_embeds has shape \[2, 5, 64\]; expected \[batch, sequence, 128\]",
+    ),
     "shorter attention_mask": (
         dict(input_ids=IDS, attention_mask=torch.ones(2, 4)),
         r"attention_mask has shape \[2, 4\], input_ids \[2, 5\]; attention_mask must have the same \[batch, sequence\] shape",
     ),
-    "1-D attention_mask": (dict(input_ids=IDS, attention_mask=torch.ones(5)), r"attention_mask has shape \[5\], input_ids \[2, 5\]"),
-    "list attention_mask": (dict(input_ids=IDS, attention_mask=[[1] * 5] * 2), r"attention_mask must be a torch.Tensor of the shape of input_ids \[2, 5\], not a list"),
-    "4-D attention_mask of other length": (dict(input_ids=IDS, attention_mask=torch.ones(2, 1, 4, 4)), r"attention_mask has shape \[2, 1, 4, 4\], input_ids \[2, 5\]"),
+    "1-D attention_mask": (
+        dict(input_ids=IDS, attention_mask=torch.ones(5)),
+        r"attention_mask has shape \[5\], input_ids \[2, 5\]",
+    ),
+    "list attention_mask": (
+        dict(input_ids=IDS, attention_mask=[[1] * 5] * 2),
+        r"attention_mask must be a torch.Tensor of the shape of input_ids \[2, 5\], not a list",
+    ),
+    "4-D attention_mask of other length": (
+        dict(input_ids=IDS, attention_mask=torch.ones(2, 1, 4, 4)),
+        r"attention_mask has shape \[2, 1, 4, 4\], input_ids \[2, 5\]",
+    ),
     "attention_mask with inputs_embeds": (
         dict(inputs_embeds=EMBEDS, attention_mask=torch.ones(3, 5)),
         r"attention_mask has shape \[3, 5\], inputs_embeds \[2, 5\]",
     ),
-    "token_type_ids": (dict(input_ids=IDS, token_type_ids=torch.zeros(2, 4, dtype=torch.long)), r"token_type_ids has shape \[2, 4\], input_ids \[2, 5\]"),
+    "token_type_ids": (
+        dict(input_ids=IDS, token_type_ids=torch.zeros(2, 4, dtype=torch.long)),
+        r"token_type_ids has shape \[2, 4\], input_ids \[2, 5\]",
+    ),
     "token_type_ids with inputs_embeds": (
         dict(inputs_embeds=EMBEDS, token_type_ids=torch.zeros(1, 5, dtype=torch.long)),
         r"token_type_ids has shape \[1, 5\], inputs_embeds \[2, 5\]",
@@ -41,8 +61,11 @@ MALFORMED = {
         dict(input_ids=IDS, position_ids=torch.arange(4)[None]),
         r"position_ids has shape \[1, 4\], input_ids \[2, 5\]; position_ids must have the same \[batch, sequence\] shape \(or \[1, sequence\]\)",
     ),
-    "position_ids with inputs_embeds": (dict(inputs_embeds=EMBEDS, position_ids=torch.arange(5)), r"position_ids has shape \[5\], inputs_embeds \[2, 5\]"),
-}  # fmt: skip
+    "position_ids with inputs_embeds": (
+        dict(inputs_embeds=EMBEDS, position_ids=torch.arange(5)),
+        r"position_ids has shape \[5\], inputs_embeds \[2, 5\]",
+    ),
+}
 
 
 @pytest.mark.parametrize("model_class", [SymBertModel, SymBertForMaskedLM])
@@ -58,11 +81,20 @@ def test_malformed_inputs_name_the_shapes(model_class, case):
     "inputs, message",
     [
         (dict(input_ids=IDS), r"input_ids has shape \[2, 5\]; expected \[batch, choices, sequence\]"),
-        (dict(input_ids=IDS[None].tolist()), r"input_ids must be a torch.Tensor of shape \[batch, choices, sequence\], not a list"),
-        (dict(inputs_embeds=EMBEDS), r"inputs_embeds has shape \[2, 5, 128\]; expected \[batch, choices, sequence, hidden_size\]"),
-        (dict(input_ids=IDS[None], attention_mask=torch.ones(1, 2, 4)), r"attention_mask has shape \[2, 4\], input_ids \[2, 5\]"),
+        (
+            dict(input_ids=IDS[None].tolist()),
+            r"input_ids must be a torch.Tensor of shape \[batch, choices, sequence\], not a list",
+        ),
+        (
+            dict(inputs_embeds=EMBEDS),
+            r"inputs_embeds has shape \[2, 5, 128\]; expected \[batch, choices, sequence, hidden_size\]",
+        ),
+        (
+            dict(input_ids=IDS[None], attention_mask=torch.ones(1, 2, 4)),
+            r"attention_mask has shape \[2, 4\], input_ids \[2, 5\]",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_multiple_choice_inputs(inputs, message):
     with pytest.raises(ValueError, match=message):
         SymBertForMultipleChoice(tiny_config())(**inputs)
@@ -72,7 +104,9 @@ def test_exclusive_inputs_raise_berts_error():
     message = "You must specify exactly one of input_ids or inputs_embeds"
     models = [SymBertModel(tiny_config())]
     if TRANSFORMERS_V5:  # transformers 4's BERT words it in two other ways
-        models.append(BertModel(BertConfig(vocab_size=VOCAB_SIZE, hidden_size=128, num_hidden_layers=1, num_attention_heads=2)))  # fmt: skip
+        models.append(
+            BertModel(BertConfig(vocab_size=VOCAB_SIZE, hidden_size=128, num_hidden_layers=1, num_attention_heads=2))
+        )
     for model in models:
         with pytest.raises(ValueError, match=message):
             model(input_ids=IDS, inputs_embeds=EMBEDS)

@@ -34,7 +34,12 @@ def test_parameter_count_matches_spec(size, attention_type):
 @pytest.mark.parametrize("size", ["small", "base"])
 def test_original_count_equals_transformers_bert(size):
     config = SymBertConfig.from_preset(size)
-    bert_config = BertConfig(**{k: getattr(config, k) for k in ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size")})
+    bert_config = BertConfig(
+        **{
+            k: getattr(config, k)
+            for k in ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size")
+        }
+    )
     with torch.device("meta"):
         bert = BertForMaskedLM(bert_config)
     assert bert.num_parameters() == EXPECTED[size, "original"]

@@ -12,6 +12,7 @@ import torch
 from datasets import Dataset
 from safetensors.torch import load_file
 
+from conftest import file_names, tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.training import data
 from symbert.training.pretrain import (
@@ -22,8 +23,6 @@ from symbert.training.pretrain import (
     parse_arguments,
     run,
 )
-
-from conftest import file_names, tiny_config
 
 WORDS = (
     "the a river man woman house walked slowly along bank old young city night morning light water stone road "
@@ -44,12 +43,40 @@ def corpus(tmp_path_factory):
 
 def run_args(corpus, output_dir, *extra):
     return [
-        "--recipe", "cpu-demo", "--output_dir", str(output_dir), "--train_files", str(corpus / "train.txt"),
-        "--tokenizer", str(corpus / "tokenizer"), "--max_seq_length", "32", "--eval_blocks", "8",
-        "--per_device_train_batch_size", "4", "--max_steps", "8", "--warmup_steps", "2", "--eval_steps", "4",
-        "--save_steps", "4", "--logging_steps", "2", "--eval_on_start", "false", "--report_to", "none",
-        "--disable_tqdm", "true", "--data_seed", "42", *extra,
-    ]  # fmt: skip
+        "--recipe",
+        "cpu-demo",
+        "--output_dir",
+        str(output_dir),
+        "--train_files",
+        str(corpus / "train.txt"),
+        "--tokenizer",
+        str(corpus / "tokenizer"),
+        "--max_seq_length",
+        "32",
+        "--eval_blocks",
+        "8",
+        "--per_device_train_batch_size",
+        "4",
+        "--max_steps",
+        "8",
+        "--warmup_steps",
+        "2",
+        "--eval_steps",
+        "4",
+        "--save_steps",
+        "4",
+        "--logging_steps",
+        "2",
+        "--eval_on_start",
+        "false",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--data_seed",
+        "42",
+        *extra,
+    ]
 
 
 def run_cli(args, *, launcher=(), kill_after_save_at=None, timeout=300):
@@ -75,9 +102,12 @@ def run_cli(args, *, launcher=(), kill_after_save_at=None, timeout=300):
     )
     script = ["-c", driver] if not launcher else ["-m", "symbert.training.pretrain"]
     return subprocess.run(
-        [sys.executable, *launcher, *script, *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, *launcher, *script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
-    )  # fmt: skip
+    )
 
 
 def eval_losses(output_dir):
@@ -100,8 +130,14 @@ def assert_same_training(output_dir, reference):
 
 
 def test_paper_recipe_is_the_papers_protocol(tmp_path):
-    run_arguments, model_args, data_args, args = parse_arguments(["--recipe", "paper-base", "--output_dir", str(tmp_path)])
-    assert (run_arguments.recipe, run_arguments.global_batch_size, run_arguments.precision) == ("paper-base", 256, "auto")
+    run_arguments, model_args, data_args, args = parse_arguments(
+        ["--recipe", "paper-base", "--output_dir", str(tmp_path)]
+    )
+    assert (run_arguments.recipe, run_arguments.global_batch_size, run_arguments.precision) == (
+        "paper-base",
+        256,
+        "auto",
+    )
     assert model_args.size == "base" and data_args.tokenizer == "bert-base-uncased"
     assert (data_args.mlm_probability, data_args.max_seq_length, data_args.eval_blocks) == (0.15, 512, 10_000)
     assert args.max_steps == 200_000 and args.learning_rate == 1e-4 and args.warmup_steps == 10_000
@@ -114,7 +150,16 @@ def test_paper_recipe_is_the_papers_protocol(tmp_path):
 
 def test_command_line_overrides_recipe(tmp_path):
     args = parse_arguments(
-        ["--recipe", "paper-small", "--output_dir", str(tmp_path), "--per_device_train_batch_size", "64", "--learning_rate", "3e-4"]
+        [
+            "--recipe",
+            "paper-small",
+            "--output_dir",
+            str(tmp_path),
+            "--per_device_train_batch_size",
+            "64",
+            "--learning_rate",
+            "3e-4",
+        ]
     )[3]
     assert args.learning_rate == 3e-4 and args.gradient_accumulation_steps == 4  # 256 / 64
 
@@ -139,7 +184,10 @@ def test_unknown_recipe(tmp_path):
         parse_arguments(["--recipe", "paper-huge", "--output_dir", str(tmp_path)])
 
 
-@pytest.mark.parametrize("attention_type, excluded", [("shared", {"scale_q", "scale_k", "scale_v"}), ("mhe_mul", {"head_embeddings"}), ("mhe_add", set())])
+@pytest.mark.parametrize(
+    "attention_type, excluded",
+    [("shared", {"scale_q", "scale_k", "scale_v"}), ("mhe_mul", {"head_embeddings"}), ("mhe_add", set())],
+)
 def test_no_weight_decay_on_biases_norms_and_gains(attention_type, excluded):
     model = SymBertForMaskedLM(tiny_config(attention_type))
     trainer = SymBertPretrainingTrainer.__new__(SymBertPretrainingTrainer)  # the method reads no Trainer state
@@ -221,9 +269,20 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
 
 LAUNCHERS = {
     "torchrun": ("-m", "torch.distributed.run", "--nproc_per_node", "2"),
-    "accelerate": ("-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                   "--mixed_precision", "no", "--dynamo_backend", "no"),
-}  # fmt: skip
+    "accelerate": (
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ),
+}
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -235,17 +294,31 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     summary = json.loads((output_dir / "training_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["gradient_accumulation_steps"] == 2
     assert summary["global_batch_size"] == 4 * 2 * 2 == 16
-    losses = [e["loss"] for e in json.loads((output_dir / "trainer_state.json").read_text())["log_history"] if "loss" in e]
+    losses = [
+        e["loss"] for e in json.loads((output_dir / "trainer_state.json").read_text())["log_history"] if "loss" in e
+    ]
     assert len(losses) == 8 and losses[-1] < losses[0]
     assert result.stdout.count("Results in") == 1  # printed, like every file, by rank 0 only
     checkpoint = output_dir / "checkpoint-8"  # renamed into place once both processes wrote their RNG state
     assert checkpoint_problem(checkpoint) is None and (checkpoint / "rng_state_1.pth").is_file()
     assert not (output_dir / STAGING_DIR).exists()
     assert file_names(p.name for p in output_dir.iterdir() if p.is_file()) == sorted(
-        ["config.json", "configuration_symbert.py", "loss.png", "metrics.csv", "metrics.json", "model.safetensors",
-         "modeling_symbert.py", "tokenizer.json", "tokenizer_config.json", "trainer_state.json", "training_args.bin",
-         "training_summary.json", ".pretrain.lock"]
-    )  # fmt: skip
+        [
+            "config.json",
+            "configuration_symbert.py",
+            "loss.png",
+            "metrics.csv",
+            "metrics.json",
+            "model.safetensors",
+            "modeling_symbert.py",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "trainer_state.json",
+            "training_args.bin",
+            "training_summary.json",
+            ".pretrain.lock",
+        ]
+    )
 
 
 def test_comparison_mode(corpus, tmp_path, capsys):
@@ -296,14 +369,22 @@ def contents(folder):
         ("empty corpus", [], ValueError, "empty.txt holds only blank lines"),
         ("missing column", ["--text_column", "body"], ValueError, r"text_column 'body' is not in the dataset"),
         ("missing file", ["--train_files", "nope.txt"], FileNotFoundError, "train_files not found: nope.txt"),
-        ("vocab mismatch", ["--config_overrides", '{"vocab_size": 1000}'], ValueError,
-         "The tokenizer has [0-9]+ tokens but the model's vocab_size is 1000"),
-        ("too long", ["--max_seq_length", "1024"], ValueError,
-         "max_seq_length=1024 is above the model's max_position_embeddings=512"),
+        (
+            "vocab mismatch",
+            ["--config_overrides", '{"vocab_size": 1000}'],
+            ValueError,
+            "The tokenizer has [0-9]+ tokens but the model's vocab_size is 1000",
+        ),
+        (
+            "too long",
+            ["--max_seq_length", "1024"],
+            ValueError,
+            "max_seq_length=1024 is above the model's max_position_embeddings=512",
+        ),
         ("bad overrides", ["--config_overrides", "{hidden_size: 64}"], ValueError, "is not a JSON object"),
         ("finished run", [], ValueError, "already holds a finished run; pass --overwrite_output_dir true"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_stops_before_training_and_writes_nothing(corpus, tmp_path, case, extra, error, message):
     output_dir = tmp_path / "run"
     if case == "empty corpus":
@@ -327,8 +408,20 @@ def test_overwrite_and_resume_checks(corpus, tmp_path):
     assert sorted(p.name for p in output_dir.glob("checkpoint-*")) == ["checkpoint-4"]  # the old run's are gone
 
     other = tmp_path / "other"
-    with pytest.raises(ValueError, match="Cannot resume from .*checkpoint-4: its attention_type is 'original' but this run's is 'pairwise'"):
-        run(run_args(corpus, other, "--attention_type", "pairwise", "--resume_from_checkpoint", str(output_dir / "checkpoint-4")))
+    with pytest.raises(
+        ValueError,
+        match="Cannot resume from .*checkpoint-4: its attention_type is 'original' but this run's is 'pairwise'",
+    ):
+        run(
+            run_args(
+                corpus,
+                other,
+                "--attention_type",
+                "pairwise",
+                "--resume_from_checkpoint",
+                str(output_dir / "checkpoint-4"),
+            )
+        )
     with pytest.raises(ValueError, match="resume_from_checkpoint='.*nowhere' is not a Trainer checkpoint"):
         run(run_args(corpus, other, "--resume_from_checkpoint", str(tmp_path / "nowhere")))
     assert not other.exists()

@@ -34,11 +34,29 @@ def sentences(count, seed=0):
 
 def args(output_dir, *extra, tokenizer=None):
     return [
-        "--output_dir", str(output_dir), "--max_seq_length", "32", "--eval_blocks", "2",
-        "--per_device_train_batch_size", "4", "--max_steps", "2", "--eval_strategy", "no", "--save_strategy", "no",
-        "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true",
-        *(["--tokenizer", str(tokenizer)] if tokenizer else []), *extra,
-    ]  # fmt: skip
+        "--output_dir",
+        str(output_dir),
+        "--max_seq_length",
+        "32",
+        "--eval_blocks",
+        "2",
+        "--per_device_train_batch_size",
+        "4",
+        "--max_steps",
+        "2",
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--use_cpu",
+        "true",
+        *(["--tokenizer", str(tokenizer)] if tokenizer else []),
+        *extra,
+    ]
 
 
 def snapshot(folder):
@@ -71,13 +89,17 @@ def refused(argv, capsys, monkeypatch):
 
 # --- numbers ---------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--mlm_probability", "0"], "mlm_probability=0.0 is not allowed; it must be strictly between 0 and 1"),
         (["--mlm_probability", "1"], "mlm_probability=1.0 is not allowed; it must be strictly between 0 and 1"),
         (["--mlm_probability", "nan"], "mlm_probability=nan is not allowed"),
-        (["--max_seq_length", "1"], r"max_seq_length=1 is too short to mask: .*mlm_probability=0.15 .*max_seq_length ≥ 9"),
+        (
+            ["--max_seq_length", "1"],
+            r"max_seq_length=1 is too short to mask: .*mlm_probability=0.15 .*max_seq_length ≥ 9",
+        ),
         (["--max_seq_length", "8"], r"max_seq_length=8 is too short to mask: .*max_seq_length ≥ 9"),
         (["--max_seq_length", "9", "--mlm_probability", "0.1"], r"max_seq_length=9 is too short .*max_seq_length ≥ 12"),
         (["--learning_rate", "nan"], "learning_rate=nan is not allowed; it must be a finite number above 0"),
@@ -85,9 +107,15 @@ def refused(argv, capsys, monkeypatch):
         (["--learning_rate", "0"], "learning_rate=0.0 is not allowed"),
         (["--learning_rate=-1e-4"], "learning_rate=-0.0001 is not allowed"),
         (["--weight_decay", "-0.01"], "weight_decay=-0.01 is not allowed; it must be a finite number ≥ 0"),
-        (["--warmup_steps", "nan"], r"warmup_steps=nan is not allowed|--warmup_steps.*invalid int value: 'nan'"),  # 4.x: int
+        (
+            ["--warmup_steps", "nan"],
+            r"warmup_steps=nan is not allowed|--warmup_steps.*invalid int value: 'nan'",
+        ),  # 4.x: int
         # TrainingArguments' own check (5.x; 4.x words it differently)
-        (["--warmup_steps", "-1"], r"warmup_steps = -1.0, Expected value warmup_steps >= 0|warmup_steps must be .* 0 or a positive"),
+        (
+            ["--warmup_steps", "-1"],
+            r"warmup_steps = -1.0, Expected value warmup_steps >= 0|warmup_steps must be .* 0 or a positive",
+        ),
         (["--adam_beta2", "1"], r"adam_beta2=1.0 is not allowed; it must be in \[0, 1\)"),
         (["--adam_epsilon=-1e-8"], "adam_epsilon=-1e-08 is not allowed"),
         (["--max_grad_norm", "nan"], "max_grad_norm=nan is not allowed"),
@@ -95,18 +123,29 @@ def refused(argv, capsys, monkeypatch):
         (["--max_steps", "-1", "--num_train_epochs", "0"], "num_train_epochs=0.0 is not allowed"),
         (["--per_device_train_batch_size", "0"], "per_device_train_batch_size=0 is not allowed; it must be at least 1"),
         (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps=0 is not allowed"),
-        (["--eval_strategy", "steps", "--eval_steps", "-5"], "eval_steps=-5.0 is not allowed; it must be above 0 with eval_strategy=steps"),
+        (
+            ["--eval_strategy", "steps", "--eval_steps", "-5"],
+            "eval_steps=-5.0 is not allowed; it must be above 0 with eval_strategy=steps",
+        ),
         (["--save_strategy", "steps", "--save_steps", "-1"], "save_steps=-1.0 is not allowed"),
         (["--seed", "-1"], "seed=-1 is not allowed; it must be an integer ≥ 0"),
         (["--global_batch_size", "0"], "global_batch_size=0 is not allowed; it must be at least 1"),
         (["--target_eval_loss", "nan"], "target_eval_loss=nan is not allowed"),
         (["--streaming", "true", "--max_steps", "-1"], "streaming=True needs --max_steps"),
-        (["--config_overrides", '{"sparse_predicton": true}'],
-         r"config_overrides: unknown SymBertConfig field 'sparse_predicton' \(did you mean 'sparse_prediction'\?\)"),
-        (["--config_overrides", '{"hidden_size": 65}'], "config_overrides: hidden_size=65 is not divisible by num_attention_heads"),
-        (["--config_overrides", '{"hidden_dropout_prob": 2}'], r"config_overrides: hidden_dropout_prob=2 is invalid; .*\[0, 1\)"),
+        (
+            ["--config_overrides", '{"sparse_predicton": true}'],
+            r"config_overrides: unknown SymBertConfig field 'sparse_predicton' \(did you mean 'sparse_prediction'\?\)",
+        ),
+        (
+            ["--config_overrides", '{"hidden_size": 65}'],
+            "config_overrides: hidden_size=65 is not divisible by num_attention_heads",
+        ),
+        (
+            ["--config_overrides", '{"hidden_dropout_prob": 2}'],
+            r"config_overrides: hidden_dropout_prob=2 is invalid; .*\[0, 1\)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_degenerate_numbers_are_refused_before_anything_is_read(output_dir, capsys, monkeypatch, extra, message):
     before = snapshot(output_dir)
     # a corpus path that does not exist: the numbers are refused before any data is looked at
@@ -117,8 +156,11 @@ def test_degenerate_numbers_are_refused_before_anything_is_read(output_dir, caps
 
 def test_shortest_block_is_the_one_with_a_masked_token_on_average(tmp_path):
     for probability, shortest in [(0.15, 9), (0.1, 12), (0.5, 4), (0.2, 7), (0.9, 4)]:
+
         def parse(length):
-            return parse_arguments(args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(length)))
+            return parse_arguments(
+                args(tmp_path, "--mlm_probability", str(probability), "--max_seq_length", str(length))
+            )
 
         assert (parse(shortest)[2].max_seq_length - 2) * probability >= 1 - 1e-9
         with pytest.raises(UserError, match=f"max_seq_length ≥ {shortest}"):
@@ -129,8 +171,10 @@ def test_command_prints_one_line_and_exits_2(tmp_path):
     output_dir = tmp_path / "never"
     result = subprocess.run(
         [Path(sys.executable).with_name("symbert-pretrain"), "--output_dir", str(output_dir), "--learning_rate", "nan"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     message = "learning_rate=nan is not allowed; it must be a finite number above 0."
     assert result.stderr == f"symbert-pretrain: error: {message}\n"
@@ -138,6 +182,7 @@ def test_command_prints_one_line_and_exits_2(tmp_path):
 
 
 # --- corpus files ----------------------------------------------------------------------------------------------------
+
 
 def write_gzip_truncated(path):
     whole = gzip.compress("\n".join(sentences(2000)).encode())
@@ -148,27 +193,45 @@ CORPUS_FILES = {
     "empty.txt": (lambda p: p.write_bytes(b""), r"empty.txt is empty \(0 bytes\)"),
     "blank.txt": (lambda p: p.write_text("\n   \n\t\n"), "blank.txt holds only blank lines"),
     "binary.txt": (lambda p: p.write_bytes(bytes(range(256)) * 4), "binary.txt is not text: line 1 holds a NUL byte"),
-    "latin1.txt": (lambda p: p.write_bytes("first line\ncafé au lait\n".encode("latin-1")),
-                   "latin1.txt is not UTF-8 text: line 2, byte 4 is 0xe9; it may be Latin-1 .* convert it to UTF-8"),
+    "latin1.txt": (
+        lambda p: p.write_bytes("first line\ncafé au lait\n".encode("latin-1")),
+        "latin1.txt is not UTF-8 text: line 2, byte 4 is 0xe9; it may be Latin-1 .* convert it to UTF-8",
+    ),
     "truncated.txt.gz": (write_gzip_truncated, "truncated.txt.gz is a truncated or corrupt gzip archive"),
-    "notgzip.txt.gz": (lambda p: p.write_text("plain text, not gzip\n"), "notgzip.txt.gz is a truncated or corrupt gzip archive"),
-    "malformed.jsonl": (lambda p: p.write_text('{"text": "a b"}\n\n{"text": "c d"\n'),
-                        "malformed.jsonl is not valid JSON lines: line 3: Expecting ',' delimiter"),
-    "malformed.json": (lambda p: p.write_text('{"text": "a b"}\n{"text": "c d"}\n{"text": "e f",\n'),
-                       "malformed.json is not valid JSON lines: line 3: Expecting property name"),
-    "array.jsonl": (lambda p: p.write_text('["a b"]\n'), "array.jsonl is not JSON lines of objects: line 1 is a JSON array"),
-    "numbers.jsonl": (lambda p: p.write_text('{"text": "a b"}\n{"text": 17}\n'),
-                      "numbers.jsonl has a number in column 'text' on line 2 \\(17\\); text_column must hold strings"),
-    "numbers.parquet": (lambda p: Dataset.from_dict({"text": [1, 2]}).to_parquet(str(p)),
-                        "numbers.parquet has int64 values in column 'text'; text_column must hold strings"),
+    "notgzip.txt.gz": (
+        lambda p: p.write_text("plain text, not gzip\n"),
+        "notgzip.txt.gz is a truncated or corrupt gzip archive",
+    ),
+    "malformed.jsonl": (
+        lambda p: p.write_text('{"text": "a b"}\n\n{"text": "c d"\n'),
+        "malformed.jsonl is not valid JSON lines: line 3: Expecting ',' delimiter",
+    ),
+    "malformed.json": (
+        lambda p: p.write_text('{"text": "a b"}\n{"text": "c d"}\n{"text": "e f",\n'),
+        "malformed.json is not valid JSON lines: line 3: Expecting property name",
+    ),
+    "array.jsonl": (
+        lambda p: p.write_text('["a b"]\n'),
+        "array.jsonl is not JSON lines of objects: line 1 is a JSON array",
+    ),
+    "numbers.jsonl": (
+        lambda p: p.write_text('{"text": "a b"}\n{"text": 17}\n'),
+        "numbers.jsonl has a number in column 'text' on line 2 \\(17\\); text_column must hold strings",
+    ),
+    "numbers.parquet": (
+        lambda p: Dataset.from_dict({"text": [1, 2]}).to_parquet(str(p)),
+        "numbers.parquet has int64 values in column 'text'; text_column must hold strings",
+    ),
     "broken.parquet": (lambda p: p.write_bytes(b"PAR1 not really"), "broken.parquet is not a readable Parquet file"),
     "empty.parquet": (lambda p: Dataset.from_dict({"text": []}).to_parquet(str(p)), "empty.parquet holds no rows"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["loaded", "streamed"])
 @pytest.mark.parametrize("name", CORPUS_FILES)
-def test_bad_corpus_file_is_named_before_training(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch, name, streaming):
+def test_bad_corpus_file_is_named_before_training(
+    tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch, name, streaming
+):
     write, message = CORPUS_FILES[name]
     good, bad = tmp_path / f"good{Path(name).suffixes[0]}", tmp_path / name
     if name.endswith(".parquet"):
@@ -180,21 +243,31 @@ def test_bad_corpus_file_is_named_before_training(tmp_path, output_dir, tokenize
     write(bad)
     before = snapshot(output_dir)
     streaming = ["--streaming", str(streaming).lower()]
-    line = refused(args(output_dir, "--train_files", str(good), str(bad), *streaming, tokenizer=tokenizer_dir), capsys, monkeypatch)
+    line = refused(
+        args(output_dir, "--train_files", str(good), str(bad), *streaming, tokenizer=tokenizer_dir), capsys, monkeypatch
+    )
     assert re.search(f"error: {tmp_path}/{message}", line), line
     assert snapshot(output_dir) == before
 
 
 LATE_PROBLEMS = {
-    "late.txt": (lambda lines: "\n".join(lines).encode() + "\nna\xefve\n".encode("latin-1"),
-                 r"late.txt is not UTF-8 text: line 401, byte 3 is 0xef"),
-    "late.jsonl": (lambda lines: "".join(json.dumps({"text": s}) + "\n" for s in lines).encode() + b'{"text": 5}\n',
-                   r"late.jsonl has a number in column 'text' on line 401"),
-    "late_bad.jsonl": (lambda lines: "".join(json.dumps({"text": s}) + "\n" for s in lines).encode() + b'{"text": "x",\n',
-                       r"late_bad.jsonl is not valid JSON lines: line 401"),
-    "late.txt.gz": (lambda lines: gzip.compress("\n".join(lines).encode())[:-100],
-                    r"late.txt.gz is a truncated or corrupt gzip archive \(EOFError"),
-}  # fmt: skip
+    "late.txt": (
+        lambda lines: "\n".join(lines).encode() + "\nna\xefve\n".encode("latin-1"),
+        r"late.txt is not UTF-8 text: line 401, byte 3 is 0xef",
+    ),
+    "late.jsonl": (
+        lambda lines: "".join(json.dumps({"text": s}) + "\n" for s in lines).encode() + b'{"text": 5}\n',
+        r"late.jsonl has a number in column 'text' on line 401",
+    ),
+    "late_bad.jsonl": (
+        lambda lines: "".join(json.dumps({"text": s}) + "\n" for s in lines).encode() + b'{"text": "x",\n',
+        r"late_bad.jsonl is not valid JSON lines: line 401",
+    ),
+    "late.txt.gz": (
+        lambda lines: gzip.compress("\n".join(lines).encode())[:-100],
+        r"late.txt.gz is a truncated or corrupt gzip archive \(EOFError",
+    ),
+}
 
 
 @pytest.mark.parametrize("name", LATE_PROBLEMS)
@@ -240,18 +313,31 @@ def test_missing_corpus_file_is_a_user_error_and_a_file_not_found(tmp_path, toke
 
 def test_unknown_tokenizer_path_is_a_user_error(tmp_path, capsys, monkeypatch):
     (tmp_path / "a.txt").write_text("some words\n")
-    line = refused(args(tmp_path / "run", "--train_files", str(tmp_path / "a.txt"), tokenizer=tmp_path / "no" / "tok"),
-                   capsys, monkeypatch)  # fmt: skip
+    line = refused(
+        args(tmp_path / "run", "--train_files", str(tmp_path / "a.txt"), tokenizer=tmp_path / "no" / "tok"),
+        capsys,
+        monkeypatch,
+    )
     assert f"'{tmp_path}/no/tok' does not exist" in line
     assert not (tmp_path / "run").exists()
 
 
 # --- the cached tokenizer --------------------------------------------------------------------------------------------
 
+
 def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
-    run_args = args(tmp_path / "run", "--tokenizer_vocab_size", "300", "--max_seq_length", "64", "--eval_blocks", "4",
-                    "--config_overrides", '{"sparse_prediction": true}')  # fmt: skip
+    run_args = args(
+        tmp_path / "run",
+        "--tokenizer_vocab_size",
+        "300",
+        "--max_seq_length",
+        "64",
+        "--eval_blocks",
+        "4",
+        "--config_overrides",
+        '{"sparse_prediction": true}',
+    )
     data_args = parse_arguments(run_args)[2]
     first = data.load_tokenizer(data_args)
     folder = next((tmp_path / "cache" / "tokenizers").glob("wordpiece-300-*[!.lock]"))
@@ -265,7 +351,9 @@ def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkey
     main(run_args)
     out = capsys.readouterr().out
     # the error's class is the JSON parser's (5.x) or the tokenizers library's (4.x)
-    assert re.search(rf"^The cached tokenizer {re.escape(str(folder))} is unreadable \(\w+\); training it again\.$", out, re.M)
+    assert re.search(
+        rf"^The cached tokenizer {re.escape(str(folder))} is unreadable \(\w+\); training it again\.$", out, re.M
+    )
     rebuilt = json.loads(saved.read_text())["model"]["vocab"]  # complete JSON again, of the same size (the trainer's
     assert len(rebuilt) == len(first) == 300  # tie order may differ between trainings: see README)
     assert json.loads((tmp_path / "run" / "training_summary.json").read_text())["steps"] == 2
@@ -293,18 +381,24 @@ def test_bare_command_defaults_fit_the_embedded_corpus(tmp_path, monkeypatch):
 
 # --- recipes ---------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "text, message",
     [
         ('{"size": "tiny",\n "max_steps": 10,\n}', r"Recipe .*bad.json is not valid JSON: .*line 3 column 1"),
         ('[{"size": "tiny"}]', r"Recipe .*bad.json must hold a JSON object of argument names and values, not a list"),
         ('"tiny"', r"Recipe .*bad.json must hold a JSON object .*not a str"),
-        ('{"_comment": "ok", "learning_rat": 0.001}',
-         r"Recipe .*bad.json: unknown argument 'learning_rat' \(did you mean 'learning_rate'"),
-        ('{"mlm_probabilty": 0.2}', r"Recipe .*bad.json: unknown argument 'mlm_probabilty' \(did you mean 'mlm_probability'"),
+        (
+            '{"_comment": "ok", "learning_rat": 0.001}',
+            r"Recipe .*bad.json: unknown argument 'learning_rat' \(did you mean 'learning_rate'",
+        ),
+        (
+            '{"mlm_probabilty": 0.2}',
+            r"Recipe .*bad.json: unknown argument 'mlm_probabilty' \(did you mean 'mlm_probability'",
+        ),
         ('{"zzz": 1}', r"Recipe .*bad.json: unknown argument 'zzz'\.$"),
     ],
-)  # fmt: skip
+)
 def test_bad_recipe_is_named(tmp_path, output_dir, capsys, monkeypatch, text, message):
     recipe = tmp_path / "bad.json"
     recipe.write_text(text)
@@ -322,7 +416,10 @@ def test_recipe_with_equals_sign(tmp_path):
     assert [vars(a) for a in joined[:3]] == [vars(a) for a in spaced[:3]]
     assert joined[3].to_dict() == spaced[3].to_dict()
     # the last --recipe wins, as for any argument
-    assert parse_arguments(["--recipe=paper-small", "--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[1].size == "tiny"
+    assert (
+        parse_arguments(["--recipe=paper-small", "--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[1].size
+        == "tiny"
+    )
 
 
 def test_unknown_recipe_name_is_a_user_error(tmp_path, capsys, monkeypatch):

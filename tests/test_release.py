@@ -17,11 +17,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard
-from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x releases transformers 4.x needs
 from huggingface_hub.errors import RevisionNotFoundError
+from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x releases transformers 4.x needs
 from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
+from conftest import file_names
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
@@ -31,12 +32,20 @@ from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.training import data
 from symbert.training.pretrain import main as pretrain
 
-from conftest import file_names
-
 NAMESPACE = "symbert-test"
 SEEDS = ["1", "2", "3"]
 # Synthetic per-seed scores (percent) of the nine GLUE numbers; each model gets its own offset.
-BASE_SCORES = {"cola": 20.0, "sst2": 85.0, "mrpc": 80.0, "qqp": 84.0, "stsb": 80.0, "mnli-m": 75.0, "mnli-mm": 76.0, "qnli": 83.0, "rte": 55.0}
+BASE_SCORES = {
+    "cola": 20.0,
+    "sst2": 85.0,
+    "mrpc": 80.0,
+    "qqp": 84.0,
+    "stsb": 80.0,
+    "mnli-m": 75.0,
+    "mnli-mm": 76.0,
+    "qnli": 83.0,
+    "rte": 55.0,
+}
 SECRET = "hf_thisIsNotARealTokenButMustNeverBeShown"
 WORDS = "the a river man woman house walked slowly along bank old young city night light water stone road".split()
 
@@ -61,24 +70,43 @@ def write_results(model_folder, path, offset=0.0, sha=None):
     results = {
         "schema_version": 1,
         "model": {
-            "name_or_path": str(model_folder), "revision": None, "weights_sha256": sha or sha256(model_folder / "model.safetensors"),
-            "attention_type": json.loads((model_folder / "config.json").read_text())["attention_type"], "num_parameters": 1,
+            "name_or_path": str(model_folder),
+            "revision": None,
+            "weights_sha256": sha or sha256(model_folder / "model.safetensors"),
+            "attention_type": json.loads((model_folder / "config.json").read_text())["attention_type"],
+            "num_parameters": 1,
         },
         "protocol": {
-            "epochs": 5, "learning_rate": 1e-05, "lr_scheduler_type": "linear", "warmup_ratio": 0.1,
-            "per_device_train_batch_size": 16, "max_length": 128, "weight_decay": 0.0, "seeds": [int(s) for s in SEEDS],
-            "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"], "max_steps": 2, "warmup_steps": None,
+            "epochs": 5,
+            "learning_rate": 1e-05,
+            "lr_scheduler_type": "linear",
+            "warmup_ratio": 0.1,
+            "per_device_train_batch_size": 16,
+            "max_length": 128,
+            "weight_decay": 0.0,
+            "seeds": [int(s) for s in SEEDS],
+            "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"],
+            "max_steps": 2,
+            "warmup_steps": None,
         },
         "runs": {"mrpc": {seed: {"accuracy": 0.8, "f1": 0.85, "score": scores["mrpc"][seed]} for seed in SEEDS}},
         "scores": scores,
         "aggregates": {
-            "tasks": {name: {"mean": statistics.mean(s.values()), "std": statistics.stdev(s.values()), "n": 3} for name, s in scores.items()},
-            "glue": {"mean": statistics.mean(per_seed.values()), "std": statistics.stdev(per_seed.values()), "per_seed": per_seed,
-                     "n_seeds": 3, "complete": True},
+            "tasks": {
+                name: {"mean": statistics.mean(s.values()), "std": statistics.stdev(s.values()), "n": 3}
+                for name, s in scores.items()
+            },
+            "glue": {
+                "mean": statistics.mean(per_seed.values()),
+                "std": statistics.stdev(per_seed.values()),
+                "per_seed": per_seed,
+                "n_seeds": 3,
+                "complete": True,
+            },
         },
         "created": "2026-11-22T23:00:00Z",
         "library_versions": {"transformers": "5", "torch": "2", "symbert": "0.1.0"},
-    }  # fmt: skip
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2))
     return results
@@ -93,61 +121,151 @@ def family(tmp_path_factory):
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
     (root / "train.txt").write_text("\n".join(lines) + "\n")
     data.train_wordpiece(lines, vocab_size=120).save_pretrained(root / "tokenizer")
-    pretrain([
-        "--recipe", "cpu-demo", "--output_dir", str(root / "runs"), "--compare", "original,pairwise",
-        "--train_files", str(root / "train.txt"), "--tokenizer", str(root / "tokenizer"), "--max_seq_length", "32",
-        "--eval_blocks", "4", "--per_device_train_batch_size", "4", "--max_steps", "2", "--warmup_steps", "1",
-        "--eval_steps", "2", "--save_steps", "1", "--logging_steps", "1", "--eval_on_start", "false",
-        "--report_to", "none", "--disable_tqdm", "true",
-    ])  # fmt: skip
-    results = {kind: write_results(root / "runs" / kind, root / "glue" / kind / "glue_results.json", offset=i) for i, kind in enumerate(("original", "pairwise"))}
-    shutil.copyfile(root / "runs" / "comparison.png", root / "glue" / "glue_vs_step.png")  # stands in for the sweep's plot
-    args = [str(root / "runs"), "--results", str(root / "glue"), "--namespace", NAMESPACE, "--checkpoints", "1",
-            "--output_dir", str(root / "staged")]  # fmt: skip
+    pretrain(
+        [
+            "--recipe",
+            "cpu-demo",
+            "--output_dir",
+            str(root / "runs"),
+            "--compare",
+            "original,pairwise",
+            "--train_files",
+            str(root / "train.txt"),
+            "--tokenizer",
+            str(root / "tokenizer"),
+            "--max_seq_length",
+            "32",
+            "--eval_blocks",
+            "4",
+            "--per_device_train_batch_size",
+            "4",
+            "--max_steps",
+            "2",
+            "--warmup_steps",
+            "1",
+            "--eval_steps",
+            "2",
+            "--save_steps",
+            "1",
+            "--logging_steps",
+            "1",
+            "--eval_on_start",
+            "false",
+            "--report_to",
+            "none",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
+    results = {
+        kind: write_results(root / "runs" / kind, root / "glue" / kind / "glue_results.json", offset=i)
+        for i, kind in enumerate(("original", "pairwise"))
+    }
+    shutil.copyfile(
+        root / "runs" / "comparison.png", root / "glue" / "glue_vs_step.png"
+    )  # stands in for the sweep's plot
+    args = [
+        str(root / "runs"),
+        "--results",
+        str(root / "glue"),
+        "--namespace",
+        NAMESPACE,
+        "--checkpoints",
+        "1",
+        "--output_dir",
+        str(root / "staged"),
+    ]
     api, printed = RecordingHfApi(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(release, "HfApi", api)
         patch.setattr(release.constants, "HF_HUB_OFFLINE", False)  # the stand-in never goes online
         patch.setenv("HF_TOKEN", SECRET)
         stages = release.release(parse_arguments([*args, "--push"]))
-    return SimpleNamespace(root=root, runs=root / "runs", staged=root / "staged", results=results, stages=stages,
-                           args=args, api=api, printed=printed.getvalue())  # fmt: skip
+    return SimpleNamespace(
+        root=root,
+        runs=root / "runs",
+        staged=root / "staged",
+        results=results,
+        stages=stages,
+        args=args,
+        api=api,
+        printed=printed.getvalue(),
+    )
 
 
 def test_stages_each_model_and_checkpoint(family):
     assert [(s.repo_id, s.revision) for s in family.stages] == [
-        (f"{NAMESPACE}/symbert-tiny-original", "main"), (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
-        (f"{NAMESPACE}/symbert-tiny-pairwise", "main"), (f"{NAMESPACE}/symbert-tiny-pairwise", "step-1"),
-    ]  # fmt: skip
+        (f"{NAMESPACE}/symbert-tiny-original", "main"),
+        (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
+        (f"{NAMESPACE}/symbert-tiny-pairwise", "main"),
+        (f"{NAMESPACE}/symbert-tiny-pairwise", "step-1"),
+    ]
     main = family.staged / "symbert-tiny-pairwise" / "main"
-    assert file_names(tree(main)) == sorted([
-        *EVAL_RESULTS, "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
-        "tokenizer.json", "tokenizer_config.json", "glue_results.json", "glue_vs_step.png", "loss.png", "metrics.csv", "metrics.json",
-        "trainer_state.json", "training_summary.json", "provenance.json",
-    ])  # fmt: skip
+    assert file_names(tree(main)) == sorted(
+        [
+            *EVAL_RESULTS,
+            "README.md",
+            "config.json",
+            "configuration_symbert.py",
+            "modeling_symbert.py",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "glue_results.json",
+            "glue_vs_step.png",
+            "loss.png",
+            "metrics.csv",
+            "metrics.json",
+            "trainer_state.json",
+            "training_summary.json",
+            "provenance.json",
+        ]
+    )
     source = family.runs / "pairwise"
     for name in ("model.safetensors", "tokenizer.json", "config.json", "training_summary.json", "loss.png"):
         assert (main / name).read_bytes() == (source / name).read_bytes(), name
     assert (source / "training_args.bin").is_file() and (source / "checkpoint-1" / "optimizer.pt").is_file()
     staged = [p for p in family.staged.rglob("*") if p.is_file()]  # no pickle anywhere: none by name, none by content
-    assert staged and not [p for p in staged if p.suffix in (".bin", ".pt", ".pth", ".pkl") or p.read_bytes()[:1] == b"\x80"]
-    assert json.loads((main / "config.json").read_text())["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
+    assert staged and not [
+        p for p in staged if p.suffix in (".bin", ".pt", ".pth", ".pkl") or p.read_bytes()[:1] == b"\x80"
+    ]
+    assert (
+        json.loads((main / "config.json").read_text())["auto_map"]["AutoModelForMaskedLM"]
+        == "modeling_symbert.SymBertForMaskedLM"
+    )
     assert json.loads((main / "glue_results.json").read_text()) == family.results["pairwise"]
 
     branch = family.staged / "symbert-tiny-pairwise" / "step-1"
     assert (branch / "model.safetensors").read_bytes() == (source / "checkpoint-1" / "model.safetensors").read_bytes()
-    assert file_names(tree(branch)) == sorted([
-        "README.md", "config.json", "configuration_symbert.py", "modeling_symbert.py", "model.safetensors",
-        "tokenizer.json", "tokenizer_config.json", "loss.png", "metrics.csv", "trainer_state.json", "provenance.json",
-    ])  # fmt: skip
+    assert file_names(tree(branch)) == sorted(
+        [
+            "README.md",
+            "config.json",
+            "configuration_symbert.py",
+            "modeling_symbert.py",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "loss.png",
+            "metrics.csv",
+            "trainer_state.json",
+            "provenance.json",
+        ]
+    )
     assert json.loads((branch / "trainer_state.json").read_text())["global_step"] == 1
 
     provenance = json.loads((main / "provenance.json").read_text())
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(release.__file__).parent, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=Path(release.__file__).parent, capture_output=True, text=True
+    ).stdout.strip()
     assert re.fullmatch(rf"{head}(-dirty)?", provenance["git_commit"])  # -dirty: the shipped code is not committed
     assert provenance["library_versions"]["torch"] == torch.__version__
     assert provenance["tokenizer_sha256"] == sha256(source / "tokenizer.json")
-    assert provenance["weights_sha256"] == sha256(source / "model.safetensors") == family.results["pairwise"]["model"]["weights_sha256"]
+    assert (
+        provenance["weights_sha256"]
+        == sha256(source / "model.safetensors")
+        == family.results["pairwise"]["model"]["weights_sha256"]
+    )
     assert provenance["dataset"] == "local files: train.txt"  # as symbert-pretrain recorded it
     project_code = {name: sha256(path) for name, path in release.code_files().items()}
     assert provenance["code_sha256"] == project_code == {name: sha256(main / name) for name in project_code}
@@ -155,7 +273,12 @@ def test_stages_each_model_and_checkpoint(family):
 
 def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     card = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "main" / "README.md")
-    assert (card.data.library_name, card.data.pipeline_tag, card.data.license, card.data.language) == ("transformers", "fill-mask", "apache-2.0", "en")
+    assert (card.data.library_name, card.data.pipeline_tag, card.data.license, card.data.language) == (
+        "transformers",
+        "fill-mask",
+        "apache-2.0",
+        "en",
+    )
     assert {"symbert", "pairwise"} <= set(card.data.tags)
     scores = family.results["pairwise"]["scores"]
     by_name = {result.dataset_name: result for result in card.data.eval_results}
@@ -167,11 +290,18 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
         ("MNLI-mm", "mnli-mm", "mnli", "validation_mismatched", "accuracy"),
     ]:
         result = by_name[f"GLUE {display}"]
-        assert (result.dataset_type, result.dataset_config, result.dataset_split, result.metric_type) == ("nyu-mll/glue", config, split, metric)
+        assert (result.dataset_type, result.dataset_config, result.dataset_split, result.metric_type) == (
+            "nyu-mll/glue",
+            config,
+            split,
+            metric,
+        )
         assert result.metric_value == round(sum(scores[name].values()) / 3, 2)
     glue_per_seed = [sum(scores[name][seed] for name in BASE_SCORES) / 9 for seed in SEEDS]
     glue_mean = sum(glue_per_seed) / 3
-    assert by_name["GLUE"].metric_value == round(glue_mean, 2) == 73.29  # 638/9 (base) + 1 (offset) + 0.7 × 2 (mean seed)
+    assert (
+        by_name["GLUE"].metric_value == round(glue_mean, 2) == 73.29
+    )  # 638/9 (base) + 1 (offset) + 0.7 × 2 (mean seed)
     assert card.data.eval_results == family.stages[2].eval_results  # parses back into what it was built from
 
     body = card.text
@@ -180,14 +310,26 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     config = SymBertConfig.from_pretrained(family.runs / "pairwise")
     ours = SymBertForMaskedLM(config).num_parameters()
     original = SymBertForMaskedLM(SymBertConfig.from_pretrained(family.runs / "original")).num_parameters()
-    assert f"| this model (`pairwise`) | {ours:,} |" in body and f"| `original` (BERT) of the same shape and vocabulary | {original:,} |" in body
-    assert 'repo, revision = "symbert-test/symbert-tiny-pairwise", "v0.1.0"' in body and "trust_remote_code=True" in body
+    assert (
+        f"| this model (`pairwise`) | {ours:,} |" in body
+        and f"| `original` (BERT) of the same shape and vocabulary | {original:,} |" in body
+    )
+    assert (
+        'repo, revision = "symbert-test/symbert-tiny-pairwise", "v0.1.0"' in body and "trust_remote_code=True" in body
+    )
     assert "[Q]_i S_i [Q]_iᵀ" in body and "courtois-etal-2024-symmetric" in body and "xue-aletras" not in body
     hardware = json.loads((family.runs / "pairwise" / "training_summary.json").read_text())["hardware"]
-    assert "| data | local files: train.txt |" in body and f"| hardware | {hardware} |" in body and hardware.startswith("CPU")
+    assert (
+        "| data | local files: train.txt |" in body
+        and f"| hardware | {hardware} |" in body
+        and hardware.startswith("CPU")
+    )
     assert "| steps | 2 |" in body and "| tokens seen | 256 |" in body  # 2 steps × 4 blocks × 32 tokens
     arguments = json.loads((family.runs / "pairwise" / "training_summary.json").read_text())["training_arguments"]
-    assert f"| learning rate | {arguments['learning_rate']}, 1 warm-up steps, then {arguments['lr_scheduler_type']} decay |" in body
+    assert (
+        f"| learning rate | {arguments['learning_rate']}, 1 warm-up steps, then {arguments['lr_scheduler_type']} decay |"
+        in body
+    )
     assert "training_args.bin" not in body and 'under `"training_arguments"` in `training_summary.json`' in body
     assert "![Train and eval loss against step](loss.png)" in body
     assert "![GLUE score of checkpoints along pre-training](glue_vs_step.png)" in body
@@ -195,7 +337,9 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
         "(the paper's protocol: 5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, "
         "max length 128, weight decay 0; this run differs in `seeds=1,2,3` (paper: 1,2,3,4,5), `max_steps=2` (paper: -1))"
     ) in body
-    assert "## Intended uses" in body and "## Limitations" in body and "not test-server scores, over seeds 1, 2, 3" in body
+    assert (
+        "## Intended uses" in body and "## Limitations" in body and "not test-server scores, over seeds 1, 2, 3" in body
+    )
     assert 'pip install "transformers<6,>=4.54" "torch>=2.4"' in body  # pyproject.toml's ranges
 
     branch = ModelCard.load(family.staged / "symbert-tiny-pairwise" / "step-1" / "README.md")
@@ -233,19 +377,28 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
     pairwise, original_results = family.runs / "pairwise", family.root / "glue" / "original" / "glue_results.json"
     output = tmp_path / "staged"
     base = ["--namespace", NAMESPACE, "--dataset", "x", "--output_dir", str(output)]
-    with pytest.raises(UserError, match=r"No GLUE results file for .*pairwise .*Results files found are for other weights:\n.*original"):
+    with pytest.raises(
+        UserError, match=r"No GLUE results file for .*pairwise .*Results files found are for other weights:\n.*original"
+    ):
         release_command([str(pairwise), "--results", str(original_results), *base])
     pairwise_results = family.root / "glue" / "pairwise" / "glue_results.json"
-    with pytest.raises(UserError, match=r"original/glue_results.json is the GLUE result of other weights .* than any model being released"):
+    with pytest.raises(
+        UserError,
+        match=r"original/glue_results.json is the GLUE result of other weights .* than any model being released",
+    ):
         release_command([str(pairwise), "--results", str(pairwise_results), str(original_results), *base])
     sweep = tmp_path / "sweep" / "pairwise" / "step-2" / "glue_results.json"  # fewer runs on the same weights
     results = write_results(pairwise, sweep)
     results["scores"] = {"rte": results["scores"]["rte"]}
     sweep.write_text(json.dumps(results))
     sharded = write_results(pairwise, tmp_path / "sweep" / "bert" / "step-1" / "glue_results.json")
-    sharded["model"]["weights_sha256"] = None  # weights without a single model.safetensors: skipped when found in a folder
+    sharded["model"]["weights_sha256"] = (
+        None  # weights without a single model.safetensors: skipped when found in a folder
+    )
     (tmp_path / "sweep" / "bert" / "step-1" / "glue_results.json").write_text(json.dumps(sharded))
-    (plan,) = release.plan_models(parse_arguments([str(pairwise), "--results", str(pairwise_results), str(sweep.parents[2]), *base]))
+    (plan,) = release.plan_models(
+        parse_arguments([str(pairwise), "--results", str(pairwise_results), str(sweep.parents[2]), *base])
+    )
     assert plan[3] == pairwise_results.resolve()
     forged = tmp_path / "forged" / "glue_results.json"  # right hash, wrong attention type
     write_results(family.runs / "original", forged, sha=sha256(pairwise / "model.safetensors"))
@@ -264,13 +417,21 @@ def test_bad_input_is_refused_before_any_work(family, tmp_path, monkeypatch):
     with pytest.raises(UserError, match="No GLUE results file for"):
         release_command([str(family.runs / "pairwise"), "--results", str(tmp_path), *base])
     with pytest.raises(UserError, match=r"has no checkpoint-7; its checkpoints: \[1, 2\]"):
-        release_command([str(family.runs / "pairwise"), "--results", str(family.root / "glue"), "--checkpoints", "7", *base])
+        release_command(
+            [str(family.runs / "pairwise"), "--results", str(family.root / "glue"), "--checkpoints", "7", *base]
+        )
     older = tmp_path / "older"  # an output from before symbert-pretrain recorded its data
     shutil.copytree(family.runs / "pairwise", older, ignore=shutil.ignore_patterns("checkpoint-*"))
     summary = json.loads((older / "training_summary.json").read_text())
-    (older / "training_summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "data_arguments"}))
-    with pytest.raises(UserError, match="older/training_summary.json does not record the pre-training data .*; pass --dataset"):
-        release_command([str(older), "--results", str(family.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)])
+    (older / "training_summary.json").write_text(
+        json.dumps({k: v for k, v in summary.items() if k != "data_arguments"})
+    )
+    with pytest.raises(
+        UserError, match="older/training_summary.json does not record the pre-training data .*; pass --dataset"
+    ):
+        release_command(
+            [str(older), "--results", str(family.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)]
+        )
     newer = tmp_path / "newer" / "glue_results.json"
     write_results(family.runs / "pairwise", newer)
     newer.write_text(newer.read_text().replace('"schema_version": 1', '"schema_version": 2'))
@@ -298,18 +459,27 @@ class RecordingHfApi:
 
     def list_repo_tree(self, repo_id, revision=None, recursive=False, **kwargs):
         if revision not in self.remote[repo_id]:
-            raise RevisionNotFoundError("no such revision", response=SimpleNamespace(headers={}, request=None, status_code=404))
+            raise RevisionNotFoundError(
+                "no such revision", response=SimpleNamespace(headers={}, request=None, status_code=404)
+            )
         files = self.remote[repo_id][revision]
         return [RepoFile(path=path, size=len(content), oid=git_hash(content)) for path, content in files.items()]
 
     def list_repo_refs(self, repo_id, **kwargs):
-        return SimpleNamespace(tags=[SimpleNamespace(name=t) for t in self.tags], branches=[SimpleNamespace(name=b) for b in self.remote[repo_id]])
+        return SimpleNamespace(
+            tags=[SimpleNamespace(name=t) for t in self.tags],
+            branches=[SimpleNamespace(name=b) for b in self.remote[repo_id]],
+        )
 
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
 
     def create_commit(self, repo_id, operations, *, commit_message, revision=None, **kwargs):
-        added = {op.path_in_repo: Path(op.path_or_fileobj).read_bytes() for op in operations if isinstance(op, CommitOperationAdd)}
+        added = {
+            op.path_in_repo: Path(op.path_or_fileobj).read_bytes()
+            for op in operations
+            if isinstance(op, CommitOperationAdd)
+        }
         deleted = sorted(op.path_in_repo for op in operations if isinstance(op, CommitOperationDelete))
         self.calls.append(("create_commit", repo_id, revision, added, deleted))
         return SimpleNamespace(oid=hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest())
@@ -343,14 +513,22 @@ def test_push_creates_repositories_commits_branches_and_collection(family):
 
     assert [call[0] for call in api.of("create_repo")] == repos
     commits = api.of("create_commit")
-    assert [(repo, revision) for repo, revision, *_ in commits] == [(r, rev) for r in repos for rev in ("main", "step-1")]
+    assert [(repo, revision) for repo, revision, *_ in commits] == [
+        (r, rev) for r in repos for rev in ("main", "step-1")
+    ]
     for repo, revision, added, deleted in commits:
         folder = output / repo.split("/")[1] / revision
         assert added == tree(folder), (repo, revision)
         if revision == "main":
             assert deleted == []
         else:  # the branch starts from main's commit: files only the final model has go
-            assert deleted == [*EVAL_RESULTS, "glue_results.json", "glue_vs_step.png", "metrics.json", "training_summary.json"]
+            assert deleted == [
+                *EVAL_RESULTS,
+                "glue_results.json",
+                "glue_vs_step.png",
+                "metrics.json",
+                "training_summary.json",
+            ]
     main_oids = {repo: hashlib.sha1(f"{repo}@main".encode()).hexdigest() for repo in repos}
     assert api.of("create_tag") == [(repo, "v0.1.0", main_oids[repo]) for repo in repos]
     assert api.of("create_branch") == [(repo, "step-1", main_oids[repo]) for repo in repos]
@@ -399,7 +577,9 @@ def test_tiny_random_models_for_every_attention_type(tmp_path, capsys):
     tokenizer = tiny_tokenizer()
     for stage, kind in zip(stages, ATTENTION_TYPES, strict=True):
         config = json.loads((stage.folder / "config.json").read_text())
-        assert config["attention_type"] == kind and config["hidden_size"] == 32 and config["vocab_size"] == len(tokenizer)
+        assert (
+            config["attention_type"] == kind and config["hidden_size"] == 32 and config["vocab_size"] == len(tokenizer)
+        )
         assert (stage.folder / "model.safetensors").stat().st_size < 300_000
         card = ModelCard.load(stage.folder / "README.md")
         assert {"tiny-random", kind} <= set(card.data.tags) and card.data.eval_results is None
@@ -407,4 +587,7 @@ def test_tiny_random_models_for_every_attention_type(tmp_path, capsys):
         again = save_tiny_random(kind, tmp_path / "again" / kind, tokenizer)  # same seed, same weights
         assert sha256(again / "model.safetensors") == sha256(stage.folder / "model.safetensors")
     printed = capsys.readouterr().out
-    assert f"collection 'SymBERT tiny random' in symbert-test: {len(ATTENTION_TYPES)} models" in printed and "Dry run: nothing pushed." in printed
+    assert (
+        f"collection 'SymBERT tiny random' in symbert-test: {len(ATTENTION_TYPES)} models" in printed
+        and "Dry run: nothing pushed." in printed
+    )

@@ -28,7 +28,6 @@ from symbert.hub_cards import release
 from symbert.hub_cards.release import Stage, release_command
 from symbert.training import data
 from symbert.training.reporting import write_metrics
-
 from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 
 RUNTIME = 4000.0  # seconds, as the summary records it
@@ -61,15 +60,31 @@ def fake_run(folder, tokenizer, marker, size="tiny"):
         for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
             torch.save({"step": torch.tensor(1)}, target / name)
     arguments = TrainingArguments(
-        output_dir=str(folder), max_steps=1, warmup_steps=1, learning_rate=5e-4, seed=7, use_cpu=True, report_to=[],
-    ).to_dict()  # fmt: skip
+        output_dir=str(folder),
+        max_steps=1,
+        warmup_steps=1,
+        learning_rate=5e-4,
+        seed=7,
+        use_cpu=True,
+        report_to=[],
+    ).to_dict()
     summary = {
-        "recipe": "cpu-demo", "attention_type": "original", "size": size, "parameters": model.num_parameters(),
-        "world_size": 1, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "global_batch_size": 4,
-        "max_seq_length": 32, "steps": 1, "final_eval_loss": 4.4, "hardware": "CPU (2 threads)",
+        "recipe": "cpu-demo",
+        "attention_type": "original",
+        "size": size,
+        "parameters": model.num_parameters(),
+        "world_size": 1,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "global_batch_size": 4,
+        "max_seq_length": 32,
+        "steps": 1,
+        "final_eval_loss": 4.4,
+        "hardware": "CPU (2 threads)",
         "data_arguments": {"dataset_name": None, "train_files": ["/data/train.txt"]},
-        "training_arguments": json.loads(json.dumps(arguments)), "train_runtime": RUNTIME,
-    }  # fmt: skip
+        "training_arguments": json.loads(json.dumps(arguments)),
+        "train_runtime": RUNTIME,
+    }
     (folder / "training_summary.json").write_text(json.dumps(summary, indent=2))
     return folder
 
@@ -86,6 +101,7 @@ def copy_run(run, folder, **summary_changes):
 
 def pickles(folder):
     """Files under `folder` that are pickles by name or by content (a pickle header, or a torch.save zip)."""
+
     def pickled(path):
         content = path.read_bytes()
         return (
@@ -114,10 +130,19 @@ def staged(run):
     """A dry run of the faked run with its checkpoint as a branch."""
     output = run.root / "staged"
     with contextlib.redirect_stdout(io.StringIO()):
-        stages = release_command([
-            str(run.folder), "--results", str(run.glue), "--namespace", NAMESPACE, "--checkpoints", "1",
-            "--output_dir", str(output),
-        ])  # fmt: skip
+        stages = release_command(
+            [
+                str(run.folder),
+                "--results",
+                str(run.glue),
+                "--namespace",
+                NAMESPACE,
+                "--checkpoints",
+                "1",
+                "--output_dir",
+                str(output),
+            ]
+        )
     return SimpleNamespace(output=output, stages=stages)
 
 
@@ -127,12 +152,15 @@ def release_args(model, run, output, *more):
 
 def test_dry_run_unpickles_nothing_and_stages_no_pickle(run, staged):
     assert [(s.repo_id, s.revision) for s in staged.stages] == [
-        (f"{NAMESPACE}/symbert-tiny-original", "main"), (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
-    ]  # fmt: skip
+        (f"{NAMESPACE}/symbert-tiny-original", "main"),
+        (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
+    ]
     assert not run.marker.exists()  # training_args.bin (main and checkpoint) was never unpickled
     assert pickles(run.folder) and pickles(run.folder / "checkpoint-1")  # the run has them ...
     assert pickles(staged.output) == []  # ... the staged repositories have none, by name or content
-    assert {"trainer_state.json", "training_summary.json"} <= set(os.listdir(staged.output / "symbert-tiny-original" / "main"))
+    assert {"trainer_state.json", "training_summary.json"} <= set(
+        os.listdir(staged.output / "symbert-tiny-original" / "main")
+    )
     card = (staged.output / "symbert-tiny-original" / "main" / "README.md").read_text()
     # the training section comes from training_summary.json's "training_arguments" and "train_runtime"
     assert "| learning rate | 0.0005, 1 warm-up steps, then linear decay |" in card
@@ -143,7 +171,9 @@ def test_dry_run_unpickles_nothing_and_stages_no_pickle(run, staged):
 def test_summary_without_training_arguments_is_refused(run, tmp_path, capsys):
     older = copy_run(run.folder, tmp_path / "older", training_arguments=None)
     output = tmp_path / "staged"
-    with pytest.raises(UserError, match=r"older/training_summary.json lacks 'training_arguments': it is the output of an older"):
+    with pytest.raises(
+        UserError, match=r"older/training_summary.json lacks 'training_arguments': it is the output of an older"
+    ):
         release_command(release_args(older, run, output))
     with pytest.raises(SystemExit) as exit:
         release.main(release_args(older, run, output))
@@ -204,11 +234,16 @@ def test_staging_folder_stays_inside_output_dir(tmp_path):
     output.mkdir()
     (output / "linked").symlink_to(outside)  # a repository folder that links out of --output_dir
     for repo_id, revision in [(f"{NAMESPACE}/..", "main"), (f"{NAMESPACE}/.", "x/.."), (f"{NAMESPACE}/linked", "main")]:
-        with pytest.raises(UserError, match=r"\(from --name_template '\{size\}'\) would be staged in .*, which is not a folder inside --output_dir"):
+        with pytest.raises(
+            UserError,
+            match=r"\(from --name_template '\{size\}'\) would be staged in .*, which is not a folder inside --output_dir",
+        ):
             staging.write(repo_id, revision, {}, {"README.md": "x"})
     (output / "mine" / "main").mkdir(parents=True)  # exists, but not staged by symbert-release
     (output / "mine" / "main" / "keep.txt").write_text("mine")
-    with pytest.raises(UserError, match=r"mine/main' exists and was not staged by symbert-release \(no provenance.json\)"):
+    with pytest.raises(
+        UserError, match=r"mine/main' exists and was not staged by symbert-release \(no provenance.json\)"
+    ):
         staging.write(f"{NAMESPACE}/mine", "main", {}, {"README.md": "x"})
     assert tree(outside) == {"main/keep.txt": b"mine"} and tree(output / "mine") == {"main/keep.txt": b"mine"}
 
@@ -227,14 +262,21 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     provenance["code_sha256"]["modeling_symbert.py"] = release.sha256(modeling)
     (folders["changed"] / "provenance.json").write_text(json.dumps(provenance))
     main_stage = staged.stages[0]
-    stages = [Stage(main_stage.repo_id, "main", folder, run.folder, main_stage.eval_results, main_stage.eval_entries) for folder in folders.values()]
+    stages = [
+        Stage(main_stage.repo_id, "main", folder, run.folder, main_stage.eval_results, main_stage.eval_entries)
+        for folder in folders.values()
+    ]
     with pytest.raises(UserError) as error:
         release.validate(stages)
     message = str(error.value)
     project = release.code_files()["modeling_symbert.py"]
     assert f"{folders['changed']}:\n  - modeling_symbert.py differs from the project's {project}" in message
-    assert f"{folders['extra-code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message
-    assert "helpers.py is not one of the project's code files (configuration_symbert.py, modeling_symbert.py)" in message
+    assert (
+        f"{folders['extra-code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message
+    )
+    assert (
+        "helpers.py is not one of the project's code files (configuration_symbert.py, modeling_symbert.py)" in message
+    )
     assert "training_args.bin is a pickle, which a release never holds" in message
     assert "logs/state.json is a pickle, which a release never holds" in message
     assert message.count("so it was not loaded, nor its code run") == 3
@@ -262,12 +304,17 @@ def unused_port():
 
 
 def run_release(arguments, **env):
-    environment = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")}
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")
+    }
     command = Path(sys.executable).with_name("symbert-release")
     return subprocess.run(
-        [str(command), *arguments], env={**environment, "HF_TOKEN": "hf_notARealToken", **env},
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [str(command), *arguments],
+        env={**environment, "HF_TOKEN": "hf_notARealToken", **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_push_without_a_reachable_hub_is_one_line(run, tmp_path):
@@ -276,7 +323,10 @@ def test_push_without_a_reachable_hub_is_one_line(run, tmp_path):
     last_line = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     # httpx's ConnectError (huggingface_hub 1.x and later) or requests' ConnectionError (0.x)
-    assert re.match(rf"symbert-release: error: cannot reach the Hugging Face Hub \({re.escape(endpoint)}: Connect(ion)?Error: ", last_line)
+    assert re.match(
+        rf"symbert-release: error: cannot reach the Hugging Face Hub \({re.escape(endpoint)}: Connect(ion)?Error: ",
+        last_line,
+    )
     assert last_line.endswith("): nothing was pushed.") and "Connection refused" in last_line
     assert "Validated 1 staged folders" in result.stdout  # it got as far as pushing
 
@@ -298,5 +348,10 @@ def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, m
         release.push_or_explain(staged.stages, HfApi(token="hf_notARealToken"), args)
     # huggingface_hub 0.x reads offline mode once, so it tries the network and fails to connect instead
     hub = re.escape(release.constants.ENDPOINT)
-    assert re.match(rf"cannot reach the Hugging Face Hub \({hub}: (OfflineModeIsEnabled: Cannot reach |ConnectionError: )", str(error.value))
-    assert str(error.value).endswith("offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable.): nothing was pushed.")
+    assert re.match(
+        rf"cannot reach the Hugging Face Hub \({hub}: (OfflineModeIsEnabled: Cannot reach |ConnectionError: )",
+        str(error.value),
+    )
+    assert str(error.value).endswith(
+        "offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable.): nothing was pushed."
+    )

@@ -47,14 +47,28 @@ def test_callback_writes_csv_and_json_from_whole_history(tmp_path):
         reader = csv.DictReader(file)
         rows = list(reader)
     assert reader.fieldnames == [
-        "step", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm",
-        "eval_runtime", "train_runtime", "train_loss",
-    ]  # fmt: skip
+        "step",
+        "epoch",
+        "loss",
+        "eval_loss",
+        "learning_rate",
+        "grad_norm",
+        "eval_runtime",
+        "train_runtime",
+        "train_loss",
+    ]
     assert len(rows) == len(log_history)
     assert rows[0] == {
-        "step": "10", "epoch": "0.1", "loss": "3.1", "eval_loss": "", "learning_rate": "0.0001", "grad_norm": "1.3",
-        "eval_runtime": "", "train_runtime": "", "train_loss": "",
-    }  # fmt: skip
+        "step": "10",
+        "epoch": "0.1",
+        "loss": "3.1",
+        "eval_loss": "",
+        "learning_rate": "0.0001",
+        "grad_norm": "1.3",
+        "eval_runtime": "",
+        "train_runtime": "",
+        "train_loss": "",
+    }
     assert rows[1]["eval_loss"] == "3.0" and rows[1]["loss"] == ""
     assert rows[-1]["train_loss"] == "2.6" and rows[-1]["step"] == "30"
     assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == log_history

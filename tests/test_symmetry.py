@@ -7,9 +7,8 @@ import torch
 from transformers import BertConfig, BertModel
 
 import symbert
-from symbert.symmetry import analyse, main, symmetric_share
-
 from conftest import tiny_config
+from symbert.symmetry import analyse, main, symmetric_share
 
 # Head forms with known shares ||(M + Mᵀ)/2||² / ||M||²: symmetric 1, antisymmetric 0, and [[1, 2], [0, 1]]:
 # symmetric part [[1, 1], [1, 1]] (energy 4) over energy 1 + 4 + 1 = 6, so 2/3.
@@ -69,7 +68,9 @@ def test_original_symbert_matches_direct_computation(tmp_path):
             rows = slice(head * d, (head + 1) * d)
             form = block.attention.self.query.weight[rows].T.double() @ block.attention.self.key.weight[rows].double()
             symmetric = (form + form.T) / 2
-            assert shares[layer, head].item() == pytest.approx((symmetric.norm() ** 2 / form.norm() ** 2).item(), rel=1e-5)
+            assert shares[layer, head].item() == pytest.approx(
+                (symmetric.norm() ** 2 / form.norm() ** 2).item(), rel=1e-5
+            )
     assert 0.4 < shares.mean().item() < 0.6  # random W_q, W_k: about half the energy is symmetric
 
 
@@ -88,7 +89,9 @@ def test_multi_head_embedding_forms(tmp_path, attention_type):
     model.save_pretrained(tmp_path)
     shares, _ = analyse(str(tmp_path))
     attention = model.encoder.layer[1].attention.self
-    query, key, embeddings = (t.detach().double() for t in (attention.query.weight, attention.key.weight, attention.head_embeddings))
+    query, key, embeddings = (
+        t.detach().double() for t in (attention.query.weight, attention.key.weight, attention.head_embeddings)
+    )
     for head in range(2):
         scales = embeddings[0, head] * embeddings[1, head] if attention_type == "mhe_mul" else torch.ones(len(key))
         form = query.T @ (scales[:, None] * key)  # q̃ ⊙ e^Q · (k̃ ⊙ e^K)ᵀ = x W̃_qᵀ diag(e^Q ⊙ e^K) W̃_k yᵀ

@@ -51,4 +51,3 @@ def test_pretraining_tokenizer_saves_as_a_class_every_version_loads(tmp_path, mo
     # the cache hands back the same tokenizer
     again = data.load_tokenizer(DataArguments(tokenizer_vocab_size=600))
     assert type(again) is type(loaded) and again(TEXTS)["input_ids"] == tokenizer(TEXTS)["input_ids"]
-

@@ -5,9 +5,8 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import AutoModelForMaskedLM, PreTrainedTokenizerFast, pipeline
 
-from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
-
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
 
 
 def gradients(model, input_ids, attention_mask):
@@ -40,7 +39,12 @@ def word_piece_tokenizer(words):
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     )
 
 
@@ -78,7 +82,9 @@ def test_decoder_stays_tied_after_resizing_the_vocabulary():
 @pytest.mark.parametrize("bad_id, shown", [(VOCAB_SIZE, str(VOCAB_SIZE)), (-1, "-1")])
 def test_input_ids_outside_the_vocabulary(bad_id, shown):
     model = SymBertForMaskedLM(tiny_config())
-    with pytest.raises(ValueError, match=rf"input_ids contains {shown}, outside \[0, {VOCAB_SIZE - 1}\] \(vocab_size={VOCAB_SIZE}\)"):
+    with pytest.raises(
+        ValueError, match=rf"input_ids contains {shown}, outside \[0, {VOCAB_SIZE - 1}\] \(vocab_size={VOCAB_SIZE}\)"
+    ):
         model(torch.tensor([[1, 2, bad_id]]))
 
 

@@ -53,7 +53,10 @@ def load_texts(data_args):
         return load_dataset("text", data_files=str(EMBEDDED_CORPUS), split="train", streaming=data_args.streaming)
     if data_args.dataset_name is not None:
         dataset = load_dataset(
-            data_args.dataset_name, data_args.dataset_config, split=data_args.dataset_split, streaming=data_args.streaming
+            data_args.dataset_name,
+            data_args.dataset_config,
+            split=data_args.dataset_split,
+            streaming=data_args.streaming,
         )
     else:
         dataset = load_local_files(data_args)
@@ -100,7 +103,8 @@ def load_local_files(data_args):
             raise UserError(f"{file} {problem}")
     if data_args.streaming:  # read errors happen while training: each file's rows are read under its name
         return IterableDataset.from_generator(
-            stream_files, gen_kwargs={"files": [str(f) for f in files], "builder": builder, "text_column": data_args.text_column}
+            stream_files,
+            gen_kwargs={"files": [str(f) for f in files], "builder": builder, "text_column": data_args.text_column},
         )
     with errors_named_by_file(files, data_args.text_column):
         return load_dataset(builder, data_files=[str(f) for f in files], split="train")
@@ -226,7 +230,9 @@ def train_wordpiece(texts, vocab_size):
     backend.train_from_iterator(texts, trainer=trainer)
     cls_id, sep_id = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
     backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return BertTokenizerFast(
         tokenizer_object=backend,
@@ -272,7 +278,9 @@ def cached_wordpiece(vocab_size):
                 try:
                     return AutoTokenizer.from_pretrained(folder)
                 except Exception as error:  # truncated JSON, missing files, a vocabulary tokenizers rejects, ...
-                    print(f"The cached tokenizer {folder} is unreadable ({error.__class__.__name__}); training it again.")
+                    print(
+                        f"The cached tokenizer {folder} is unreadable ({error.__class__.__name__}); training it again."
+                    )
             texts = load_dataset("text", data_files=str(EMBEDDED_CORPUS), split="train")["text"]
             staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
             try:
@@ -320,7 +328,9 @@ def load_blocks(data_args, tokenizer, seed=0):
     blocks = tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
     if isinstance(blocks, IterableDataset):
         if next(iter(blocks), None) is None:
-            raise UserError(f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens.")
+            raise UserError(
+                f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens."
+            )
         return blocks.skip(data_args.eval_blocks), blocks.take(data_args.eval_blocks)
     if len(blocks) <= data_args.eval_blocks:
         raise UserError(

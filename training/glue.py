@@ -83,12 +83,16 @@ class GlueArguments:
     pretraining_dirs: list[str] | None = field(
         default=None, metadata={"help": "pre-training output folders: score their checkpoint-N folders (the sweep)"}
     )
-    steps: str | None = field(default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"})
+    steps: str | None = field(
+        default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"}
+    )
     skip_malformed_rows: bool = field(
         default=False,
-        metadata={"help": "drop TSV rows with the wrong number of fields (with a notice naming their lines) instead of "
-                  "refusing the file; the official QQP train.tsv holds a few, which nyu-mll/glue drops"},
-    )  # fmt: skip
+        metadata={
+            "help": "drop TSV rows with the wrong number of fields (with a notice naming their lines) instead of "
+            "refusing the file; the official QQP train.tsv holds a few, which nyu-mll/glue drops"
+        },
+    )
 
 
 def protocol_defaults():
@@ -115,7 +119,9 @@ def argument_parser():
         f"{__doc__}\n{task_list()}", parser_class=HfArgumentParser, dataclass_types=(GlueArguments, TrainingArguments)
     )
     group_arguments(
-        parser, TrainingArguments, "Trainer arguments (transformers.TrainingArguments; defaults: the paper's protocol where it sets them)"
+        parser,
+        TrainingArguments,
+        "Trainer arguments (transformers.TrainingArguments; defaults: the paper's protocol where it sets them)",
     )
     # the protocol's values parsed as the command line would parse them, then made the defaults (so --help shows them)
     protocol = protocol_defaults()
@@ -380,8 +386,10 @@ def mismatches(saved_model, saved_protocol, model, protocol):
     compared by their contents (data_sha256), not by the `data` path that names them."""
     found = []
     if identity(saved_model) != identity(model):
-        found.append(f"model: {identity(saved_model)} ({saved_model['name_or_path']}) saved vs {identity(model)} "
-                     f"({model['name_or_path']}) in this run")  # fmt: skip
+        found.append(
+            f"model: {identity(saved_model)} ({saved_model['name_or_path']}) saved vs {identity(model)} "
+            f"({model['name_or_path']}) in this run"
+        )
     for name in dict.fromkeys([*saved_protocol, *protocol]):
         saved, current = saved_protocol.get(name, "(absent)"), protocol.get(name, "(absent)")
         if name != "data" and saved != current:
@@ -438,11 +446,22 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
         for seed in left:
             work_dir = output_dir / "runs" / task / f"seed-{seed}"
             metrics = fine_tune(
-                model_name, model["revision"], task, tokenized, tokenizer, seed,  # the commit the sha256 is of
+                model_name,
+                model["revision"],
+                task,
+                tokenized,
+                tokenizer,
+                seed,  # the commit the sha256 is of
                 replace(training_args, output_dir=str(work_dir)),
-            )  # fmt: skip
-            runs[task, seed] = {"task": task, "seed": seed, "metrics": metrics, "model": model, "protocol": protocol,
-                                "data_sha256": sha256[task]}  # fmt: skip
+            )
+            runs[task, seed] = {
+                "task": task,
+                "seed": seed,
+                "metrics": metrics,
+                "model": model,
+                "protocol": protocol,
+                "data_sha256": sha256[task],
+            }
             if training_args.process_index == 0:
                 write_json(work_dir.with_suffix(".json"), runs[task, seed])
                 if work_dir.is_dir() and not any(work_dir.iterdir()):
@@ -501,24 +520,35 @@ def results_markdown(results):
 
     glue_cell = f"{glue['mean']:.2f} ({glue['std']:.2f})" if glue["complete"] else "incomplete"
     seed_rows = [
-        [seed, *(score(n, seed) for n in names), f"{glue['per_seed'][seed]:.2f}" if seed in glue["per_seed"] else "-",
-         *(score(n, seed) for n in extra)]
+        [
+            seed,
+            *(score(n, seed) for n in names),
+            f"{glue['per_seed'][seed]:.2f}" if seed in glue["per_seed"] else "-",
+            *(score(n, seed) for n in extra),
+        ]
         for seed in map(str, seeds)
-    ]  # fmt: skip
-    return "\n".join([
-        f"# GLUE: {results['model']['name_or_path']}",
-        "",
-        f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. GLUE is the mean of "
-        f"the nine scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
-        "GLUE scores.",
-        "",
-        table(["model", *header], [[results["model"]["name_or_path"], *map(summary, names), glue_cell,
-                                    *map(summary, extra)]]),
-        "",
-        "Per seed:",
-        "",
-        table(["seed", *header], seed_rows),
-    ]) + "\n"  # fmt: skip
+    ]
+    return (
+        "\n".join(
+            [
+                f"# GLUE: {results['model']['name_or_path']}",
+                "",
+                f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. GLUE is the mean of "
+                f"the nine scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
+                "GLUE scores.",
+                "",
+                table(
+                    ["model", *header],
+                    [[results["model"]["name_or_path"], *map(summary, names), glue_cell, *map(summary, extra)]],
+                ),
+                "",
+                "Per seed:",
+                "",
+                table(["seed", *header], seed_rows),
+            ]
+        )
+        + "\n"
+    )
 
 
 def table(header, rows):
@@ -599,12 +629,16 @@ def run_sweep(glue_args, training_args, tasks, seeds):
         writer.writerows(rows)
 
     write_atomically(output_dir / "glue_vs_step.csv", write_csv)
-    curves = {name: ([r["step"] for r in rows if r["model"] == name], [r["glue"] for r in rows if r["model"] == name])
-              for name in checkpoints}  # fmt: skip
+    curves = {
+        name: ([r["step"] for r in rows if r["model"] == name], [r["glue"] for r in rows if r["model"] == name])
+        for name in checkpoints
+    }
     summary = sweep_markdown(curves, tasks)
     write_atomically(output_dir / "glue_vs_step.md", lambda file: file.write(summary))
     all_eight = set(PAPER_TASKS) <= set(tasks)
-    plot_sweep(curves, output_dir / "glue_vs_step.png", "GLUE score" if all_eight else f"mean score of {', '.join(tasks)}")
+    plot_sweep(
+        curves, output_dir / "glue_vs_step.png", "GLUE score" if all_eight else f"mean score of {', '.join(tasks)}"
+    )
     print(f"\n{summary}\nSweep in {output_dir}: glue_vs_step.csv, glue_vs_step.md, glue_vs_step.png")
     return rows
 
@@ -616,8 +650,15 @@ def sweep_markdown(curves, tasks):
     for name, (steps, scores) in curves.items():
         crossing = crossing_step(steps, scores)
         target = SWEEP_FRACTION * scores[-1]
-        rows.append([name, str(steps[-1]), f"{scores[-1]:.2f}", f"{target:.2f}",
-                     "not reached" if crossing is None else f"{crossing:.1f}"])  # fmt: skip
+        rows.append(
+            [
+                name,
+                str(steps[-1]),
+                f"{scores[-1]:.2f}",
+                f"{target:.2f}",
+                "not reached" if crossing is None else f"{crossing:.1f}",
+            ]
+        )
     return (
         f"Score along pre-training (tasks {', '.join(tasks)}; GLUE when all eight tasks are run, otherwise the "
         "mean of the scores run), mean over seeds.\n\n" + table(header, rows) + "\n"

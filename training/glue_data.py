@@ -81,53 +81,98 @@ def one_score(name, display):
 
 TASKS = {
     "cola": GlueTask(
-        ("sentence",), ("unacceptable", "acceptable"), "CoLA", {"sentence": "sentence", "label": "label"},
-        MATTHEWS, one_score("cola", "CoLA"), tsv_fields=("source", "label", "original judgement", "sentence"),
+        ("sentence",),
+        ("unacceptable", "acceptable"),
+        "CoLA",
+        {"sentence": "sentence", "label": "label"},
+        MATTHEWS,
+        one_score("cola", "CoLA"),
+        tsv_fields=("source", "label", "original judgement", "sentence"),
     ),
     "sst2": GlueTask(
-        ("sentence",), ("negative", "positive"), "SST-2", {"sentence": "sentence", "label": "label"},
-        ACCURACY, one_score("sst2", "SST-2"),
+        ("sentence",),
+        ("negative", "positive"),
+        "SST-2",
+        {"sentence": "sentence", "label": "label"},
+        ACCURACY,
+        one_score("sst2", "SST-2"),
     ),
     "mrpc": GlueTask(
-        ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), "MRPC",
-        {"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"}, ACCURACY_F1, one_score("mrpc", "MRPC"),
+        ("sentence1", "sentence2"),
+        ("not_equivalent", "equivalent"),
+        "MRPC",
+        {"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
+        ACCURACY_F1,
+        one_score("mrpc", "MRPC"),
     ),
     "qqp": GlueTask(
-        ("question1", "question2"), ("not_duplicate", "duplicate"), "QQP",
-        {"question1": "question1", "question2": "question2", "label": "is_duplicate"}, ACCURACY_F1, one_score("qqp", "QQP"),
+        ("question1", "question2"),
+        ("not_duplicate", "duplicate"),
+        "QQP",
+        {"question1": "question1", "question2": "question2", "label": "is_duplicate"},
+        ACCURACY_F1,
+        one_score("qqp", "QQP"),
     ),
     "stsb": GlueTask(
-        ("sentence1", "sentence2"), None, "STS-B", {"sentence1": "sentence1", "sentence2": "sentence2", "label": "score"},
-        PEARSON_SPEARMAN, one_score("stsb", "STS-B"), label_range=(0.0, 5.0),
+        ("sentence1", "sentence2"),
+        None,
+        "STS-B",
+        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "score"},
+        PEARSON_SPEARMAN,
+        one_score("stsb", "STS-B"),
+        label_range=(0.0, 5.0),
     ),
     "mnli": GlueTask(
-        ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), "MNLI",
-        {"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"}, ACCURACY,
+        ("premise", "hypothesis"),
+        ("entailment", "neutral", "contradiction"),
+        "MNLI",
+        {"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"},
+        ACCURACY,
         (GlueScore("mnli-m", "MNLI-m", "validation_matched"), GlueScore("mnli-mm", "MNLI-mm", "validation_mismatched")),
     ),
     "qnli": GlueTask(
-        ("question", "sentence"), ("entailment", "not_entailment"), "QNLI",
-        {"question": "question", "sentence": "sentence", "label": "label"}, ACCURACY, one_score("qnli", "QNLI"),
+        ("question", "sentence"),
+        ("entailment", "not_entailment"),
+        "QNLI",
+        {"question": "question", "sentence": "sentence", "label": "label"},
+        ACCURACY,
+        one_score("qnli", "QNLI"),
     ),
     "rte": GlueTask(
-        ("sentence1", "sentence2"), ("entailment", "not_entailment"), "RTE",
-        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"}, ACCURACY, one_score("rte", "RTE"),
+        ("sentence1", "sentence2"),
+        ("entailment", "not_entailment"),
+        "RTE",
+        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
+        ACCURACY,
+        one_score("rte", "RTE"),
     ),
     "wnli": GlueTask(
-        ("sentence1", "sentence2"), ("not_entailment", "entailment"), "WNLI",
-        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"}, ACCURACY, one_score("wnli", "WNLI"),
+        ("sentence1", "sentence2"),
+        ("not_entailment", "entailment"),
+        "WNLI",
+        {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
+        ACCURACY,
+        one_score("wnli", "WNLI"),
         in_glue_mean=False,
     ),
-}  # fmt: skip
-TSV_FILES = {"train": "train.tsv", "validation": "dev.tsv",
-             "validation_matched": "dev_matched.tsv", "validation_mismatched": "dev_mismatched.tsv"}  # fmt: skip
+}
+TSV_FILES = {
+    "train": "train.tsv",
+    "validation": "dev.tsv",
+    "validation_matched": "dev_matched.tsv",
+    "validation_mismatched": "dev_mismatched.tsv",
+}
 
 
 def reported_scores(glue_mean_only=False):
     """(task name, task, score) for every score the table reports, in its order (mnli gives two); with
     `glue_mean_only`, the nine whose plain mean is a seed's GLUE score (all but wnli's)."""
-    return [(name, task, score) for name, task in TASKS.items() for score in task.scores
-            if task.in_glue_mean or not glue_mean_only]  # fmt: skip
+    return [
+        (name, task, score)
+        for name, task in TASKS.items()
+        for score in task.scores
+        if task.in_glue_mean or not glue_mean_only
+    ]
 
 
 def score_names(glue_mean_only=False):
@@ -173,8 +218,9 @@ def load_hub(task):
     try:
         return load_dataset(HUB_DATASET, task)
     except OSError as error:  # offline and not in the cache, or the Hub unreachable
-        raise UserError(f"{HUB_DATASET} {task} could not be loaded ({error}); "
-                        "pass --data_dir with the GLUE data on disk.") from None  # fmt: skip
+        raise UserError(
+            f"{HUB_DATASET} {task} could not be loaded ({error}); pass --data_dir with the GLUE data on disk."
+        ) from None
 
 
 def load_task(task, data_dir=None, skip_malformed_rows=False):
@@ -225,8 +271,10 @@ def read_tsv(task, path, skip_malformed_rows=False):
                 if skip_malformed_rows:
                     skipped.append(reader.line_num)
                     continue
-                raise UserError(f"{where}: {len(row)} field(s), expected {len(header)}; {width_problem(header, row)}; "
-                                "fix the line, or pass --skip_malformed_rows true to drop such rows as nyu-mll/glue does.")
+                raise UserError(
+                    f"{where}: {len(row)} field(s), expected {len(header)}; {width_problem(header, row)}; "
+                    "fix the line, or pass --skip_malformed_rows true to drop such rows as nyu-mll/glue does."
+                )
             for column, position in positions.items():
                 columns[column].append(row[position])
             try:
@@ -290,8 +338,10 @@ def check_split(task, name, dataset):
         raise UserError(f"{name}: the {task} split is empty.")
     labels = np.asarray(dataset["label"])
     if labels.dtype.kind not in ("iuf" if spec.label_names is None else "iu"):
-        raise UserError(f"{name}: column 'label' holds {labels.dtype} values such as {labels[0]!r}; allowed: "
-                        f"{allowed_labels(spec)}.")  # fmt: skip
+        raise UserError(
+            f"{name}: column 'label' holds {labels.dtype} values such as {labels[0]!r}; allowed: "
+            f"{allowed_labels(spec)}."
+        )
     if spec.label_names is None:
         bad = ~((labels >= spec.label_range[0]) & (labels <= spec.label_range[1]))  # nan too
     else:

@@ -33,11 +33,14 @@ from transformers import (
     Trainer,
     TrainerCallback,
     TrainingArguments,
-    pipeline,
     set_seed,
 )
-from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
-from transformers.trainer import safe_globals  # defined there in 4.x, re-exported there in 5.x
+from transformers.trainer import (
+    OPTIMIZER_NAME,
+    SCHEDULER_NAME,
+    TRAINER_STATE_NAME,
+    safe_globals,  # defined there in 4.x, re-exported there in 5.x
+)
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
@@ -48,6 +51,7 @@ except ImportError:
 
 from .. import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention
 from ..cli import UserError, command_parser, group_arguments, run_command
+from ..fresh_load import load_in_fresh_process
 from . import data as data_module
 from .reporting import (
     MetricsLogCallback,
@@ -79,23 +83,31 @@ class RunArguments:
     recipe: str | None = field(default=None, metadata={"help": "recipe name (training/recipes/NAME.json) or path"})
     compare: str | None = field(
         default=None,
-        metadata={"help": "comma-separated attention types: train each (same seed and data order) into OUTPUT_DIR/<type>"},
+        metadata={
+            "help": "comma-separated attention types: train each (same seed and data order) into OUTPUT_DIR/<type>"
+        },
     )
     target_eval_loss: float | None = field(
         default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
     )
     global_batch_size: int | None = field(
         default=None,
-        metadata={"help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
-                  "(per-device batch × processes)"},
+        metadata={
+            "help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
+            "(per-device batch × processes)"
+        },
     )
-    precision: str = field(default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"})
+    precision: str = field(
+        default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"}
+    )
     if not TRAINER_HAS_OVERWRITE:  # transformers 4.x's TrainingArguments has its own --overwrite_output_dir
         overwrite_output_dir: bool = field(
             default=False,
-            metadata={"help": "train from scratch into an output folder that already holds a finished run (its "
-                      "checkpoints are deleted); without it such a folder is an error, and an unfinished run resumes"},
-        )  # fmt: skip
+            metadata={
+                "help": "train from scratch into an output folder that already holds a finished run (its "
+                "checkpoints are deleted); without it such a folder is an error, and an unfinished run resumes"
+            },
+        )
 
 
 @dataclass
@@ -125,10 +137,14 @@ class DataArguments:
     streaming: bool = field(default=False, metadata={"help": "stream the dataset instead of downloading it whole"})
     tokenizer: str | None = field(
         default=None,
-        metadata={"help": "tokenizer name or path; default: bert-base-uncased, or for the embedded corpus a WordPiece "
-                  "tokenizer trained on it"},
-    )  # fmt: skip
-    tokenizer_vocab_size: int = field(default=8192, metadata={"help": "vocabulary of the tokenizer trained on the corpus"})
+        metadata={
+            "help": "tokenizer name or path; default: bert-base-uncased, or for the embedded corpus a WordPiece "
+            "tokenizer trained on it"
+        },
+    )
+    tokenizer_vocab_size: int = field(
+        default=8192, metadata={"help": "vocabulary of the tokenizer trained on the corpus"}
+    )
     max_seq_length: int = field(default=512, metadata={"help": "tokens per block"})
     eval_blocks: int = field(
         default=200, metadata={"help": "held-out blocks for the eval loss (the paper's recipes: 10,000)"}
@@ -163,7 +179,9 @@ def read_recipe(recipe):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"Recipe {path} is not valid JSON: {error}.") from None
     if not isinstance(settings, dict):
-        raise UserError(f"Recipe {path} must hold a JSON object of argument names and values, not a {type(settings).__name__}.")
+        raise UserError(
+            f"Recipe {path} must hold a JSON object of argument names and values, not a {type(settings).__name__}."
+        )
     known = [f.name for dataclass in ARGUMENT_DATACLASSES for f in fields(dataclass)]
     arguments = []
     for key, value in settings.items():
@@ -187,16 +205,19 @@ def recipe_list():
     lines = []
     for path in sorted(RECIPES_DIR.glob("*.json")):
         comment = json.loads(path.read_text()).get("_comment", "")
-        lines.append(textwrap.fill(f"{path.stem}: {comment}", width=110, initial_indent="  ", subsequent_indent="      "))
+        lines.append(
+            textwrap.fill(f"{path.stem}: {comment}", width=110, initial_indent="  ", subsequent_indent="      ")
+        )
     return "Recipes (--recipe NAME):\n" + "\n".join(lines)
 
 
 def argument_parser():
     """Our arguments first, each dataclass under its heading, then the Trainer's under theirs."""
     parser = command_parser(
-        f"{__doc__}\n{recipe_list()}", parser_class=HfArgumentParser,
+        f"{__doc__}\n{recipe_list()}",
+        parser_class=HfArgumentParser,
         dataclass_types=ARGUMENT_DATACLASSES,
-    )  # fmt: skip
+    )
     group_arguments(parser, TrainingArguments, TRAINER_HEADING)
     return parser
 
@@ -248,23 +269,74 @@ def check_numbers(run_args, data_args, training_args):
     finite = math.isfinite
     checks = [
         ("mlm_probability", data_args.mlm_probability, 0 < data_args.mlm_probability < 1, "strictly between 0 and 1"),
-        ("learning_rate", args.learning_rate, finite(args.learning_rate) and args.learning_rate > 0, "a finite number above 0"),
-        ("weight_decay", args.weight_decay, finite(args.weight_decay) and args.weight_decay >= 0, "a finite number ≥ 0"),
-        ("warmup_steps", args.warmup_steps, finite(args.warmup_steps) and args.warmup_steps >= 0, "a finite number ≥ 0"),
+        (
+            "learning_rate",
+            args.learning_rate,
+            finite(args.learning_rate) and args.learning_rate > 0,
+            "a finite number above 0",
+        ),
+        (
+            "weight_decay",
+            args.weight_decay,
+            finite(args.weight_decay) and args.weight_decay >= 0,
+            "a finite number ≥ 0",
+        ),
+        (
+            "warmup_steps",
+            args.warmup_steps,
+            finite(args.warmup_steps) and args.warmup_steps >= 0,
+            "a finite number ≥ 0",
+        ),
         ("adam_beta1", args.adam_beta1, 0 <= args.adam_beta1 < 1, "in [0, 1)"),
         ("adam_beta2", args.adam_beta2, 0 <= args.adam_beta2 < 1, "in [0, 1)"),
-        ("adam_epsilon", args.adam_epsilon, finite(args.adam_epsilon) and args.adam_epsilon >= 0, "a finite number ≥ 0"),
-        ("max_grad_norm", args.max_grad_norm, finite(args.max_grad_norm) and args.max_grad_norm >= 0, "a finite number ≥ 0 (0: no clipping)"),
-        ("max_steps", args.max_steps, args.max_steps > 0 or args.max_steps == -1, "a positive number of steps, or -1 to train num_train_epochs"),
-        ("per_device_train_batch_size", args.per_device_train_batch_size, args.per_device_train_batch_size > 0, "at least 1"),
-        ("per_device_eval_batch_size", args.per_device_eval_batch_size, args.per_device_eval_batch_size > 0, "at least 1"),
-        ("gradient_accumulation_steps", args.gradient_accumulation_steps, args.gradient_accumulation_steps > 0, "at least 1"),
+        (
+            "adam_epsilon",
+            args.adam_epsilon,
+            finite(args.adam_epsilon) and args.adam_epsilon >= 0,
+            "a finite number ≥ 0",
+        ),
+        (
+            "max_grad_norm",
+            args.max_grad_norm,
+            finite(args.max_grad_norm) and args.max_grad_norm >= 0,
+            "a finite number ≥ 0 (0: no clipping)",
+        ),
+        (
+            "max_steps",
+            args.max_steps,
+            args.max_steps > 0 or args.max_steps == -1,
+            "a positive number of steps, or -1 to train num_train_epochs",
+        ),
+        (
+            "per_device_train_batch_size",
+            args.per_device_train_batch_size,
+            args.per_device_train_batch_size > 0,
+            "at least 1",
+        ),
+        (
+            "per_device_eval_batch_size",
+            args.per_device_eval_batch_size,
+            args.per_device_eval_batch_size > 0,
+            "at least 1",
+        ),
+        (
+            "gradient_accumulation_steps",
+            args.gradient_accumulation_steps,
+            args.gradient_accumulation_steps > 0,
+            "at least 1",
+        ),
         ("seed", args.seed, args.seed >= 0, "an integer ≥ 0"),
     ]
     if args.max_steps == -1:
         epochs = args.num_train_epochs
-        checks.append(("num_train_epochs", epochs, finite(epochs) and epochs > 0, "a finite number above 0 (or set max_steps)"))
-    for strategy, steps in (("eval_strategy", "eval_steps"), ("save_strategy", "save_steps"), ("logging_strategy", "logging_steps")):
+        checks.append(
+            ("num_train_epochs", epochs, finite(epochs) and epochs > 0, "a finite number above 0 (or set max_steps)")
+        )
+    for strategy, steps in (
+        ("eval_strategy", "eval_steps"),
+        ("save_strategy", "save_steps"),
+        ("logging_strategy", "logging_steps"),
+    ):
         value = getattr(args, steps)
         if getattr(args, strategy) == "steps" and value is not None:
             checks.append((steps, value, finite(value) and value > 0, f"above 0 with {strategy}=steps"))
@@ -373,7 +445,9 @@ class SymBertPretrainingTrainer(Trainer):
             if rotate_checkpoints is None:
                 self._rotate_checkpoints(use_mtime=True, output_dir=run_dir)
             else:
-                rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint, use_mtime=True)
+                rotate_checkpoints(
+                    run_dir, self.args.save_total_limit, self.state.best_model_checkpoint, use_mtime=True
+                )
         self.accelerator.wait_for_everyone()
 
 
@@ -446,7 +520,9 @@ def resume_checkpoint(run_args, training_args):
 
 def last_complete_checkpoint(output_dir):
     """The newest checkpoint-N folder of `output_dir` that can be resumed from, saying which newer ones it skips."""
-    checkpoints = [path for path in Path(output_dir).iterdir() if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)]
+    checkpoints = [
+        path for path in Path(output_dir).iterdir() if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)
+    ]
     for checkpoint in sorted(checkpoints, key=lambda path: int(path.name.split("-")[1]), reverse=True):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
@@ -620,13 +696,19 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
             "steps": trainer.state.global_step,
             "final_eval_loss": final_eval_loss,
             # what symbert-release reads (it unpickles nothing): the data, the machine, every training argument
+            "run_arguments": asdict(run_args),
+            "model_arguments": asdict(model_args),
             "data_arguments": asdict(data_args),
-            "hardware": torch.cuda.get_device_name() if args.device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)",
+            "hardware": torch.cuda.get_device_name()
+            if args.device.type == "cuda"
+            else f"CPU ({torch.get_num_threads()} threads)",
             "training_arguments": json.loads(json.dumps(args.to_dict(), default=str)),
             "train_runtime": train_output.metrics["train_runtime"],  # seconds, of this run (after a resume: since it)
         }
         # written last and atomically: its presence marks the folder as holding a finished run
-        write_atomically(output_dir / "training_summary.json", lambda file: file.write(json.dumps(summary, indent=2) + "\n"))
+        write_atomically(
+            output_dir / "training_summary.json", lambda file: file.write(json.dumps(summary, indent=2) + "\n")
+        )
     return trainer.state.log_history
 
 
@@ -650,12 +732,12 @@ FILL_MASK_SENTENCES = [
     "It was a cold {mask} in the middle of winter.",
 ]
 
+
 def fill_mask_example(folder, sentences=FILL_MASK_SENTENCES):
     """Top-5 predictions for each of `sentences` ("{mask}" marks the masked word) of the model saved in `folder`,
     loaded by a fresh Python process that cannot import this project (symbert/fresh_load.py) with
     `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`, so from the folder's own code and
     tokenizer, as a user without this project would."""
-    from ..fresh_load import load_in_fresh_process
 
     report = load_in_fresh_process([folder], "--fill_mask", json.dumps(sentences))
     (loaded,) = report["models"].values()
@@ -672,8 +754,12 @@ def eval_comparison(output_dir):
     evaluation masked them: the same blocks, batches and mask seed (the collator seeds each batch's masks by its
     content), rebuilt from training_summary.json. The baseline's token frequencies are the training blocks'."""
     summary = json.loads((Path(output_dir) / "training_summary.json").read_text())
-    data_args = DataArguments(**summary["data_arguments"])
-    seed, batch_size = summary["training_arguments"]["seed"], summary["training_arguments"]["per_device_eval_batch_size"]
+    known = {f.name for f in fields(DataArguments)}  # a summary may hold fields of another version
+    data_args = DataArguments(**{k: v for k, v in summary["data_arguments"].items() if k in known})
+    seed, batch_size = (
+        summary["training_arguments"]["seed"],
+        summary["training_arguments"]["per_device_eval_batch_size"],
+    )
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed)
     collator = data_module.ResumableMLMCollator(tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=seed)
@@ -702,19 +788,26 @@ def report(output_dir, log_history):
     comparison = eval_comparison(output_dir)
     unigram, model = comparison["unigram"], comparison["model"]
     print(f"\nEval loss: {first_loss:.4f} at step {first_step} -> {last_loss:.4f} at step {last_step}")
-    print(f"\nMasked-token prediction on the {comparison['eval_blocks']} held-out blocks ({model['masked_tokens']:,} "
-          "masked tokens, the same masks for both):")  # fmt: skip
+    print(
+        f"\nMasked-token prediction on the {comparison['eval_blocks']} held-out blocks ({model['masked_tokens']:,} "
+        "masked tokens, the same masks for both):"
+    )
     print(f"  {'':40} {'cross-entropy':>13} {'top-1 accuracy':>15}")
-    for name, scores in (("unigram baseline (train token frequencies)", unigram), (f"model at step {last_step}", model)):
+    for name, scores in (
+        ("unigram baseline (train token frequencies)", unigram),
+        (f"model at step {last_step}", model),
+    ):
         print(f"  {name:40} {scores['loss']:13.4f} {scores['accuracy']:15.1%}")
     example = fill_mask_example(output_dir)
     print(f"\nfill-mask ({example['class']} loaded from {output_dir} in a fresh process with trust_remote_code=True):")
     for item in example["examples"]:
         predictions = ", ".join(f"{token} ({score})" for token, score in item["predictions"])
         print(f"  {item['sentence']}\n    -> {predictions}")
-    print(f"\nResults in {output_dir}: model + code + tokenizer (load with "
-          f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), training_summary.json, "
-          f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs")  # fmt: skip
+    print(
+        f"\nResults in {output_dir}: model + code + tokenizer (load with "
+        f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), training_summary.json, "
+        f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs"
+    )
 
 
 def set_torch_threads(training_args):

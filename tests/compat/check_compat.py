@@ -32,7 +32,12 @@ VOCAB_SIZE = 99
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
 QA_CONTEXT = "word7 word8 word9 word10 word11"
 # what the tokenizers must encode alike in every version: cased, accented, CJK, punctuation, unknown words, pairs
-TOKENIZER_TEXTS = ["The old man walked slowly along the bank of the river.", "Héllo WORLD, naïve café 中文 ¿qué?", "", "word7 word8"]
+TOKENIZER_TEXTS = [
+    "The old man walked slowly along the bank of the river.",
+    "Héllo WORLD, naïve café 中文 ¿qué?",
+    "",
+    "word7 word8",
+]
 TOKENIZER_PAIRS = [["Who walked?", "The old man walked."], ["word1 word2", QA_CONTEXT]]
 
 
@@ -99,9 +104,14 @@ def save(root):
         for index, auto_name in enumerate(AUTO_CLASSES):
             torch.manual_seed(index)
             config = symbert.SymBertConfig.from_preset(
-                "tiny", attention_type=attention_type, vocab_size=VOCAB_SIZE, max_position_embeddings=64,
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3,
-            )  # fmt: skip
+                "tiny",
+                attention_type=attention_type,
+                vocab_size=VOCAB_SIZE,
+                max_position_embeddings=64,
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+                num_labels=3,
+            )
             model = symbert.AUTO_CLASSES[getattr(transformers, auto_name)](config).eval()
             with torch.no_grad():
                 for parameter in model.parameters():
@@ -140,7 +150,11 @@ def check_tokenizer(transformers, folder):
     got = tokenizer_ids(tokenizer)
     if expected["pair_token_types"] is None:  # not returned by the saving version's class (5.x TokenizersBackend)
         got["pair_token_types"] = None
-    return {"tokenizer_loads": True, "tokenizer_class": type(tokenizer).__name__, "tokenizer_ids_identical": got == expected}
+    return {
+        "tokenizer_loads": True,
+        "tokenizer_class": type(tokenizer).__name__,
+        "tokenizer_ids_identical": got == expected,
+    }
 
 
 def check_folder(torch, transformers, load_file, folder, auto_name):

@@ -11,6 +11,7 @@ downloaded archive (.deb or .tar.gz) or as a folder it was unpacked into:
 Output: gzip (mtime=0, no file name) of UTF-8 text, one paragraph per line.
 Standard library only; the output is byte-for-byte deterministic.
 """
+
 import argparse
 import gzip
 import hashlib
@@ -50,20 +51,36 @@ WORKS = [
     ("janeaustenr", "persuasion", "Persuasion", "Jane Austen", 1817, None, None),
     ("brotli", "alice29.txt", "Alice's Adventures in Wonderland", "Lewis Carroll", 1865, None, None),
     # Skip the title page; start at Twain's preface.
-    ("lz4", "Mark.Twain-Tom.Sawyer.txt", "The Adventures of Tom Sawyer", "Mark Twain", 1876, "MOST of the adventures", None),
+    (
+        "lz4",
+        "Mark.Twain-Tom.Sawyer.txt",
+        "The Adventures of Tom Sawyer",
+        "Mark Twain",
+        1876,
+        "MOST of the adventures",
+        None,
+    ),
     # Skip the title page and table of contents.
-    ("lz4", "pg1661.txt", "The Adventures of Sherlock Holmes", "Arthur Conan Doyle", 1892, "ADVENTURE I. A SCANDAL", None),
+    (
+        "lz4",
+        "pg1661.txt",
+        "The Adventures of Sherlock Holmes",
+        "Arthur Conan Doyle",
+        1892,
+        "ADVENTURE I. A SCANDAL",
+        None,
+    ),
 ]
 
 
 # ---------------------------------------------------------------- reading
 
+
 def read_member(container, member):
     """Bytes of `member` (a path inside the package) from a .deb, a .tar.gz
     or an unpacked folder."""
     if os.path.isdir(container):  # unpacked: try with and without the top folder
-        for path in (os.path.join(container, member),
-                     os.path.join(container, member.split("/", 1)[1])):
+        for path in (os.path.join(container, member), os.path.join(container, member.split("/", 1)[1])):
             if os.path.isfile(path):
                 with open(path, "rb") as f:
                     return f.read()
@@ -73,9 +90,9 @@ def read_member(container, member):
     if blob.startswith(b"!<arch>\n"):  # .deb: an ar archive holding data.tar.*
         pos = 8
         while pos < len(blob):
-            name = blob[pos:pos + 16].decode().strip().rstrip("/")
-            size = int(blob[pos + 48:pos + 58])
-            data = blob[pos + 60:pos + 60 + size]
+            name = blob[pos : pos + 16].decode().strip().rstrip("/")
+            size = int(blob[pos + 48 : pos + 58])
+            data = blob[pos + 60 : pos + 60 + size]
             pos += 60 + size + (size & 1)
             if name.startswith("data.tar"):
                 if name.endswith(".xz"):
@@ -105,6 +122,7 @@ def checked(container, member):
 
 # ------------------------------------------- R lazy-load data (janeaustenr)
 
+
 class RUnserializer:
     """Just enough of R's XDR serialization format for janeaustenr's data:
     character vectors, lists, pairlists, symbols and numbers."""
@@ -118,13 +136,13 @@ class RUnserializer:
             self.take(self.int())  # native encoding name
 
     def int(self):
-        (v,) = struct.unpack(">i", self.b[self.p:self.p + 4])
+        (v,) = struct.unpack(">i", self.b[self.p : self.p + 4])
         self.p += 4
         return v
 
     def take(self, n):
         self.p += n
-        return self.b[self.p - n:self.p]
+        return self.b[self.p - n : self.p]
 
     def item(self):
         flags = self.int()
@@ -168,7 +186,7 @@ def austen_novels(container):
     rdb = checked(container, AUSTEN_DIR + "Rdata.rdb")
     novels = {}
     for name, (offset, length) in index["variables"].items():
-        chunk = rdb[offset:offset + length]  # 4-byte length, then zlib data
+        chunk = rdb[offset : offset + length]  # 4-byte length, then zlib data
         lines = RUnserializer(zlib.decompress(chunk[4:])).item()
         novels[name] = "\n".join(line or "" for line in lines)
     return novels
@@ -180,18 +198,18 @@ PG_START = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG.*$", re.M
 PG_END = re.compile(r"^(\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG|End of (the )?Project Gutenberg).*$", re.M | re.I)
 HEADING = re.compile(r"^(chapter|volume|book|part|adventure)\s+([ivxlc]+|\d+|[a-z-]+)\b\W*$", re.I)
 # A short paragraph ending in one of these is speech or a lead-in ("Tom said:").
-SENTENCE_END = tuple('.!?:;,-"\'\u201d\u2019\u2014')
-QUOTES = tuple('"\'\u201c\u2018')
+SENTENCE_END = tuple(".!?:;,-\"'\u201d\u2019\u2014")
+QUOTES = tuple("\"'\u201c\u2018")
 
 
 def strip_gutenberg(text):
     """Drop the Project Gutenberg header and the licence footer."""
     start = PG_START.search(text)
     if start:
-        text = text[start.end():]
+        text = text[start.end() :]
     end = PG_END.search(text)
     if end:
-        text = text[:end.start()]
+        text = text[: end.start()]
     return text
 
 
@@ -217,9 +235,9 @@ def paragraphs(text, start_at=None, cut_at=None):
     text = unicodedata.normalize("NFC", text.replace("\ufeff", ""))
     text = strip_gutenberg(text.replace("\r\n", "\n").replace("\r", "\n"))
     if start_at:
-        text = text[text.index(start_at):]
+        text = text[text.index(start_at) :]
     if cut_at:
-        text = text[:text.index(cut_at)]
+        text = text[: text.index(cut_at)]
     after_heading = False
     for block in re.split(r"\n[ \t]*\n", text):
         par = re.sub(r"(?<=-)[ \t]*\n[ \t]*", "", block)  # "sheep-\nbells"
@@ -244,7 +262,9 @@ def main():
     ap.add_argument("--janeaustenr", required=True)
     ap.add_argument("--lz4", required=True)
     ap.add_argument("--brotli", required=True)
-    ap.add_argument("-o", "--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "english_prose.txt.gz"))
+    ap.add_argument(
+        "-o", "--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "english_prose.txt.gz")
+    )
     args = ap.parse_args()
 
     austen = austen_novels(args.janeaustenr)
@@ -268,8 +288,10 @@ def main():
 
     for title, author, year, n_par, n_words in stats:
         print(f"{title} ({author}, {year}): {n_par} paragraphs, {n_words} words")
-    print(f"total: {len(out)} paragraphs, {sum(s[4] for s in stats)} words, "
-          f"{len(raw)} bytes uncompressed, {buf.tell()} bytes gzip -> {args.output}")
+    print(
+        f"total: {len(out)} paragraphs, {sum(s[4] for s in stats)} words, "
+        f"{len(raw)} bytes uncompressed, {buf.tell()} bytes gzip -> {args.output}"
+    )
 
 
 if __name__ == "__main__":
