@@ -74,25 +74,26 @@ def parse_command_line(argv):
         raise ValueError(f"--seeds must be comma-separated integers, not {args.seeds!r}.") from error
     if args.parallel < 1:
         raise ValueError(f"--parallel={args.parallel} must be at least 1.")
-    model_args, data_args, training_args = parse_arguments(argv[split + 1 :])
-    if model_args.compare:
+    run_args, model_args, data_args, training_args = parse_arguments(argv[split + 1 :])
+    if run_args.compare:
         raise ValueError("--compare is the single-seed comparison of symbert-pretrain; use --types here instead.")
-    return args, model_args, data_args, training_args
+    return args, run_args, model_args, data_args, training_args
 
 
-def train_one(model_args, data_args, training_args):
+def train_one(run_args, model_args, data_args, training_args):
     torch.set_num_threads(max(1, torch.get_num_threads()))  # a fresh worker process keeps torch's default
-    return pretrain(model_args, data_args, training_args)
+    return pretrain(run_args, model_args, data_args, training_args)
 
 
 def run_dir(training_args, kind, seed):
     return Path(training_args.output_dir) / f"seed-{seed}" / kind
 
 
-def run_all(args, model_args, data_args, training_args):
+def run_all(args, run_args, model_args, data_args, training_args):
     """{(type, seed): log_history} for every type and seed."""
     jobs = {
         (kind, seed): (
+            run_args,
             replace(model_args, attention_type=kind),
             data_args,
             replace(training_args, seed=seed, output_dir=str(run_dir(training_args, kind, seed))),
@@ -182,12 +183,12 @@ def plot_curves(histories, types, seeds, targets, path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    args, model_args, data_args, training_args = parse_command_line(argv)
+    args, run_args, model_args, data_args, training_args = parse_command_line(argv)
     summary_dir = Path(args.summary_dir or training_args.output_dir)
     summary_dir.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     start = time.perf_counter()
-    histories = run_all(args, model_args, data_args, training_args)
+    histories = run_all(args, run_args, model_args, data_args, training_args)
     wall_seconds = time.perf_counter() - start
 
     reference = args.types[0]

@@ -17,6 +17,7 @@ This file is copied next to `modeling_symbert.py` into every saved model folder,
 torch/transformers, never the `symbert` package.
 """
 
+import importlib
 import math
 import numbers
 
@@ -148,7 +149,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         if config_dict.get("model_type") == cls.model_type and "attention_type" not in {**config_dict, **kwargs}:
             raise ValueError(
                 "attention_type is missing from the saved config.json; add it, one of: "
-                f"{', '.join(attention_types())} (the type the weights were trained with)."
+                f"{', '.join(attention_types() or ['a registered attention type'])} (the type the weights were trained with)."
             )
         loaded = super().from_dict(config_dict, **kwargs)
         # from_pretrained's overrides are set after __init__, so check the final config here
@@ -164,10 +165,15 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
 
         Runs at construction, on `from_pretrained` overrides, on load and before saving. transformers 5 also calls
         it from `save_pretrained` (its strict-dataclass hook); its own checks of the common fields run as well."""
-        enums = {"attention_type": attention_types(), "pairwise_init": PAIRWISE_INITS, "problem_type": PROBLEM_TYPES}
+        registered = attention_types()
+        if registered is None and not (isinstance(self.attention_type, str) and self.attention_type):
+            raise ValueError(
+                f"attention_type={self.attention_type!r} is invalid; allowed: the name of an attention type."
+            )
+        enums = {"attention_type": registered, "pairwise_init": PAIRWISE_INITS, "problem_type": PROBLEM_TYPES}
         for name, allowed in enums.items():
             value = getattr(self, name)
-            if value not in allowed:
+            if allowed is not None and value not in allowed:
                 raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(map(str, allowed))}.")
         if isinstance(self.hidden_act, str) and self.hidden_act not in ACT2FN:
             raise ValueError(f"hidden_act={self.hidden_act!r} is not supported; allowed: {', '.join(sorted(ACT2FN))}.")
@@ -228,12 +234,16 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
 
 
 def attention_types():
-    """The registered attention types. The registry lives with the attention classes in modeling_symbert, which
-    imports this file, so it is imported here, when a config is checked; a saved folder holds both files, and
-    transformers copies modeling_symbert along with this file, which imports it relatively."""
-    from .modeling_symbert import ATTENTION_TYPES
-
-    return ATTENTION_TYPES
+    """The registered attention types, or None where modeling_symbert is not there to ask (a config loaded as remote
+    code on its own, or while modeling_symbert is being imported: the model checks the type when it is built). The registry lives with the attention classes in
+    modeling_symbert, which imports this file, so it is imported here by name when a config is checked: a relative
+    `from .modeling_symbert` line would make an import cycle, which transformers 4.x's remote-code loader follows
+    forever."""
+    name = f"{__package__}.modeling_symbert" if __package__ else "modeling_symbert"
+    try:
+        return importlib.import_module(name).ATTENTION_TYPES
+    except (ImportError, AttributeError):  # AttributeError: modeling_symbert is being imported, its registry not yet
+        return None
 
 
 def _is_number(value, kind=numbers.Real):

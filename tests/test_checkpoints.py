@@ -17,6 +17,7 @@ import pytest
 from symbert.cli import UserError
 from symbert.training.pretrain import (
     LOCK_FILE,
+    RECIPES_DIR,
     STAGING_DIR,
     SymBertPretrainingTrainer,
     checkpoint_problem,
@@ -229,7 +230,8 @@ def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(
         f"the eval loss is nan at step 8, so training stopped there; the checkpoints up to {output_dir / 'checkpoint-4'} are kept"
         in error
     )
-    assert "Lower --learning_rate (it is 0.001)" in error
+    learning_rate = json.loads((RECIPES_DIR / "cpu-demo.json").read_text())["learning_rate"]  # run_args' recipe
+    assert f"Lower --learning_rate (it is {learning_rate})" in error
     assert checkpoints(output_dir) == ["checkpoint-4"] and checkpoint_problem(output_dir / "checkpoint-4") is None
     assert not (output_dir / STAGING_DIR).exists()
     assert not (output_dir / "model.safetensors").exists() and not (output_dir / "training_summary.json").exists()

@@ -117,14 +117,13 @@ def test_fresh_load_script_reports_code_that_needs_the_project(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {
-        "models": {
-            str(folder): {
-                "error": "ModuleNotFoundError: No module named 'symbert' (a released folder must not need the symbert package)"
-            }
-        },
-        "symbert_imported": False,
-    }
+    assert report["symbert_imported"] is False and list(report["models"]) == [str(folder)]
+    # transformers' own import check names the package, or the import itself fails where that check does not run
+    error = report["models"][str(folder)]["error"]
+    assert error.startswith(
+        ("ImportError: This modeling file requires", "ModuleNotFoundError: No module named 'symbert'")
+    )
+    assert "symbert" in error
     with pytest.raises(SystemExit):  # one Auto class for every folder or one per folder
         fresh_load.parse_arguments(["a", "b", "c", "--auto_class", "AutoModel", "AutoModelForMaskedLM"])
 

@@ -11,6 +11,7 @@ import textwrap
 import onnx
 import pytest
 import torch
+import transformers
 from peft import LoraConfig, get_peft_model
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
@@ -38,9 +39,10 @@ def symbert_config(attention_type):
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    vocab_file = tmp_path_factory.mktemp("vocab") / "vocab.txt"  # a file: 4.x's BertTokenizerFast takes no dict
+    vocab_file = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     vocab_file.write_text("\n".join(VOCAB) + "\n")
-    return BertTokenizerFast(vocab_file=str(vocab_file))
+    vocab_argument = "vocab" if int(transformers.__version__.split(".")[0]) >= 5 else "vocab_file"  # renamed in 5.0
+    return BertTokenizerFast(**{vocab_argument: str(vocab_file)})
 
 
 def save_with_tokenizer(model, tokenizer, folder):
