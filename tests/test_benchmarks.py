@@ -62,8 +62,9 @@ def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
     # Counted exactly on CPU: BERT and `original` have the same parameters and save the same activations (BERT under
     # transformers 5 also saves a 16-id token-type tensor that `original`, and 4.x's BERT, take as a view of a buffer).
     assert rows["bert"]["memory_bytes"] - rows["original"]["memory_bytes"] in (0, 16 * 8)
-    # symmetric drops `key`: 16 KiB of weights+bias per layer fewer ×4 (weights, grads, 2 Adam moments), and no K to save
-    assert rows["symmetric"]["memory_bytes"] < rows["bert"]["memory_bytes"] - 2 * 4 * 4 * (128 * 128 + 128)
+    # symmetric drops `key`: 16 KiB of weights+bias per layer fewer ×4 (weights, grads, 2 Adam moments); exactly that
+    # under transformers 4.x, and 128 bytes more under 5.x, whose BERT saves the token-type tensor (above)
+    assert rows["symmetric"]["memory_bytes"] <= rows["bert"]["memory_bytes"] - 2 * 4 * 4 * (128 * 128 + 128)
     assert rows["symmetric"]["expected_train_ratio"] > 1.0
     report = output.with_suffix(".md").read_text()
     assert "| tiny | 16 | fp32 | sdpa | symmetric |" in report and "Load average" in report
