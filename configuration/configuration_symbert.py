@@ -72,6 +72,11 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         For `SymBertForMaskedLM` called with `labels`: compute the MLM head only at the labelled positions, so
         `logits` is [n_labelled, vocab_size] instead of [batch, seq, vocab_size]. The loss is the same; pre-training
         is faster (the decoder over the vocabulary is most of a small model's step). Without labels, full logits.
+    max_predictions_per_seq (`int`, *optional*):
+        With `sparse_prediction`: run the MLM head on exactly batch × `max_predictions_per_seq` positions (the
+        labelled ones, padded with ignored ones), so that a compiled training step sees the same shapes in every
+        batch. The loss is the same; a batch with more labelled positions is refused (the pre-training collator caps
+        each batch at this many). `None`: exactly the labelled positions, whose number varies from batch to batch.
 
     Use [`SymBertConfig.from_preset`] for the named sizes in `SIZE_PRESETS`.
     """
@@ -104,6 +109,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         num_key_value_heads=None,
         pairwise_init="normal",
         sparse_prediction=False,
+        max_predictions_per_seq=None,
         **kwargs,
     ):
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
@@ -131,6 +137,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         self.num_key_value_heads = num_key_value_heads
         self.pairwise_init = pairwise_init
         self.sparse_prediction = sparse_prediction
+        self.max_predictions_per_seq = max_predictions_per_seq
         self.validate()
 
     @classmethod
@@ -205,6 +212,11 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
             raise ValueError(
                 f"num_key_value_heads={kv_heads!r} is invalid; it must be None or a positive divisor of "
                 f"num_attention_heads={self.num_attention_heads}."
+            )
+        predictions = self.max_predictions_per_seq
+        if predictions is not None and (not _is_number(predictions, numbers.Integral) or predictions <= 0):
+            raise ValueError(
+                f"max_predictions_per_seq={predictions!r} is invalid; it must be None or a positive integer."
             )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)

@@ -125,6 +125,12 @@ class SymBertEmbeddings(nn.Module):
 def _check_index_range(name, ids, size, config_field):
     if ids is None or ids.numel() == 0:
         return
+    if ids.device.type != "cpu":
+        # On an accelerator, reading the ids' range back would stall every forward until the device is done: the
+        # device checks them itself and fails at its next synchronisation (the message cannot name the bad id).
+        in_range = ((ids >= 0) & (ids < size)).all()
+        torch._assert_async(in_range, f"{name} contains ids outside [0, {size - 1}] ({config_field}={size}).")
+        return
     low, high = (value.item() for value in torch.aminmax(ids))
     if low < 0 or high >= size:
         bad = low if low < 0 else high
@@ -132,16 +138,19 @@ def _check_index_range(name, ids, size, config_field):
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """softmax(q·kᵀ·scaling + mask)·v, returning the probabilities too (for `output_attentions`). Key/value heads
-    shared by a group of query heads (grouped-query attention) are repeated for each head of their group."""
-    key = key.repeat_interleave(module.num_key_value_groups, dim=1)
-    value = value.repeat_interleave(module.num_key_value_groups, dim=1)
-    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    """softmax(q·kᵀ·scaling + mask)·v, returning the probabilities too (for `output_attentions`). A key/value head
+    shared by a group of query heads (grouped-query attention) meets the whole group in one product, the group's
+    heads stacked as rows, instead of being copied for each head."""
+    batch, heads, seq_len, head_size = query.shape
+    key_value_heads, key_len = key.shape[1], key.shape[2]
+    grouped_query = query.reshape(batch, key_value_heads, -1, head_size)  # a group's heads are consecutive
+    attn_weights = torch.matmul(grouped_query, key.transpose(2, 3)).view(batch, heads, seq_len, key_len) * scaling
     if attention_mask is not None:
         attn_weights = attn_weights + attention_mask
     attn_weights = nn.functional.softmax(attn_weights, dim=-1)
     attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
-    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    attn_output = torch.matmul(attn_weights.view(batch, key_value_heads, -1, key_len), value)
+    attn_output = attn_output.view(batch, heads, seq_len, -1).transpose(1, 2).contiguous()
     return attn_output, attn_weights
 
 
@@ -164,12 +173,15 @@ class SymBertSelfAttention(nn.Module):
 
     A subclass defines its parameters and `project`, which maps hidden states [batch, seq, hidden] to per-head query
     [batch, heads, seq, head_size] and key, value [batch, key_value_heads, seq, head_size] (fewer key/value heads than
-    query heads is grouped-query attention: the attention interface shares each key/value head within its group).
-    Next to them it states its initialisation, the parameters without weight decay, its cost (parameters, FLOPs), its
+    query heads is grouped-query attention: the attention interface shares each key/value head within its group, and
+    `num_key_value_groups` says how many query heads share one). What acts on each output channel after attention
+    (a per-channel scale or shift of the values) can go to `finish_output` instead, so that the kernel gets one
+    tensor where the formula has a copy per head. Next to them it states its initialisation, the parameters without weight decay, its cost (parameters, FLOPs), its
     score form for the symmetry analysis and its model-card facts; `register_attention` makes it an `attention_type`.
     """
 
     attention_type = None  # set by register_attention
+    num_key_value_groups = 1  # query heads per key/value head; read by the sdpa interface
     # Names of this module's own parameters that take no weight decay (besides biases, as for every module).
     no_weight_decay = ()
     # True when every head's score form is symmetric whatever the weights; the symmetry analysis then reports 1.
@@ -188,7 +200,6 @@ class SymBertSelfAttention(nn.Module):
         self.num_attention_heads = config.num_attention_heads
         self.attention_head_size = config.hidden_size // config.num_attention_heads
         self.all_head_size = config.hidden_size
-        self.num_key_value_groups = 1  # query heads per key/value head; read by the sdpa interface
         self.scaling = self.attention_head_size**-0.5
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.is_causal = False  # read by the sdpa and flash interfaces
@@ -199,6 +210,10 @@ class SymBertSelfAttention(nn.Module):
 
     def project(self, hidden_states):
         raise NotImplementedError
+
+    def finish_output(self, attn_output):
+        """What the type does to the concatenated head outputs [batch, seq, hidden] after attention; none by default."""
+        return attn_output
 
     def init_weights(self):
         """Initialise the parameters that are not BERT's (Linear layers are initialised as BERT's by the model)."""
@@ -252,7 +267,8 @@ class SymBertSelfAttention(nn.Module):
             is_causal=False,
             **kwargs,
         )
-        return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
+        attn_output = attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous()
+        return self.finish_output(attn_output), attn_weights
 
 
 # trf-ignore: TRF052 (attention_type -> variant, not backend: each class dispatches through ALL_ATTENTION_FUNCTIONS)
@@ -526,10 +542,16 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
         self.scale_v = nn.Parameter(torch.empty(self.all_head_size))
 
     def project(self, hidden_states):
+        # (U⊙δ_q)·(U⊙δ_k)ᵀ = (U⊙δ_q⊙δ_k)·Uᵀ, and A·(U⊙δ_v) = (A·U)⊙δ_v (finish_output): the kernel reads U itself
+        # as key and value, and only the query is a scaled copy.
         shared = self.shared(hidden_states)
-        # scales in the activations' dtype: under bf16 autocast fp32 scales would make fp32 Q, K and V
-        scales = (self.scale_q, self.scale_k, self.scale_v)
-        return tuple(self.split_heads(shared * scale.to(shared.dtype)) for scale in scales)
+        # in the activations' dtype: under bf16 autocast an fp32 scale would make an fp32 query
+        query = shared * (self.scale_q * self.scale_k).to(shared.dtype)
+        shared = self.split_heads(shared)
+        return self.split_heads(query), shared, shared
+
+    def finish_output(self, attn_output):
+        return attn_output * self.scale_v.to(attn_output.dtype)
 
     def init_weights(self):
         for scale in (self.scale_q, self.scale_k, self.scale_v):
@@ -546,7 +568,9 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
 
 class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
     """Xue & Aletras: single-head projections q̃, k̃, ṽ (h→d) shared by all heads; head i combines them with its own
-    embeddings e_i^Q, e_i^K, e_i^V (`head_embeddings[0|1|2, i]`). Subclasses choose the combination."""
+    embeddings e_i^Q, e_i^K, e_i^V (`head_embeddings[0|1|2, i]`). Subclasses choose the combination, and rewrite it
+    exactly so that the attention kernel gets one key head and, where exact, one value head (multi-query attention)
+    instead of a copy of k̃ and ṽ per head."""
 
     train_speed_target = 1.15
     papers = {"xue": XUE_2023}
@@ -558,18 +582,16 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
         self.value = nn.Linear(config.hidden_size, self.attention_head_size)
         self.head_embeddings = nn.Parameter(torch.empty(3, self.num_attention_heads, self.attention_head_size))
 
-    def combine(self, single_head, head_embedding):
-        raise NotImplementedError
+    @property
+    def num_key_value_groups(self):
+        return self.num_attention_heads  # one key/value head serves every query head
 
-    def project(self, hidden_states):
-        # [batch, 1, seq, d] with [1, heads, 1, d] broadcasts to [batch, heads, seq, d]
-        per_head = self.head_embeddings[:, None, :, None, :]
-        projections = []
-        for projection, embedding in zip((self.query, self.key, self.value), per_head):
-            single_head = projection(hidden_states).unsqueeze(1)
-            # in the activations' dtype: under bf16 autocast an fp32 embedding would make an fp32 [batch, heads, seq, d]
-            projections.append(self.combine(single_head, embedding.to(single_head.dtype)))
-        return tuple(projections)
+    def single_heads(self, hidden_states):
+        """q̃, k̃, ṽ as one head each, [batch, 1, seq, d], and the embeddings e^Q, e^K, e^V as [1, heads, 1, d] in
+        their dtype (under bf16 autocast an fp32 embedding would make an fp32 [batch, heads, seq, d])."""
+        projections = tuple(linear(hidden_states).unsqueeze(1) for linear in (self.query, self.key, self.value))
+        embeddings = self.head_embeddings.to(projections[0].dtype)[:, None, :, None, :]
+        return projections, embeddings
 
     @classmethod
     def qkv_parameters(cls, config):
@@ -588,6 +610,11 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
 
 
 class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
+    """MHE-ADD. The key embedding adds (q̃ + e_i^Q)·e_i^K to every score of a query row, a constant that softmax
+    removes: the kernel gets the one key head k̃, and e^K keeps its tensor (for the paper's parameter count) with a
+    gradient of exactly zero. The value embedding leaves the kernel too, A_i·(ṽ + e_i^V) = A_i·ṽ + e_i^V, wherever
+    each row of A_i sums to one, i.e. unless attention dropout is training."""
+
     formula = (
         "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses q̃ + e_i^Q, "
         "k̃ + e_i^K and ṽ + e_i^V with learned head embeddings e ∈ ℝ^d. 3hd + 3d + 3nd attention parameters per layer."
@@ -595,16 +622,38 @@ class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
     open_choices = (
         "The head embeddings act on the d-wide projection outputs, the only placement that gives the paper's 3nd "
         "parameters over a single head; they start at N(0, 0.02²).",
+        "e^K only adds a per-query constant to the scores, which softmax removes: it is kept for the paper's "
+        "parameter count, but has no effect on the outputs and its gradient is zero.",
     )
 
-    def combine(self, single_head, head_embedding):
-        return single_head + head_embedding
+    @property
+    def value_embedding_in_kernel(self):
+        return self.training and self.dropout.p > 0  # dropped attention weights no longer sum to one
+
+    @property
+    def num_key_value_groups(self):
+        return 1 if self.value_embedding_in_kernel else self.num_attention_heads
+
+    def project(self, hidden_states):
+        (query, key, value), (query_embedding, _, value_embedding) = self.single_heads(hidden_states)
+        query = query + query_embedding
+        if self.value_embedding_in_kernel:
+            return query, key.expand_as(query), value + value_embedding
+        return query, key, value
+
+    def finish_output(self, attn_output):
+        if self.value_embedding_in_kernel:
+            return attn_output
+        return attn_output + self.head_embeddings[2].to(attn_output.dtype).flatten()  # head-major, as the output
 
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=0.0, std=self.config.initializer_range)
 
 
 class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
+    """MHE-MUL. Head i scores (q̃⊙e_i^Q)·(k̃⊙e_i^K) = (q̃⊙e_i^Q⊙e_i^K)·k̃ and outputs A_i·(ṽ⊙e_i^V) = (A_i·ṽ)⊙e_i^V:
+    the kernel gets the one key head k̃ and value head ṽ, the query scaled per head, and e^V scales the output."""
+
     no_weight_decay = ("head_embeddings",)  # multiplicative gains around 1
     formula = (
         "Single-head projections q̃, k̃, ṽ = X·W + b (W of shape h×d) shared by all heads; head i uses q̃⊙e_i^Q, "
@@ -615,8 +664,12 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
         "parameters over a single head; they start at 1 + N(0, 0.02²) and get no weight decay.",
     )
 
-    def combine(self, single_head, head_embedding):
-        return single_head * head_embedding
+    def project(self, hidden_states):
+        (query, key, value), (query_embedding, key_embedding, _) = self.single_heads(hidden_states)
+        return query * (query_embedding * key_embedding), key, value
+
+    def finish_output(self, attn_output):
+        return attn_output * self.head_embeddings[2].to(attn_output.dtype).flatten()
 
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=1.0, std=self.config.initializer_range)
@@ -1145,10 +1198,7 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
         # labels, and every checkpoint saved with the default False, take the full-logits path.
         if labels is not None and self.config.sparse_prediction:
             # only the labelled positions: the decoder over the vocabulary is the costliest part of a small model
-            labels = labels.view(-1).to(sequence_output.device)
-            labelled = labels != -100
-            sequence_output = sequence_output.reshape(-1, sequence_output.shape[-1])[labelled]
-            labels = labels[labelled]
+            sequence_output, labels = _labelled_positions(sequence_output, labels, self.config.max_predictions_per_seq)
         prediction_scores = self.cls(sequence_output)
         loss = None
         if labels is not None:
@@ -1165,6 +1215,32 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             loss=loss, logits=prediction_scores, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
         return output if return_dict else output.to_tuple()
+
+
+def _labelled_positions(hidden_states, labels, max_predictions_per_seq):
+    """The hidden states [n, hidden] and labels [n] of the labelled positions (label != -100). With
+    `max_predictions_per_seq`, n is batch × that number whatever the labels: the labelled positions first, then
+    ignored ones, so that every batch has the same shapes (a compiled step does not recompile)."""
+    batch = labels.shape[0]
+    labels = labels.reshape(-1).to(hidden_states.device)
+    hidden_states = hidden_states.reshape(-1, hidden_states.shape[-1])
+    labelled = labels != -100
+    if max_predictions_per_seq is None:
+        return hidden_states[labelled], labels[labelled]
+    predicted = min(batch * max_predictions_per_seq, labels.numel())
+    if not torch.compiler.is_compiling():  # a compiled step relies on the collator's cap
+        _check_prediction_count(labelled, predicted, max_predictions_per_seq)
+    positions = torch.argsort(labelled.to(torch.int8), descending=True, stable=True)[:predicted]
+    return hidden_states[positions], labels[positions]
+
+
+def _check_prediction_count(labelled, predicted, max_predictions_per_seq):
+    limit = f"the {predicted} positions predicted per batch (batch × max_predictions_per_seq={max_predictions_per_seq})"
+    advice = "raise max_predictions_per_seq or mask fewer tokens"
+    if labelled.device.type != "cpu":  # no host sync on an accelerator, as for the input ids
+        torch._assert_async(labelled.sum() <= predicted, f"The labels mark more positions than {limit}; {advice}.")
+    elif (count := int(labelled.sum())) > predicted:
+        raise ValueError(f"The labels mark {count} positions, more than {limit}; {advice}.")
 
 
 def _classifier_dropout(config):
