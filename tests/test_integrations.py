@@ -200,6 +200,29 @@ def test_mlm_compiles_without_graph_breaks(attention_type):
     compiled_step_matches_eager(attention_type, backend="aot_eager")  # traces the backward graph too
 
 
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+def test_recipe_training_step_compiles_once_for_every_type(attention_type):
+    """The compiled recipe path: dropout on, static sparse prediction. Batches with other masks and other numbers of
+    masked tokens reuse the first graph (a recompile raises), with the losses of the same model run eagerly."""
+    torch._dynamo.reset()
+    config = symbert_config(attention_type)
+    config.update(dict(sparse_prediction=True, max_predictions_per_seq=6, attention_probs_dropout_prob=0.1))
+    torch.manual_seed(0)
+    model = symbert.SymBertForMaskedLM(config).train()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    generator = torch.Generator().manual_seed(1)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for masked_share in (0.15, 0.3, 0.5):
+            batch = mlm_batch()
+            masked = torch.rand(batch["input_ids"].shape, generator=generator) < masked_share
+            batch["labels"] = batch["labels"].masked_fill(~masked, -100)
+            torch.manual_seed(2)
+            loss = compiled(**batch).loss
+            loss.backward()
+            torch.manual_seed(2)
+            torch.testing.assert_close(loss, model(**batch).loss, atol=1e-5, rtol=1e-5)
+
+
 @heavy
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 def test_mlm_inductor_forward_backward(attention_type):
