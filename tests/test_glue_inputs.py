@@ -106,6 +106,37 @@ def test_empty_file_without_its_header(data):
         load_task("qnli", data)
 
 
+@pytest.mark.parametrize("folder, task", [("SST-2", "sst2"), ("MRPC", "mrpc"), ("CoLA", "cola")])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_tsv_with_a_byte_order_mark_reads_as_without(data, folder, task, newline):
+    """A UTF-8 byte-order mark (and Windows line ends) as editors and spreadsheets write them: read as transformers'
+    GLUE processors read them (utf-8-sig), the same rows as the file without one; before, the header's first column
+    was '\ufeffsentence' (SST-2) or CoLA's first field 'gj04' got the mark."""
+    expected = {split: dataset.to_dict() for split, dataset in load_task(task, data).items()}
+    for path in (data / folder).glob("*.tsv"):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_text().replace("\n", newline).encode())
+    assert (data / folder / "train.tsv").read_bytes().startswith(b"\xef\xbb\xbf")
+    assert {split: dataset.to_dict() for split, dataset in load_task(task, data).items()} == expected
+
+
+def test_a_byte_order_mark_keeps_line_numbers(data):
+    path = data / "SST-2" / "dev.tsv"
+    edit_lines(path, lambda lines: [*lines[:3], lines[3].split("\t")[0], *lines[4:]])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    with pytest.raises(UserError, match=f"{path}, line 4: 1 field\\(s\\), expected 2; column 'label'"):
+        load_task("sst2", data)
+
+
+def test_tsv_that_is_not_utf8_names_its_file(assets, data, tmp_path, capsys, fake_fine_tune):  # noqa: F811
+    path = data / "RTE" / "train.tsv"
+    path.write_bytes(path.read_text().encode("utf-16"))  # what "Unicode" means to some editors: UTF-16, with its BOM
+    message = refused_run(assets, data, tmp_path, capsys, fake_fine_tune, "rte")
+    assert message == (
+        f"symbert-glue: error: {path} is not UTF-8 text (b'\\xff': invalid start byte); GLUE TSV files are UTF-8, "
+        "with or without a byte-order mark: convert the file to UTF-8.\n"
+    )
+
+
 def test_saved_dataset_with_a_bad_label_names_folder_row_and_column(data, tmp_path):
     rte = load_task("rte", data)
     DatasetDict(

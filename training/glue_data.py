@@ -250,11 +250,24 @@ def load_task(task, data_dir=None, skip_malformed_rows=False):
 
 
 def read_tsv(task, path, skip_malformed_rows=False):
-    """One GLUE TSV file as a Dataset with nyu-mll/glue's columns; label strings become the Hub's label ids.
-    A row with the wrong number of fields is an error, or with `skip_malformed_rows` is dropped with a notice
-    (the official QQP train.tsv holds a few such rows, which nyu-mll/glue drops)."""
+    """One GLUE TSV file (UTF-8, a byte-order mark allowed) as a Dataset with nyu-mll/glue's columns; label strings
+    become the Hub's label ids. A row with the wrong number of fields is an error, or with `skip_malformed_rows` is
+    dropped with a notice (the official QQP train.tsv holds a few such rows, which nyu-mll/glue drops)."""
     spec = TASKS[task]
-    with open(path, encoding="utf-8", newline="") as file:
+    try:
+        return tsv_dataset(task, spec, path, skip_malformed_rows)
+    except UnicodeDecodeError as error:
+        bad = error.object[error.start : error.end]
+        raise UserError(
+            f"{path} is not UTF-8 text ({bad!r}: {error.reason}); GLUE TSV files are UTF-8, with or without a "
+            "byte-order mark: convert the file to UTF-8."
+        ) from None
+
+
+def tsv_dataset(task, spec, path, skip_malformed_rows):
+    # utf-8-sig: a UTF-8 byte-order mark (as some editors and spreadsheet exports write) is dropped, not read as part
+    # of the first column's name, as transformers' GLUE processors read these files; a file without one reads the same.
+    with open(path, encoding="utf-8-sig", newline="") as file:
         # GLUE's TSVs hold unbalanced quotes: no quoting at all, as the official loaders read them. So a row is one
         # line, and reader.line_num is its line number in the file.
         reader = csv.reader(file, delimiter="\t", quoting=csv.QUOTE_NONE)
