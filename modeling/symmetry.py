@@ -16,9 +16,12 @@ Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat m
 import csv
 import json
 import os
+import pickle
+from functools import partial
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .cli import UserError, command_parser, missing_local_path, run_command
@@ -62,19 +65,49 @@ def checkpoint_folder(model):
 
 
 def read_weights(folder):
-    files = sorted(folder.glob("*.safetensors"))
-    if files:
-        return {name: tensor for file in files for name, tensor in load_file(file).items()}
-    files = sorted(folder.glob("pytorch_model*.bin"))
+    """Every tensor of the folder's *.safetensors files, or else of its pytorch_model*.bin files. A file that cannot
+    be read (cut short by an interrupted save or download, or not a weights file at all) is a UserError naming it."""
+    files, load = sorted(folder.glob("*.safetensors")), load_file
+    if not files:
+        files, load = sorted(folder.glob("pytorch_model*.bin")), partial(torch.load, weights_only=True)
     if not files:
         raise UserError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
-    return {name: tensor for file in files for name, tensor in torch.load(file, weights_only=True).items()}
+    state = {}
+    for file in files:
+        try:
+            state.update(load(file))
+        except (SafetensorError, OSError, EOFError, RuntimeError, pickle.UnpicklingError) as error:
+            raise UserError(
+                f"{file}: its weights cannot be read ({read_error(error)}); the file is truncated or corrupt: save or "
+                "download the model again."
+            ) from None
+    return state
+
+
+def read_error(error):
+    """The gist of a weights file's read error: its first line, up to the first sentence's end when that is long
+    (torch's corrupt-zip message runs to several sentences of advice), or the error's type when it says nothing."""
+    detail = (str(error).strip().splitlines() or [""])[0]
+    if len(detail) > 120 and ". " in detail:
+        detail = detail.split(". ", 1)[0]
+    return detail or type(error).__name__
+
+
+def read_config(path):
+    """config.json as a dict; a file that is not a JSON object is a UserError naming it."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path} is not valid JSON ({error}); save or download the model again.") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path} holds a JSON {type(config).__name__}, not a model configuration (a JSON object).")
+    return config
 
 
 def analyse(model):
     """A [layers, heads] tensor of symmetric shares, and the checkpoint's attention type."""
     folder = checkpoint_folder(model)
-    config = json.loads((folder / "config.json").read_text())
+    config = read_config(folder / "config.json")
     model_type = config.get("model_type")
     if model_type not in ("bert", "symbert"):
         raise UserError(f"model_type={model_type!r} is not supported; allowed: bert, symbert")
@@ -83,6 +116,9 @@ def analyse(model):
     attention_type = config["attention_type"] if model_type == "symbert" else "original"
     if attention_type not in supported():
         raise UserError(f"attention_type={attention_type!r} is not supported; allowed: {', '.join(supported())}")
+    for key in ("num_hidden_layers", "num_attention_heads"):
+        if type(config.get(key)) is not int or config[key] < 1:
+            raise UserError(f"{folder / 'config.json'}: {key}={config.get(key)!r}; allowed: a positive integer")
     layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
     if SYMBERT_SELF_ATTENTION_CLASSES[attention_type].symmetric_by_construction:
         return torch.ones(layers, heads), attention_type

@@ -115,3 +115,56 @@ def test_bad_input_is_named(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
     with pytest.raises(ValueError, match="model_type='gpt2' is not supported"):
         analyse(str(tmp_path))
+
+
+def refused(monkeypatch, capsys, argv):
+    """The one line `symbert-symmetry argv` prints for a user error (exit status 2, no traceback)."""
+    monkeypatch.setattr("sys.argv", ["symbert-symmetry"])
+    monkeypatch.delenv("SYMBERT_DEBUG", raising=False)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("symbert-symmetry: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.001, 0.0])
+def test_truncated_safetensors_is_named(tmp_path, monkeypatch, capsys, keep):
+    """model.safetensors cut short (an interrupted save or download): one line naming the file, nothing written;
+    before, safetensors' SafetensorError ("incomplete metadata, file not fully covered") named no file."""
+    model = tmp_path / "model"
+    symbert.SymBertModel(tiny_config("original")).save_pretrained(model)
+    weights = model / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: int(len(data) * keep)])
+    err = refused(monkeypatch, capsys, [str(model), "--output_dir", str(tmp_path / "out")])
+    assert err.startswith(f"symbert-symmetry: error: {weights}: its weights cannot be read (Error while deserializing")
+    assert err.endswith("); the file is truncated or corrupt: save or download the model again.\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_truncated_pytorch_bin_is_named(tmp_path, monkeypatch, capsys):
+    """A pytorch_model.bin (what older checkpoints hold, read when there is no *.safetensors) cut short."""
+    model = tmp_path / "bert"
+    bert = BertModel(BertConfig(vocab_size=20, hidden_size=4, num_hidden_layers=1, num_attention_heads=2))
+    bert.config.save_pretrained(model)
+    weights = model / "pytorch_model.bin"
+    torch.save(bert.state_dict(), weights)
+    weights.write_bytes(weights.read_bytes()[:100])
+    err = refused(monkeypatch, capsys, [str(model), "--output_dir", str(tmp_path / "out")])
+    assert err.startswith(f"symbert-symmetry: error: {weights}: its weights cannot be read (")
+    assert "truncated or corrupt" in err and not (tmp_path / "out").exists()
+
+
+def test_corrupt_config_is_named(tmp_path, monkeypatch, capsys):
+    symbert.SymBertModel(tiny_config("original")).save_pretrained(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(config.read_text()[:40])
+    err = refused(monkeypatch, capsys, [str(tmp_path)])
+    assert err.startswith(f"symbert-symmetry: error: {config} is not valid JSON (")
+    config.write_text('{"model_type": "bert", "num_hidden_layers": "2", "num_attention_heads": 2}')
+    err = refused(monkeypatch, capsys, [str(tmp_path)])
+    assert err == f"symbert-symmetry: error: {config}: num_hidden_layers='2'; allowed: a positive integer\n"
+    assert not (tmp_path / "symmetry.csv").exists()
