@@ -1,28 +1,33 @@
 """Pre-training: recipes, data pipeline, weight decay, resume after SIGKILL, 2-process DDP, comparison mode."""
 
 import json
+import math
 import os
 import random
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
 from datasets import Dataset
 from safetensors.torch import load_file
+from scipy.stats import binom
 
 from conftest import file_names, tiny_config
-from symbert import SymBertForMaskedLM
+from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import data
 from symbert.training.pretrain import (
     STAGING_DIR,
     SymBertPretrainingTrainer,
     checkpoint_problem,
     main,
+    model_config,
     parse_arguments,
     run,
 )
+from test_parameter_counts import EXPECTED
 
 WORDS = (
     "the a river man woman house walked slowly along bank old young city night morning light water stone road "
@@ -240,6 +245,73 @@ def test_masking_is_berts_and_seeded_by_content(corpus):
     assert abs(replaced_by_mask.sum().item() / masked.sum().item() - 0.8) < 0.03
     assert abs(unchanged.sum().item() / masked.sum().item() - 0.1) < 0.03  # (plus random picks of the same id)
     assert torch.equal(batch["input_ids"][~masked], original[~masked])
+
+
+def test_masking_cap_unmasks_random_extras_and_leaves_batches_within_it_alone(corpus):
+    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, "unused"))[2])
+    generator = torch.Generator().manual_seed(0)
+    blocks = [{"input_ids": ids.tolist()} for ids in torch.randint(5, len(tokenizer), (64, 128), generator=generator)]
+    original = torch.tensor([b["input_ids"] for b in blocks])
+
+    def collate(cap):
+        return data.ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=1, max_predictions_per_seq=cap)(
+            blocks
+        )
+
+    uncapped = collate(None)
+    masked = uncapped["labels"] != -100
+    within = collate(math.ceil(masked.sum().item() / 64))  # a cap the batch reaches at most: bit-identical
+    assert torch.equal(within["input_ids"], uncapped["input_ids"]) and torch.equal(within["labels"], uncapped["labels"])
+
+    capped = collate(10)  # 640 of the batch's ~1,230 masked positions
+    kept = capped["labels"] != -100
+    assert kept.sum().item() == 64 * 10 and not (kept & ~masked).any()
+    unmasked = masked & ~kept
+    assert torch.equal(capped["input_ids"][unmasked], original[unmasked])  # their own ids, not [MASK] or random ones
+    assert torch.equal(capped["input_ids"][kept], uncapped["input_ids"][kept])
+    assert torch.equal(capped["labels"][kept], uncapped["labels"][kept])
+    assert torch.equal(capped["input_ids"][~masked], original[~masked])
+    assert unmasked.any(dim=1).sum() > 48  # a random subset, from (nearly) every block, not the last positions
+    again = collate(10)  # drawn from the batch's own seeded generator: the same after a resume
+    assert torch.equal(again["input_ids"], capped["input_ids"]) and torch.equal(again["labels"], capped["labels"])
+
+
+def test_masking_cap_draws_nothing_at_the_cap():
+    batch = {"input_ids": torch.tensor([[5, 4, 7, 4]]), "labels": torch.tensor([[-100, 6, -100, 8]])}
+    generator = torch.Generator().manual_seed(3)
+    state = generator.get_state()
+    data.cap_predictions(batch, 2, generator)
+    assert torch.equal(batch["labels"], torch.tensor([[-100, 6, -100, 8]])) and torch.equal(
+        generator.get_state(), state
+    )
+    data.cap_predictions(batch, 1, generator)
+    assert (batch["labels"] != -100).sum() == 1
+    assert batch["input_ids"].tolist() in ([[5, 6, 7, 4]], [[5, 4, 7, 8]])  # the unmasked one holds its label's id
+
+
+class BertSizedTokenizer:
+    """What model_config reads of bert-base-uncased, the paper recipes' tokenizer, without downloading it."""
+
+    pad_token_id = 0
+
+    def __len__(self):
+        return 30522
+
+
+@pytest.mark.parametrize("recipe", ["paper-small", "paper-base"])
+def test_paper_recipes_compile_with_static_shapes_and_keep_the_papers_parameter_counts(tmp_path, recipe):
+    _, model_args, data_args, args = parse_arguments(["--recipe", recipe, "--output_dir", str(tmp_path)])
+    assert args.torch_compile and model_args.pad_vocab_to_multiple_of is None
+    config = model_config(model_args, BertSizedTokenizer())
+    assert config.sparse_prediction and config.max_predictions_per_seq == 88 and config.vocab_size == 30522
+    # a batch goes over its cap (the collator then unmasks the extra) far in the binomial tail
+    blocks = args.per_device_train_batch_size
+    cap, positions = blocks * config.max_predictions_per_seq, blocks * data_args.max_seq_length
+    assert binom.sf(cap, positions, data_args.mlm_probability) < 1e-12
+    for kind in ATTENTION_TYPES:
+        with torch.device("meta"):
+            model = SymBertForMaskedLM(model_config(replace(model_args, attention_type=kind), BertSizedTokenizer()))
+        assert model.num_parameters() == EXPECTED[model_args.size, kind]  # the paper's Table 2 (and its extension)
 
 
 def test_data_errors_are_clear(corpus, tmp_path):

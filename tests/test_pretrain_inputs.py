@@ -7,14 +7,16 @@ import random
 import re
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from transformers import TrainingArguments
 
 from symbert.cli import UserError
 from symbert.training import data
-from symbert.training.pretrain import main, parse_arguments
+from symbert.training.pretrain import argument_names, main, model_config, optimizer_for, parse_arguments
 
 WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()
 
@@ -144,6 +146,16 @@ def refused(argv, capsys, monkeypatch):
             ["--config_overrides", '{"hidden_dropout_prob": 2}'],
             r"config_overrides: hidden_dropout_prob=2 is invalid; .*\[0, 1\)",
         ),
+        (
+            ["--pad_vocab_to_multiple_of", "0"],
+            "pad_vocab_to_multiple_of=0 is not allowed; it must be a positive integer",
+        ),
+        (["--pad_vocab_to_multiple_of=-64"], "pad_vocab_to_multiple_of=-64 is not allowed"),
+        (["--pad_vocab_to_multiple_of", "2.5"], "--pad_vocab_to_multiple_of.*invalid int value: '2.5'"),
+        (
+            ["--config_overrides", '{"max_predictions_per_seq": 0}'],
+            "config_overrides: max_predictions_per_seq=0 is invalid; it must be None or a positive integer",
+        ),
     ],
 )
 def test_degenerate_numbers_are_refused_before_anything_is_read(output_dir, capsys, monkeypatch, extra, message):
@@ -179,6 +191,68 @@ def test_command_prints_one_line_and_exits_2(tmp_path):
     message = "learning_rate=nan is not allowed; it must be a finite number above 0."
     assert result.stderr == f"symbert-pretrain: error: {message}\n"
     assert not output_dir.exists()
+
+
+def test_optimizer_is_fused_adamw_on_cuda_unless_named():
+    trainer_default = next(f.default for f in fields(TrainingArguments) if f.name == "optim")
+    assert optimizer_for("cuda", trainer_default, optim_named=False) == "adamw_torch_fused"
+    assert optimizer_for("cuda", "adamw_torch", optim_named=True) == "adamw_torch"  # --optim or the recipe's
+    assert optimizer_for("cpu", trainer_default, optim_named=False) == trainer_default  # CPU results unchanged
+    assert argument_names(["--recipe", "x", "--optim=sgd", "--learning_rate", "-1"]) == {
+        "recipe",
+        "optim",
+        "learning_rate",
+    }
+
+
+def test_optimizer_on_cpu_stays_the_trainers_default_or_the_named_one(tmp_path):
+    trainer_default = next(f.default for f in fields(TrainingArguments) if f.name == "optim")
+    assert parse_arguments(args(tmp_path))[3].optim == trainer_default
+    assert parse_arguments(args(tmp_path, "--optim", "adamw_torch"))[3].optim == "adamw_torch"
+    recipe = tmp_path / "sgd.json"
+    recipe.write_text('{"optim": "sgd"}')
+    assert parse_arguments(args(tmp_path, "--recipe", str(recipe)))[3].optim == "sgd"
+
+
+class SizedTokenizer:
+    pad_token_id = 0
+
+    def __len__(self):
+        return 150
+
+
+def test_vocabulary_padded_to_a_multiple(tmp_path):
+    def config(*extra):
+        return model_config(parse_arguments(args(tmp_path, *extra))[1], SizedTokenizer())
+
+    assert config().vocab_size == 150 and config("--pad_vocab_to_multiple_of", "64").vocab_size == 192
+    assert config("--pad_vocab_to_multiple_of", "50").vocab_size == 150  # already a multiple
+    overrides = ("--config_overrides", '{"vocab_size": 192}')
+    assert config("--pad_vocab_to_multiple_of", "64", *overrides).vocab_size == 192
+    with pytest.raises(
+        UserError, match=r"has 150 tokens but the model's vocab_size is 192; they must be equal \(with "
+    ):
+        config(*overrides)
+    with pytest.raises(
+        UserError, match="vocab_size is 150; with pad_vocab_to_multiple_of=64 it must be 192, 150 rounded"
+    ):
+        config("--pad_vocab_to_multiple_of", "64", "--config_overrides", '{"vocab_size": 150}')
+
+
+def test_padded_vocabulary_run_never_inputs_the_extra_ids(tmp_path, tokenizer_dir):
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    output_dir = tmp_path / "run"
+    argv = args(output_dir, "--train_files", str(tmp_path / "a.txt"), "--pad_vocab_to_multiple_of", "64")
+    main([*argv, "--tokenizer", str(tokenizer_dir)])
+    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
+    vocab_size = json.loads((output_dir / "config.json").read_text())["vocab_size"]
+    assert vocab_size % 64 == 0 and len(tokenizer) < vocab_size < len(tokenizer) + 64
+    summary = json.loads((output_dir / "training_summary.json").read_text())
+    assert summary["model_arguments"]["pad_vocab_to_multiple_of"] == 64
+    # the collator's random replacements come from the tokenizer's ids, never the padding's
+    collator = data.ResumableMLMCollator(tokenizer, mlm_probability=0.9)
+    batch = collator([{"input_ids": [5] * 64}] * 64)
+    assert batch["input_ids"].max() < len(tokenizer) and (batch["input_ids"] > 5).sum() > 200
 
 
 # --- corpus files ----------------------------------------------------------------------------------------------------

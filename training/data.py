@@ -350,12 +350,33 @@ class ResumableMLMCollator(DataCollatorForLanguageModeling):
     the global RNG a resumed run would mask differently from an uninterrupted one. Seeded by content, every batch is
     masked the same in both; shuffling still gives a block different masks in different epochs, and the held-out
     blocks get the same masks at every evaluation, so eval losses along a run are comparable.
+
+    With `max_predictions_per_seq` (the model config's, for a compiled step's static shapes), a batch never holds
+    more than batch × that many masked positions: a random few of the extras, drawn from the same generator, are
+    left unmasked. A batch within the cap draws nothing more, so it is masked exactly as without one.
     """
 
     mask_seed: int = 0
+    max_predictions_per_seq: int | None = None
 
     def torch_call(self, examples):
         ids = np.asarray([example["input_ids"] for example in examples], dtype=np.int64)
         digest = hashlib.blake2b(ids.tobytes(), digest_size=8, key=self.mask_seed.to_bytes(8, "little")).digest()
         self.generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
-        return super().torch_call(examples)
+        batch = super().torch_call(examples)
+        if self.max_predictions_per_seq is not None:
+            cap_predictions(batch, len(examples) * self.max_predictions_per_seq, self.generator)
+        return batch
+
+
+def cap_predictions(batch, cap, generator):
+    """Unmask a random subset of `batch`'s masked positions (labels != -100) beyond `cap`, in place: each gets its
+    original id back (its label) and the label -100, so the model sees and predicts it as an ordinary token."""
+    input_ids, labels = batch["input_ids"].view(-1), batch["labels"].view(-1)
+    masked = (labels != -100).nonzero().squeeze(1)
+    extra = masked.numel() - cap
+    if extra <= 0:
+        return
+    unmasked = masked[torch.randperm(masked.numel(), generator=generator)[:extra]]
+    input_ids[unmasked] = labels[unmasked]
+    labels[unmasked] = -100

@@ -121,6 +121,13 @@ class ModelArguments:
     config_overrides: str | None = field(
         default=None, metadata={"help": 'JSON object of SymBertConfig fields, e.g. \'{"pairwise_init": "identity"}\''}
     )
+    pad_vocab_to_multiple_of: int | None = field(
+        default=None,
+        metadata={
+            "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
+            "the extra ids are never input. Default: the tokenizer's size"
+        },
+    )
 
 
 @dataclass
@@ -240,6 +247,7 @@ def parse_arguments(argv):
     them), and the command line wins."""
     parser = argument_parser()
     recipe = recipe_named(argv)
+    recipe_args = []
     if recipe is not None:
         recipe_args = read_recipe(recipe)
         try:
@@ -254,7 +262,14 @@ def parse_arguments(argv):
         if isinstance(error, UserError):
             raise
         raise UserError(" ".join(str(error).split())) from error
-    return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args)
+    named = argument_names([*recipe_args, *argv])
+    return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args, named)
+
+
+def argument_names(argv):
+    """The names of the options in `argv` (a command line or a recipe's arguments): {"optim"} for ["--optim", "sgd"]
+    or ["--optim=sgd"]."""
+    return {arg[2:].partition("=")[0] for arg in argv if arg.startswith("--")}
 
 
 def min_block_length(mlm_probability):
@@ -356,8 +371,9 @@ def check_numbers(run_args, data_args, training_args):
         raise UserError("streaming=True needs --max_steps: a stream has no length to count num_train_epochs in.")
 
 
-def check_arguments(run_args, model_args, data_args, training_args):
-    """Validate, then derive accumulation from the global batch and mixed precision from the hardware."""
+def check_arguments(run_args, model_args, data_args, training_args, named=frozenset()):
+    """Validate, then derive accumulation from the global batch, and mixed precision and the optimizer from the
+    hardware. `named`: the arguments the command line or the recipe gave (the others have their defaults)."""
     for kind in [model_args.attention_type, *(run_args.compare or "").split(",")]:
         if kind and kind not in ATTENTION_TYPES:
             raise UserError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
@@ -370,6 +386,12 @@ def check_arguments(run_args, model_args, data_args, training_args):
             raise UserError(f"{name}={getattr(data_args, name)} must be positive.")
     if run_args.target_eval_loss is not None and not math.isfinite(run_args.target_eval_loss):
         raise UserError(f"target_eval_loss={run_args.target_eval_loss} is not allowed; it must be a finite number.")
+    multiple = model_args.pad_vocab_to_multiple_of
+    if multiple is not None and (type(multiple) is not int or multiple <= 0):  # bool is an int subclass: refused
+        raise UserError(
+            f"pad_vocab_to_multiple_of={multiple!r} is not allowed; it must be a positive integer (e.g. 64), or unset "
+            "for a vocab_size of exactly the tokenizer's size."
+        )
     check_numbers(run_args, data_args, training_args)
     config = model_config(model_args)  # validates the size and overrides before any data is read
     if data_args.max_seq_length > config.max_position_embeddings:
@@ -388,12 +410,25 @@ def check_arguments(run_args, model_args, data_args, training_args):
                 f"{training_args.per_device_train_batch_size} × {training_args.world_size} processes."
             )
         updates["gradient_accumulation_steps"] = run_args.global_batch_size // per_step
+    on_gpu = torch.cuda.is_available() and not training_args.use_cpu
     precision = run_args.precision
     if precision == "auto":
-        on_gpu = torch.cuda.is_available() and not training_args.use_cpu
         precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
     updates["bf16"], updates["fp16"] = precision == "bf16", precision == "fp16"
+    updates["optim"] = optimizer_for("cuda" if on_gpu else "cpu", training_args.optim, "optim" in named)
     return replace(training_args, **updates)
+
+
+FUSED_ADAMW = "adamw_torch_fused"
+
+
+def optimizer_for(device_type, optim, optim_named):
+    """The optimizer: fused AdamW on CUDA (one kernel for all parameters) unless --optim or the recipe names one;
+    elsewhere `optim` as it is, so CPU runs keep their results. The Trainer's own default is fused AdamW only with
+    torch ≥ 2.8 (so in transformers 4.54 as in 5.x), plain AdamW before."""
+    if device_type == "cuda" and not optim_named:
+        return FUSED_ADAMW
+    return optim
 
 
 STAGING_DIR = ".checkpoint-in-progress"  # not "checkpoint-*": neither resume nor save_total_limit counts it
@@ -470,8 +505,14 @@ class RemoveStaleCheckpoints(TrainerCallback):
             remove_stale_checkpoints(args.output_dir)
 
 
+def padded_vocab_size(tokens, multiple):
+    """`tokens` rounded up to a multiple of `multiple`; `tokens` itself for None."""
+    return tokens if multiple is None else -(-tokens // multiple) * multiple
+
+
 def model_config(model_args, tokenizer=None):
-    """The preset, the attention type and the overrides; vocabulary and padding id from the tokenizer when given."""
+    """The preset, the attention type and the overrides; vocabulary (the tokenizer's size, rounded up to a multiple
+    of pad_vocab_to_multiple_of if set) and padding id from the tokenizer when given."""
     try:
         overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
     except json.JSONDecodeError as error:
@@ -484,11 +525,23 @@ def model_config(model_args, tokenizer=None):
             raise UserError(f"config_overrides: {unknown_name_message('SymBertConfig field', key, known)}.")
     settings = {"attention_type": model_args.attention_type, **overrides}
     if tokenizer is not None:
-        vocab_size = settings.setdefault("vocab_size", len(tokenizer))
-        if vocab_size != len(tokenizer):
+        multiple = model_args.pad_vocab_to_multiple_of
+        expected = padded_vocab_size(len(tokenizer), multiple)
+        vocab_size = settings.setdefault("vocab_size", expected)
+        if vocab_size != expected:
+            if multiple is None:
+                rule = (
+                    "they must be equal (with --pad_vocab_to_multiple_of N, vocab_size is the tokenizer's size rounded "
+                    "up to a multiple of N)"
+                )
+            else:
+                rule = (
+                    f"with pad_vocab_to_multiple_of={multiple} it must be {expected}, {len(tokenizer)} rounded up to a "
+                    f"multiple of {multiple}"
+                )
             raise UserError(
-                f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; they must "
-                "be equal: drop vocab_size from --config_overrides or pass a matching --tokenizer."
+                f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; {rule}: drop "
+                "vocab_size from --config_overrides or pass a matching --tokenizer."
             )
         settings.setdefault("pad_token_id", tokenizer.pad_token_id)
     try:
@@ -651,7 +704,10 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
         check_checkpoint_matches(resume, config)
     model = SymBertForMaskedLM(config)
     collator = data_module.ResumableMLMCollator(
-        tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=training_args.seed
+        tokenizer,
+        mlm_probability=data_args.mlm_probability,
+        mask_seed=training_args.seed,
+        max_predictions_per_seq=prediction_cap(config),
     )
 
     callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
@@ -712,6 +768,12 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
     return trainer.state.log_history
 
 
+def prediction_cap(config):
+    """The collator's cap on masked positions per block: the model's max_predictions_per_seq, which its sparse
+    prediction uses (and refuses a batch above); None without sparse prediction."""
+    return config.max_predictions_per_seq if config.sparse_prediction else None
+
+
 def divergence_message(training_args, step, eval_loss):
     last = get_last_checkpoint(training_args.output_dir)
     kept = f"the checkpoints up to {last} are kept" if last else "no checkpoint was saved before it"
@@ -762,7 +824,12 @@ def eval_comparison(output_dir):
     )
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed)
-    collator = data_module.ResumableMLMCollator(tokenizer, mlm_probability=data_args.mlm_probability, mask_seed=seed)
+    collator = data_module.ResumableMLMCollator(
+        tokenizer,
+        mlm_probability=data_args.mlm_probability,
+        mask_seed=seed,
+        max_predictions_per_seq=prediction_cap(SymBertConfig.from_pretrained(output_dir)),
+    )
     eval_blocks = list(eval_blocks)
     batches = [collator(eval_blocks[start : start + batch_size]) for start in range(0, len(eval_blocks), batch_size)]
 
@@ -772,7 +839,9 @@ def eval_comparison(output_dir):
         counts += torch.bincount(torch.tensor(batch["input_ids"]).flatten(), minlength=len(tokenizer))
     counts[tokenizer.all_special_ids] = 0  # never masked: the baseline spreads nothing on them
     labels = torch.cat([batch["labels"][batch["labels"] != -100] for batch in batches])
-    model = SymBertForMaskedLM.from_pretrained(output_dir)
+    # logits at exactly the masked positions, one row per masked token as masked_token_scores reads them, not padded
+    # to the fixed number that max_predictions_per_seq gives
+    model = SymBertForMaskedLM.from_pretrained(output_dir, max_predictions_per_seq=None)
     return {
         "eval_blocks": len(eval_blocks),
         "unigram": unigram_baseline(counts, labels),
