@@ -11,8 +11,9 @@ size): every folder below with a `training_summary.json` is a model. Each model 
 matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main` (and
 `OUTPUT_DIR/<repo name>/step-N` per checkpoint), then validated: it loads in a fresh Python process that cannot import
 this project and reproduces the source model's logits, its card's model-index and its .eval_results/glue.yaml (the
-Hub's current format) parse back into the same GLUE results, the GLUE results name its weights, every file the card names is there, its code files are this project's (by sha256) and
-it holds no pickle. Nothing is pushed unless every model passes.
+Hub's current format) parse back into the same GLUE results, the GLUE results name its weights, every file the card
+names is there, its code files are this project's (by sha256), its config.json holds what was staged (the source's: no
+key added, removed or changed) and it holds no pickle. Nothing is pushed unless every model passes.
 
 Nothing is unpickled: the training arguments come from `training_summary.json` ("training_arguments", written by
 `symbert-pretrain`), and no training_args.bin, optimizer or RNG state is staged. Every repository id is checked with
@@ -103,6 +104,11 @@ class Stage:
     source: Path  # the model folder whose outputs the staged one must reproduce
     eval_results: list = field(default_factory=list)  # what the card's model-index must parse back into
     eval_entries: list = field(default_factory=list)  # what .eval_results/glue.yaml must parse back into
+    config: dict | None = None  # what staging wrote as config.json; None: the source's config.json, as copied
+
+    def intended_config(self):
+        """The config.json staging means the folder to hold (staging copies the source's, unchanged)."""
+        return self.config if self.config is not None else read_json(self.source / "config.json")
 
 
 def sha256(path):
@@ -583,7 +589,7 @@ def stage_model(
     )
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
     main = staging.write(repo_id, "main", files, texts)
-    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries)]
+    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, read_json(files["config.json"]))]
 
     for checkpoint in checkpoints:
         step = int(checkpoint.name.split("-")[1])
@@ -601,7 +607,8 @@ def stage_model(
         values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
         card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-        stages.append(Stage(repo_id, branch, staging.write(repo_id, branch, checkpoint_files, texts), checkpoint))
+        folder = staging.write(repo_id, branch, checkpoint_files, texts)
+        stages.append(Stage(repo_id, branch, folder, checkpoint, config=read_json(checkpoint_files["config.json"])))
     return stages
 
 
@@ -625,7 +632,8 @@ def stage_tiny_random(args, workdir):
         data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
         card = cards.render(name, data, **cards.card_values(config, repo_id, args.tag, "tiny_random", prov))
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
-        stages.append(Stage(repo_id, "main", staging.write(repo_id, "main", files, texts), source))
+        folder = staging.write(repo_id, "main", files, texts)
+        stages.append(Stage(repo_id, "main", folder, source, config=read_json(files["config.json"])))
     return stages
 
 
@@ -741,10 +749,61 @@ def check_safety(folder):
     return problems
 
 
+def config_differences(intended, staged, path=""):
+    """(added keys, removed keys, [(changed key, intended value, staged value)]) of `staged` against `intended`
+    (config.json's contents); nested keys are dotted (auto_map.AutoModel)."""
+    added, removed, changed = [], [], []
+    for key in sorted(intended.keys() | staged.keys()):
+        name = f"{path}{key}"
+        if key not in intended:
+            added.append(name)
+        elif key not in staged:
+            removed.append(name)
+        elif isinstance(intended[key], dict) and isinstance(staged[key], dict):
+            nested = config_differences(intended[key], staged[key], f"{name}.")
+            added, removed, changed = added + nested[0], removed + nested[1], changed + nested[2]
+        elif intended[key] != staged[key] or type(intended[key]) is not type(staged[key]):  # 1 == 1.0 == True
+            changed.append((name, intended[key], staged[key]))
+    return added, removed, changed
+
+
+def short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def check_config(stage):
+    """Problems with the staged config.json: it must hold what staging wrote (the source's configuration), no key
+    added, removed or changed. A changed config.json can point auto_map at other code or change the model, so a
+    folder with one is not loaded."""
+    path = stage.folder / "config.json"
+    if not path.is_file():
+        return ["config.json is missing"]
+    try:
+        staged = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return [f"config.json is not valid JSON ({error})"]
+    if not isinstance(staged, dict):
+        return [f"config.json holds a JSON {type(staged).__name__}, not a configuration object"]
+    added, removed, changed = config_differences(stage.intended_config(), staged)
+    details = [
+        *([f"added key(s) {', '.join(added)}"] if added else []),
+        *(
+            [f"changed key(s) {', '.join(f'{key} ({short(old)} -> {short(new)})' for key, old, new in changed)}"]
+            if changed
+            else []
+        ),
+        *([f"removed key(s) {', '.join(removed)}"] if removed else []),
+    ]
+    if not details:
+        return []
+    return [f"config.json is not the one staged from {stage.source / 'config.json'}: {'; '.join(details)}"]
+
+
 def validate(stages):
     """Raise listing every problem of every staged folder; return quietly if all pass."""
     problems = {stage.folder: check_files(stage) for stage in stages}
-    unsafe = {stage.folder: check_safety(stage.folder) for stage in stages}
+    unsafe = {stage.folder: check_config(stage) + check_safety(stage.folder) for stage in stages}
     loadable = [stage.folder for stage in stages if not unsafe[stage.folder]]  # never run code that is not ours
     reports, logits = load_in_fresh_process(loadable) if loadable else ({}, {})
     for stage in stages:

@@ -3,6 +3,7 @@ no pickle, a repository name from training_summary.json never leaves --output_di
 would refuse it, changed code in a staged folder fails validation, and an unreachable Hub is one line, exit 2."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -281,6 +282,54 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     assert "logs/state.json is a pickle, which a release never holds" in message
     assert message.count("so it was not loaded, nor its code run") == 3
     release.validate(staged.stages)  # the untouched staged folders pass
+
+
+def test_validation_refuses_a_changed_config(run, staged, tmp_path):
+    """The staged config.json must hold what staging wrote (the source's, copied): a key added (which loads and gives
+    the same logits, so only this check sees it), changed (auto_map pointing at code elsewhere) or removed is refused,
+    named, and such a folder is not loaded. provenance.json records no config hash, so nothing else notices."""
+    main_stage = staged.stages[0]
+    assert main_stage.config == json.loads((run.folder / "config.json").read_text())  # what staging meant to write
+    edits = {
+        "added": lambda config: {**config, "trust_me": True},
+        "changed": lambda config: {
+            **config,
+            "auto_map": {**config["auto_map"], "AutoModel": "someone/else--modeling_evil.Model"},
+            "num_hidden_layers": float(config["num_hidden_layers"]),  # 2.0: equal to 2, yet not what was staged
+        },
+        "removed": lambda config: {key: value for key, value in config.items() if key != "attention_type"},
+        "not-json": None,
+    }
+    folders = {}
+    for name, edit in edits.items():
+        folders[name] = shutil.copytree(main_stage.folder, tmp_path / name)
+        config = folders[name] / "config.json"
+        config.write_text("{not json" if edit is None else json.dumps(edit(json.loads(config.read_text()))))
+    stages = [
+        Stage(main_stage.repo_id, "main", folder, run.folder, main_stage.eval_results, main_stage.eval_entries)
+        for folder in folders.values()
+    ]
+    with pytest.raises(UserError) as error:
+        release.validate(stages)
+    message = str(error.value)
+    source = run.folder / "config.json"
+    assert (
+        f"{folders['added']}:\n  - config.json is not the one staged from {source}: added key(s) trust_me\n" in message
+    )
+    assert (
+        f"{folders['changed']}:\n  - config.json is not the one staged from {source}: changed key(s) auto_map.AutoModel "
+        "('modeling_symbert.SymBertModel' -> 'someone/else--modeling_evil.Model'), num_hidden_layers (2 -> 2.0)\n"
+    ) in message
+    removed = (
+        f"{folders['removed']}:\n  - config.json is not the one staged from {source}: removed key(s) attention_type\n"
+    )
+    assert removed in message
+    assert f"{folders['not-json']}:\n  - config.json is not valid JSON (Expecting property name" in message
+    assert message.count("so it was not loaded, nor its code run") == 4
+    # the stage's own record of what it wrote is what counts: a config staging meant to change passes
+    intended = {**main_stage.config, "trust_me": True}
+    release.validate([dataclasses.replace(main_stage, folder=folders["added"], config=intended)])
+    release.validate(staged.stages)  # the untouched staged folders (main and step-1) pass
 
 
 def test_push_that_stops_part_way_says_what_was_pushed(staged):
