@@ -1,19 +1,35 @@
-"""Training and inference speed, memory and MFU of every attention type against transformers' BertForMaskedLM.
+"""Training and inference speed, memory and MFU of every attention type against transformers' BertForMaskedLM, eager
+and under torch.compile, with the full MLM head and the pre-training recipes' sparse one.
 
-    python benchmarks/throughput.py --device cpu --sizes small --seq_lens 128 --precisions fp32 bf16
-    python benchmarks/throughput.py --device cuda --sizes small base --seq_lens 128 512 --precisions bf16 \
-        --attn_implementations sdpa flash_attention_2 --tokens_per_batch 16384
+    python benchmarks/throughput.py --device cpu --threads 1 --clock process --sizes small --seq_lens 128 \
+        --tokens_per_batch 4096 --modes eager compiled --heads full sparse
+    python benchmarks/throughput.py --device cuda --sizes base --seq_lens 128 512 --precisions bf16 \
+        --modes eager compiled --heads full sparse --tokens_per_batch 16384
 
 For each setting (size × sequence length × precision × attention implementation) BERT and every SymBERT type are
-built with the same sizes and the same attention implementation in this process, warmed up, then timed interleaved
-(one round = every model once, in a rotating order, plus one large matrix product): the median over rounds of
-- training step: forward + backward + AdamW step on a masked-LM batch, tokens/s;
-- inference: forward under `torch.inference_mode`, tokens/s;
+built with the same sizes and the same attention implementation in this process. Each type runs on every path
+(mode × head): mode `eager`, or `compiled` (`torch.compile(model, dynamic=False)`, default inductor backend); head
+`full` (the MLM head over every position) or `sparse` (`sparse_prediction=True, max_predictions_per_seq=M`: the head
+runs on batch × M positions, the labelled ones first; M defaults to ⌈0.2 × seq_len⌉). transformers' BERT has no
+sparse head: it runs the full head, eager and (with `--modes compiled`) compiled, and is the reference of every path.
+The eager and compiled forms of a model, and its full and sparse heads, share one set of weights and one AdamW.
+Every model is warmed up (in compiled mode at least one step, which compiles it: the first step's wall time is
+reported as the compile time), then all are timed interleaved (one round = every model on every path once, in a
+rotating order, plus one large matrix product): the median over rounds of
+- training step: forward + backward + AdamW step on a masked-LM batch (exactly round(0.15 × seq_len) labelled
+  positions per sequence, at most M), tokens/s;
+- inference: forward under `torch.inference_mode`, tokens/s (no labels: the full-logits path whatever the head, so
+  a sparse-head model's inference is its full-head model's, timed once);
 - memory: on CUDA the allocator's peak during one training step (plus the model's weights and Adam state, as if it
   were alone on the GPU); on CPU, which has no allocator statistics, weights + gradients + Adam state + the tensors
   autograd saves for the backward pass (the part of the peak that differs between the types), counted exactly;
 - MFU: analytic training FLOPs per token × tokens/s over the measured matrix-product rate of the same precision.
-`expected` is the FLOP ratio BERT / type: the speed-up the type's saving allows if time followed FLOPs.
+Ratios: `vs original` to `original` on the same path (mode, head); `vs BERT` to BERT with the same mode (full head);
+`vs BERT run_mlm` to BERT eager with the full head, as transformers' run_mlm.py example trains it. `expected` is the
+FLOP ratio original / type on the same path: the speed-up the type's saving allows if time followed FLOPs.
+Targets: every type's `vs original` ≥ expected − 0.02; `original` ≥ 0.98 × BERT on the full head in the same mode;
+memory of shared, mhe_add and mhe_mul below original's; on CUDA also each class's `train_speed_target` against BERT
+(same mode, full head, base size).
 On a CPU shared with other processes, `--threads 1 --clock process` times by this process's CPU time instead of the
 wall clock, which the other processes barely disturb.
 
@@ -22,13 +38,16 @@ the load average and the wall time.
 """
 
 import argparse
+import copy
 import json
+import math
 import os
 import shlex
 import statistics
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -41,7 +60,15 @@ from symbert.training.reporting import write_atomically
 
 PRECISIONS = ("fp32", "bf16")
 IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
+MODES = ("eager", "compiled")
+HEADS = ("full", "sparse")
 BERT = "bert"
+REFERENCE = "original"  # the type every path's ratios are taken to
+MASK_RATE = 0.15  # labelled positions per sequence, as BERT's pre-training
+PREDICTION_RATE = 0.2  # default max_predictions_per_seq = ceil(0.2 × seq_len)
+SPEED_TOLERANCE = 0.02  # target: ratio to original ≥ FLOP ratio − this
+BERT_TARGET = 0.98  # target: original ≥ this × BERT (full head, same mode)
+MEMORY_TARGET_TYPES = ("shared", "mhe_add", "mhe_mul")  # target: memory below original's
 
 
 def parse_command_line(argv):
@@ -51,10 +78,34 @@ def parse_command_line(argv):
     parser.add_argument("--seq_lens", nargs="+", type=int, default=[128])
     parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=PRECISIONS)
     parser.add_argument("--attn_implementations", nargs="+", default=["sdpa"], choices=IMPLEMENTATIONS)
-    parser.add_argument("--types", nargs="+", default=list(ATTENTION_TYPES), choices=ATTENTION_TYPES)
+    parser.add_argument(
+        "--types", nargs="+", default=list(ATTENTION_TYPES), choices=ATTENTION_TYPES, help="`original` is always run"
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["eager"],
+        choices=MODES,
+        help="compiled: torch.compile(model, dynamic=False); BERT also runs eager, the run_mlm reference",
+    )
+    parser.add_argument(
+        "--heads",
+        nargs="+",
+        default=["full"],
+        choices=HEADS,
+        help="full: MLM head at every position; sparse: at batch × max_predictions_per_seq positions (SymBERT only)",
+    )
+    parser.add_argument(
+        "--max_predictions_per_seq", type=int, default=None, help="sparse head's M (default: ceil(0.2 × seq_len))"
+    )
+    parser.add_argument(
+        "--compile_backend", default="inductor", help="torch.compile backend (the tests use the cheap aot_eager)"
+    )
     parser.add_argument("--tokens_per_batch", type=int, default=512, help="batch size = tokens_per_batch / seq_len")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (the median is reported)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model before the rounds")
+    parser.add_argument(
+        "--warmup", type=int, default=2, help="untimed steps per model before the rounds (at least 1 when compiled)"
+    )
     parser.add_argument("--steps_per_round", type=int, default=1, help="steps timed together in one round")
     parser.add_argument("--vocab_size", type=int, default=30522)
     parser.add_argument(
@@ -71,7 +122,9 @@ def parse_command_line(argv):
         "--output", default=None, help="results path without suffix (default: benchmarks/results/throughput-DEVICE)"
     )
     parser.add_argument(
-        "--profile", default=None, help="also write a torch.profiler table for BERT and these types (comma-separated)"
+        "--profile",
+        default=None,
+        help="also write a torch.profiler table for BERT and these types (comma-separated), on the first mode and head",
     )
     args = parser.parse_args(argv)
     if args.clock == "process" and args.device == "cuda":
@@ -91,12 +144,21 @@ def parse_command_line(argv):
             raise ValueError(
                 f"--seq_lens {seq_len}: must be in [1, 512] and divide --tokens_per_batch {args.tokens_per_batch}."
             )
+        if args.max_predictions_per_seq is not None and not 1 <= args.max_predictions_per_seq <= seq_len:
+            raise ValueError(
+                f"--max_predictions_per_seq={args.max_predictions_per_seq} must be in [1, seq_len] "
+                f"(--seq_lens {seq_len})."
+            )
     if "flash_attention_2" in args.attn_implementations and not flash_attention_available(args.device):
         raise ValueError("--attn_implementations flash_attention_2 needs a CUDA device and the flash-attn package.")
     if args.profile:
         unknown = [kind for kind in args.profile.split(",") if kind not in ATTENTION_TYPES]
         if unknown:
             raise ValueError(f"--profile has {', '.join(unknown)}; allowed: {', '.join(ATTENTION_TYPES)}.")
+    # every path's ratios are to `original`: run it first
+    args.types = [REFERENCE] + [kind for kind in dict.fromkeys(args.types) if kind != REFERENCE]
+    args.modes = [mode for mode in MODES if mode in args.modes]
+    args.heads = [head for head in HEADS if head in args.heads]
     args.output = Path(args.output or f"benchmarks/results/throughput-{args.device}")
     return args
 
@@ -105,9 +167,14 @@ def flash_attention_available(device):
     return device == "cuda" and transformers.utils.is_flash_attn_2_available()
 
 
-def model_config(size, attention_type, vocab_size, implementation):
+def max_predictions(args, seq_len):
+    """The sparse head's M at this sequence length."""
+    return args.max_predictions_per_seq or math.ceil(PREDICTION_RATE * seq_len)
+
+
+def model_config(size, attention_type, vocab_size, implementation, **overrides):
     return SymBertConfig.from_preset(
-        size, attention_type=attention_type, vocab_size=vocab_size, attn_implementation=implementation
+        size, attention_type=attention_type, vocab_size=vocab_size, attn_implementation=implementation, **overrides
     )
 
 
@@ -125,20 +192,52 @@ def build_models(size, types, vocab_size, implementation, device):
     return models, optimizers
 
 
+def sparse_head_model(model, max_predictions_per_seq):
+    """`model` with the sparse MLM head (sparse_prediction=True, max_predictions_per_seq): the same modules, hence the
+    same weights (only SymBertForMaskedLM.forward reads the two fields)."""
+    config = copy.deepcopy(model.config)
+    config.sparse_prediction, config.max_predictions_per_seq = True, max_predictions_per_seq
+    config.validate()
+    with torch.device("meta"):  # no weights of its own: they are replaced by the model's modules
+        sparse = SymBertForMaskedLM(config)
+    sparse.bert, sparse.cls = model.bert, model.cls
+    return sparse
+
+
 def training_flops_per_token(config, seq_len):
     """Matrix-product FLOPs of one training token: 3 × forward (backward is two products per forward product).
-    Elementwise work, softmax and layer norms are left out. The self-attention's own part is its class's."""
+    Elementwise work, softmax and layer norms are left out. The self-attention's own part is its class's. The MLM
+    head (transform and decoder) runs on every position, or with `sparse_prediction` and `max_predictions_per_seq`
+    = M on min(M, seq_len) positions per sequence (its FLOPs per token scale by that over seq_len)."""
     h, f, vocab = config.hidden_size, config.intermediate_size, config.vocab_size
     attention = attention_class(config.attention_type).forward_flops_per_token(config, seq_len)
     per_layer = attention + 2 * (h * h + 2 * h * f)  # + attention output + FFN
-    head = 2 * (h * h + h * vocab)  # MLM transform + decoder
+    head = 2 * (h * h + h * vocab)  # MLM transform + decoder, per predicted position
+    if getattr(config, "sparse_prediction", False):
+        predictions = getattr(config, "max_predictions_per_seq", None)
+        if predictions is None:
+            raise ValueError("sparse_prediction without max_predictions_per_seq: the head's rows vary by batch.")
+        head = head * min(predictions, seq_len) / seq_len
     return 3 * (config.num_hidden_layers * per_layer + head)
 
 
-def mlm_batch(batch_size, seq_len, vocab_size, device, seed=0):
+def masked_positions(seq_len, max_predictions_per_seq=None):
+    """Labelled positions per sequence: round(0.15 × seq_len) (at least 1), at most max_predictions_per_seq."""
+    count = max(1, round(MASK_RATE * seq_len))
+    return count if max_predictions_per_seq is None else min(count, max_predictions_per_seq)
+
+
+def mlm_batch(batch_size, seq_len, vocab_size, device, seed=0, predictions_per_seq=None):
+    """Random ids and MLM labels: each position labelled with probability 0.15, or with `predictions_per_seq`
+    exactly that many positions per sequence (so a sparse head with M ≥ that never sees more than batch × M)."""
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(5, vocab_size, (batch_size, seq_len), generator=generator)
-    labels = torch.where(torch.rand(input_ids.shape, generator=generator) < 0.15, input_ids, -100)
+    if predictions_per_seq is None:
+        labelled = torch.rand(input_ids.shape, generator=generator) < MASK_RATE
+    else:
+        ranks = torch.rand(input_ids.shape, generator=generator).argsort(dim=1).argsort(dim=1)
+        labelled = ranks < predictions_per_seq
+    labels = torch.where(labelled, input_ids, -100)
     return input_ids.to(device), labels.to(device)
 
 
@@ -182,6 +281,15 @@ def timed(function, steps, device):
     return (clock() - start) / steps
 
 
+def wall_timed(function, device):
+    """Wall seconds of one call (compilation runs partly in worker processes: the process clock would miss it)."""
+    synchronize(device)
+    start = time.perf_counter()
+    function()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
 def matmul_flops_per_second(device, precision, size):
     """The rate of one size×size×size matrix product in this precision (the MFU denominator)."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -195,17 +303,19 @@ def static_bytes(model):
     return 3 * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def training_memory(model, optimizer, input_ids, labels, device, precision):
-    """Bytes one training step of this model needs; see the module docstring for what is counted where."""
+def training_memory(model, optimizer, input_ids, labels, device, precision, weights=None):
+    """Bytes one training step of this model needs; see the module docstring for what is counted where. `weights`:
+    the module that owns the parameters when `model` is a wrapper (a torch.compile module or a sparse-head view)."""
+    weights = model if weights is None else weights
     if device.type == "cuda":
         synchronize(device)
         baseline = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         train_step(model, optimizer, input_ids, labels, device, precision)
         synchronize(device)
-        return torch.cuda.max_memory_allocated() - baseline + static_bytes(model)
+        return torch.cuda.max_memory_allocated() - baseline + static_bytes(weights)
     # parameters and buffers (e.g. position ids) exist whether or not a step runs: count only new tensors
-    persistent = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+    persistent = {t.untyped_storage().data_ptr() for t in (*weights.parameters(), *weights.buffers())}
     saved = {}
 
     def pack(tensor):
@@ -219,75 +329,223 @@ def training_memory(model, optimizer, input_ids, labels, device, precision):
         loss = model(input_ids=input_ids, labels=labels).loss
     loss.backward()
     optimizer.zero_grad(set_to_none=True)
-    gradients = sum(p.numel() * p.element_size() for p in model.parameters())
-    return static_bytes(model) + gradients + sum(saved.values())
+    gradients = sum(p.numel() * p.element_size() for p in weights.parameters())
+    return static_bytes(weights) + gradients + sum(saved.values())
+
+
+@dataclass
+class Entry:
+    """One model on one path (mode, head): what is called, the module owning the weights, its optimizer."""
+
+    name: str  # BERT or an attention type
+    mode: str
+    head: str
+    model: torch.nn.Module  # called: the model, its sparse-head view, or either's torch.compile wrapper
+    weights: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    config: object  # the SymBERT config whose FLOPs it has (BERT: original's, full head)
+    max_predictions_per_seq: int = None
+    times_inference: bool = True  # False: a sparse-head view, whose inference is its full-head model's
+    train_seconds: list = field(default_factory=list)
+    inference_seconds: list = field(default_factory=list)
+    compile_seconds: dict = None
+    graphs: int = None
+    graph_breaks: int = None
+
+
+def dynamo_counts():
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+
+def build_entries(args, device, size, seq_len, implementation, types, modes, heads):
+    """Every model on every path of one setting, in table order: per mode, per head, BERT then the types. BERT runs
+    the full head, eager and in each requested mode; a model's paths share its weights and its AdamW."""
+    models, optimizers = build_models(size, types, args.vocab_size, implementation, device)
+    predictions = max_predictions(args, seq_len)
+    bert_config = model_config(size, "original", args.vocab_size, implementation)
+    entries = []
+    for mode in MODES:
+        if mode not in modes and mode != "eager":  # BERT eager is the run_mlm reference of every run
+            continue
+        for head in HEADS:
+            if head == "full":
+                entries.append(Entry(BERT, mode, head, models[BERT], models[BERT], optimizers[BERT], bert_config))
+            if mode not in modes or head not in heads:
+                continue
+            for kind in types:
+                model = models[kind]
+                if head == "sparse":
+                    model = sparse_head_model(model, predictions)
+                entries.append(
+                    Entry(
+                        kind,
+                        mode,
+                        head,
+                        model,
+                        models[kind],
+                        optimizers[kind],
+                        model.config,
+                        max_predictions_per_seq=predictions if head == "sparse" else None,
+                        times_inference=head == "full" or "full" not in heads,
+                    )
+                )
+    if "compiled" in modes:
+        torch._dynamo.reset()  # the previous setting's graphs
+        for entry in entries:
+            if entry.mode == "compiled":
+                entry.model = torch.compile(entry.model, backend=args.compile_backend, dynamic=False)
+    return entries
+
+
+def warm_up(entries, args, device, precision, input_ids, labels):
+    """Untimed steps: at least one training step (it creates the Adam state) and, compiled, one inference step;
+    a compiled model's first steps compile it (their wall time is recorded as its compile time)."""
+    for entry in entries:
+        compiled = entry.mode == "compiled"
+
+        def train():
+            train_step(entry.model, entry.optimizer, input_ids, labels, device, precision)
+
+        def infer():
+            inference_step(entry.model, input_ids, device, precision)
+
+        graphs, breaks = dynamo_counts()
+        first_train = wall_timed(train, device)
+        first_inference = wall_timed(infer, device) if entry.times_inference and (compiled or args.warmup) else None
+        if compiled:
+            entry.compile_seconds = {"train": first_train, "inference": first_inference}
+            after = dynamo_counts()
+            entry.graphs, entry.graph_breaks = after[0] - graphs, after[1] - breaks
+        if args.warmup > 1:
+            timed(train, args.warmup - 1, device)
+            if entry.times_inference:
+                timed(infer, args.warmup - 1, device)
 
 
 def benchmark_setting(args, device, size, seq_len, precision, implementation):
-    """Rows (one per model) of one setting, timed interleaved."""
-    models, optimizers = build_models(size, args.types, args.vocab_size, implementation, device)
-    input_ids, labels = mlm_batch(args.tokens_per_batch // seq_len, seq_len, args.vocab_size, device)
+    """Rows (one per model and path) of one setting, timed interleaved."""
+    entries = build_entries(args, device, size, seq_len, implementation, args.types, args.modes, args.heads)
+    predictions = max_predictions(args, seq_len)
+    batch_size = args.tokens_per_batch // seq_len
+    input_ids, labels = mlm_batch(
+        batch_size, seq_len, args.vocab_size, device, predictions_per_seq=masked_positions(seq_len, predictions)
+    )
     tokens = input_ids.numel()
-
-    def train(name):
-        return lambda: train_step(models[name], optimizers[name], input_ids, labels, device, precision)
-
-    def infer(name):
-        return lambda: inference_step(models[name], input_ids, device, precision)
-
-    for name in models:
-        timed(train(name), max(1, args.warmup), device)  # the first step also creates the Adam state
-        if args.warmup:
-            timed(infer(name), args.warmup, device)
-    memory = {
-        name: training_memory(models[name], optimizers[name], input_ids, labels, device, precision) for name in models
-    }
+    warm_up(entries, args, device, precision, input_ids, labels)
+    memory = [
+        training_memory(entry.model, entry.optimizer, input_ids, labels, device, precision, entry.weights)
+        for entry in entries
+    ]
+    graphs_before = dynamo_counts()[0]
     matmul_flops_per_second(device, precision, args.matmul_size)  # warm-up
-    train_times, infer_times, peak_rates = {name: [] for name in models}, {name: [] for name in models}, []
-    names = list(models)
+    peak_rates = []
     for round_index in range(args.rounds):
-        shift = round_index % len(names)  # rotate, so no model always runs right after the same one
-        for name in names[shift:] + names[:shift]:
-            train_times[name].append(timed(train(name), args.steps_per_round, device))
-            infer_times[name].append(timed(infer(name), args.steps_per_round, device))
+        shift = round_index % len(entries)  # rotate, so no model always runs right after the same one
+        for entry in entries[shift:] + entries[:shift]:
+            entry.train_seconds.append(
+                timed(
+                    lambda: train_step(entry.model, entry.optimizer, input_ids, labels, device, precision),
+                    args.steps_per_round,
+                    device,
+                )
+            )
+            if entry.times_inference:
+                entry.inference_seconds.append(
+                    timed(
+                        lambda: inference_step(entry.model, input_ids, device, precision), args.steps_per_round, device
+                    )
+                )
         peak_rates.append(matmul_flops_per_second(device, precision, args.matmul_size))
     peak = statistics.median(peak_rates)
+    recompiled = dynamo_counts()[0] - graphs_before
+    if recompiled:
+        print(f"Warning: {recompiled} graph(s) compiled during the timed rounds (timings include compilation).")
 
-    bert_flops = training_flops_per_token(model_config(size, "original", args.vocab_size, implementation), seq_len)
     rows = []
-    for name, model in models.items():
-        flops = bert_flops if name == BERT else training_flops_per_token(model.config, seq_len)
-        train_speed = tokens / statistics.median(train_times[name])
+    for entry, memory_bytes in zip(entries, memory):
+        inference = entry
+        if not entry.times_inference:  # a sparse-head view: its inference is its full-head model's
+            inference = next(e for e in entries if (e.name, e.mode, e.head) == (entry.name, entry.mode, "full"))
+        flops = training_flops_per_token(entry.config, seq_len)
+        train_speed = tokens / statistics.median(entry.train_seconds)
         rows.append(
             {
                 "size": size,
                 "seq_len": seq_len,
-                "batch_size": input_ids.shape[0],
+                "batch_size": batch_size,
                 "precision": precision,
                 "attn_implementation": implementation,
-                "model": name,
-                "parameters": model.num_parameters(),
+                "mode": entry.mode,
+                "head": entry.head,
+                "max_predictions_per_seq": entry.max_predictions_per_seq,
+                "labelled_per_seq": masked_positions(seq_len, predictions),
+                "model": entry.name,
+                "parameters": entry.weights.num_parameters(),
                 "train_tokens_per_s": train_speed,
-                "inference_tokens_per_s": tokens / statistics.median(infer_times[name]),
-                "train_seconds": train_times[name],
-                "inference_seconds": infer_times[name],
-                "memory_bytes": memory[name],
+                "inference_tokens_per_s": tokens / statistics.median(inference.inference_seconds),
+                "inference_timed_on": inference.head,
+                "train_seconds": entry.train_seconds,
+                "inference_seconds": inference.inference_seconds,
+                "memory_bytes": memory_bytes,
                 "train_flops_per_token": flops,
-                "expected_train_ratio": bert_flops / flops,
                 "matmul_flops_per_s": peak,
                 "train_mfu": flops * train_speed / peak,
+                "compile_backend": args.compile_backend if entry.mode == "compiled" else None,
+                "compile_seconds": entry.compile_seconds,
+                "graphs": entry.graphs,
+                "graph_breaks": entry.graph_breaks,
+                "graphs_compiled_while_timed": recompiled,
             }
         )
-    bert = rows[0]
-    for row in rows:
-        row["train_ratio"] = row["train_tokens_per_s"] / bert["train_tokens_per_s"]
-        row["inference_ratio"] = row["inference_tokens_per_s"] / bert["inference_tokens_per_s"]
-        row["memory_ratio"] = row["memory_bytes"] / bert["memory_bytes"]
-        # the issue's targets (each type's FLOP saving), at base size
-        target = attention_class(row["model"]).train_speed_target if size == "base" and row["model"] != BERT else None
-        row["train_target"] = target
-        row["meets_target"] = None if target is None else row["train_ratio"] >= target and row["memory_ratio"] <= 1.0
+    add_ratios_and_targets(rows, device)
     return rows
+
+
+def add_ratios_and_targets(rows, device):
+    """Each row's ratios (see the module docstring) and targets, in place; None where the reference was not run."""
+    by_path = {(row["model"], row["mode"], row["head"]): row for row in rows}
+
+    def ratio(row, key, reference):
+        return None if reference is None else row[key] / reference[key]
+
+    run_mlm = by_path.get((BERT, "eager", "full"))
+    for row in rows:
+        mode, head = row["mode"], row["head"]
+        original = by_path.get((REFERENCE, mode, head))
+        bert = by_path.get((BERT, mode, "full"))
+        if row["model"] == BERT:  # BERT's own path is the full head
+            original = by_path.get((REFERENCE, mode, "full"))
+        row["train_ratio_original"] = ratio(row, "train_tokens_per_s", original)
+        row["inference_ratio_original"] = ratio(row, "inference_tokens_per_s", original)
+        row["memory_ratio_original"] = ratio(row, "memory_bytes", original)
+        row["train_ratio_bert"] = ratio(row, "train_tokens_per_s", bert)
+        row["inference_ratio_bert"] = ratio(row, "inference_tokens_per_s", bert)
+        row["memory_ratio_bert"] = ratio(row, "memory_bytes", bert)
+        row["train_ratio_bert_run_mlm"] = ratio(row, "train_tokens_per_s", run_mlm)
+        # FLOP ratio original / this model on the same path (BERT: original's full-head FLOPs, its own)
+        reference_flops = (original or row)["train_flops_per_token"]
+        row["expected_train_ratio"] = reference_flops / row["train_flops_per_token"]
+
+        typed = row["model"] not in (BERT, REFERENCE)
+        row["speed_target"] = row["expected_train_ratio"] - SPEED_TOLERANCE if typed and original else None
+        row["meets_speed_target"] = (
+            None if row["speed_target"] is None else row["train_ratio_original"] >= row["speed_target"]
+        )
+        versus_bert = row["model"] == REFERENCE and head == "full" and bert is not None
+        row["bert_target"] = BERT_TARGET if versus_bert else None
+        row["meets_bert_target"] = row["train_ratio_bert"] >= BERT_TARGET if versus_bert else None
+        memory_target = row["model"] in MEMORY_TARGET_TYPES and original is not None
+        row["memory_target"] = "below original" if memory_target else None
+        row["meets_memory_target"] = row["memory_ratio_original"] < 1.0 if memory_target else None
+        # the issue's targets (each type's FLOP saving) against BERT with the same mode, full head, at base size
+        issue = row["size"] == "base" and row["model"] != BERT and head == "full" and bert is not None
+        target = attention_class(row["model"]).train_speed_target if issue else None
+        row["train_target"] = target
+        row["meets_target"] = (
+            None if target is None else row["train_ratio_bert"] >= target and row["memory_ratio_bert"] <= 1.0
+        )
 
 
 def check_implementations(args, device, size, seq_len):
@@ -321,42 +579,100 @@ def check_implementations(args, device, size, seq_len):
 
 
 def profile_table(args, device, size, seq_len, precision, implementation):
-    """torch.profiler's top operators (self time) of one training step, for BERT and each --profile type."""
+    """torch.profiler's top operators (self time) of one training step, for BERT and each --profile type, on the first
+    requested mode and head (BERT: full head)."""
     kinds = args.profile.split(",")
-    models, optimizers = build_models(size, kinds, args.vocab_size, implementation, device)
-    input_ids, labels = mlm_batch(args.tokens_per_batch // seq_len, seq_len, args.vocab_size, device)
+    mode, head = args.modes[0], args.heads[0]
+    entries = [
+        entry
+        for entry in build_entries(args, device, size, seq_len, implementation, kinds, [mode], [head])
+        if entry.mode == mode
+    ]
+    input_ids, labels = mlm_batch(
+        args.tokens_per_batch // seq_len,
+        seq_len,
+        args.vocab_size,
+        device,
+        predictions_per_seq=masked_positions(seq_len, max_predictions(args, seq_len)),
+    )
     activities = [torch.profiler.ProfilerActivity.CPU] + (
         [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []
     )
     sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     tables = []
-    for name in models:
-        timed(lambda: train_step(models[name], optimizers[name], input_ids, labels, device, precision), 2, device)
+    for entry in entries:
+
+        def step():
+            train_step(entry.model, entry.optimizer, input_ids, labels, device, precision)
+
+        timed(step, 2, device)  # compiles a compiled model
         with torch.profiler.profile(activities=activities) as profiler:
-            timed(lambda: train_step(models[name], optimizers[name], input_ids, labels, device, precision), 1, device)
+            timed(step, 1, device)
         table = profiler.key_averages().table(sort_by=sort_by, row_limit=15)
-        tables.append(f"### {name} ({size}, seq {seq_len}, {precision}, {implementation})\n\n```\n{table}\n```")
+        tables.append(
+            f"### {entry.name} ({size}, seq {seq_len}, {precision}, {implementation}, {entry.mode}, "
+            f"{entry.head} head)\n\n```\n{table}\n```"
+        )
     return "\n\n".join(tables)
 
 
-def format_table(rows):
+def ratio_text(value):
+    return "" if value is None else f"{value:.3f}"
+
+
+def target_text(threshold, met, form="≥ {:.2f}"):
+    if met is None:
+        return ""
+    return f"{form.format(threshold) if threshold is not None else ''} {'met' if met else 'missed'}".strip()
+
+
+def head_text(row):
+    return row["head"] if row["max_predictions_per_seq"] is None else f"sparse (M {row['max_predictions_per_seq']})"
+
+
+def compile_text(row):
+    seconds = row["compile_seconds"]
+    if seconds is None:
+        return ""
+    inference = "–" if seconds["inference"] is None else f"{seconds['inference']:.0f}"
+    return f"{seconds['train']:.0f} / {inference}"
+
+
+def format_table(rows, cuda=False):
+    columns = [
+        ("size", "---", lambda r: r["size"]),
+        ("seq", "---:", lambda r: str(r["seq_len"])),
+        ("precision", "---", lambda r: r["precision"]),
+        ("attention", "---", lambda r: r["attn_implementation"]),
+        ("mode", "---", lambda r: r["mode"]),
+        ("head", "---", head_text),
+        ("model", "---", lambda r: r["model"]),
+        ("train tok/s", "---:", lambda r: f"{r['train_tokens_per_s']:,.0f}"),
+        ("vs original", "---:", lambda r: ratio_text(r["train_ratio_original"])),
+        ("expected (FLOPs)", "---:", lambda r: ratio_text(r["expected_train_ratio"])),
+        ("speed target", "---", lambda r: target_text(r["speed_target"], r["meets_speed_target"])),
+        ("vs BERT (same mode, full head)", "---:", lambda r: ratio_text(r["train_ratio_bert"])),
+        ("original vs BERT target", "---", lambda r: target_text(r["bert_target"], r["meets_bert_target"])),
+        ("vs BERT run_mlm (eager, full head)", "---:", lambda r: ratio_text(r["train_ratio_bert_run_mlm"])),
+        ("inference tok/s", "---:", lambda r: f"{r['inference_tokens_per_s']:,.0f}"),
+        ("inference vs original", "---:", lambda r: ratio_text(r["inference_ratio_original"])),
+        ("memory MiB", "---:", lambda r: f"{r['memory_bytes'] / 2**20:,.0f}"),
+        ("memory vs original", "---:", lambda r: ratio_text(r["memory_ratio_original"])),
+        ("memory target", "---", lambda r: target_text(None, r["meets_memory_target"], "")),
+        ("train MFU", "---:", lambda r: f"{r['train_mfu']:.1%}"),
+        ("compile s (train / inference)", "---:", compile_text),
+    ]
+    if cuda:
+        columns.insert(
+            14,
+            ("target vs BERT (class)", "---", lambda r: target_text(r["train_target"], r["meets_target"])),
+        )
     lines = [
-        "| size | seq | precision | attention | model | train tok/s | train ratio | expected (FLOPs) | target "
-        "| inference tok/s | inference ratio | memory MiB | memory ratio | train MFU |",
-        "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| " + " | ".join(name for name, _, _ in columns) + " |",
+        "| " + " | ".join(align for _, align, _ in columns) + " |",
     ]
     for row in rows:
-        target = (
-            ""
-            if row["train_target"] is None
-            else f"≥ {row['train_target']:.2f} {'met' if row['meets_target'] else 'missed'}"
-        )
-        lines.append(
-            f"| {row['size']} | {row['seq_len']} | {row['precision']} | {row['attn_implementation']} | {row['model']} "
-            f"| {row['train_tokens_per_s']:,.0f} | {row['train_ratio']:.3f} | {row['expected_train_ratio']:.3f} | {target} "
-            f"| {row['inference_tokens_per_s']:,.0f} | {row['inference_ratio']:.3f} "
-            f"| {row['memory_bytes'] / 2**20:,.0f} | {row['memory_ratio']:.3f} | {row['train_mfu']:.1%} |"
-        )
+        lines.append("| " + " | ".join(cell(row) for _, _, cell in columns) + " |")
     return "\n".join(lines)
 
 
@@ -368,6 +684,55 @@ def format_checks(checks):
     return "\n".join(lines)
 
 
+def describe_run(args, device):
+    """The paragraph under the title: how the numbers were taken."""
+    compiled = "compiled" in args.modes
+    warmup = max(1, args.warmup)
+    modes = (
+        f"eager and compiled (`torch.compile(model, backend={args.compile_backend!r}, dynamic=False)`; a compiled "
+        "model's first training and inference steps, which compile it, are warm-up steps, and their wall time is "
+        "its `compile s`: the first compiled model's includes the compiler's one-time start-up, and a rerun with a "
+        "warm on-disk compile cache takes less)"
+        if compiled
+        else "eager"
+    )
+    heads = " and ".join(
+        "full (MLM head at every position)"
+        if head == "full"
+        else "sparse (`sparse_prediction=True, max_predictions_per_seq=M`: the head on batch × M positions; M is "
+        + (str(args.max_predictions_per_seq) if args.max_predictions_per_seq else "⌈0.2 × seq_len⌉")
+        + "); BERT has no sparse head and is the full-head reference of the sparse rows"
+        for head in args.heads
+    )
+    memory = (
+        "the allocator's peak in one training step plus the model's weights and Adam state."
+        if device.type == "cuda"
+        else "weights + gradients + Adam state + tensors saved for the backward pass (no CPU allocator statistics)."
+    )
+    return (
+        f"Clock: {'CPU time of this process' if args.clock == 'process' else 'wall time'}. "
+        f"Median of {args.rounds} interleaved rounds of {args.steps_per_round} step(s) after {warmup} warm-up training "
+        f"step(s) per model (and {warmup if compiled else args.warmup} inference); {args.tokens_per_batch} tokens per "
+        f"batch, {round(MASK_RATE * 100)}% of each sequence's positions labelled (at most M); vocabulary "
+        f"{args.vocab_size}. Modes: {modes}. Heads: {heads}. A model's paths share its weights and AdamW; a sparse "
+        "head's inference (no labels: full logits) is its full-head model's. `vs original`: training tokens/s over "
+        "`original`'s on the same path (mode, head); `expected`: `original`'s training FLOPs over the type's on that "
+        "path (sparse: the head transform and decoder on batch × M rows); `speed target`: vs original ≥ expected − "
+        f"{SPEED_TOLERANCE}; `vs BERT`: over transformers' BertForMaskedLM with the same mode and the full head; "
+        f"`original vs BERT target`: ≥ {BERT_TARGET} on the full head; `vs BERT run_mlm`: over BERT eager with the "
+        "full head, as transformers' run_mlm.py example trains it; `memory target`: "
+        f"{', '.join(MEMORY_TARGET_TYPES)} below original's on the same path"
+        + (
+            "; `target vs BERT (class)`: the class's train_speed_target against BERT with the same mode (full head, "
+            "base) and memory ≤ BERT's"
+            if device.type == "cuda"
+            else ""
+        )
+        + f". MFU is analytic training FLOPs per second over the median rate of a {args.matmul_size}³ matrix product "
+        f"in the same precision, timed in the same rounds. Memory: {memory}"
+    )
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_command_line(argv)
@@ -375,7 +740,16 @@ def main(argv=None):
     clock = CLOCKS[args.clock]
     if args.threads:
         torch.set_num_threads(args.threads)
+    # every compiled model adds graphs (training, inference) to the same code objects, the models' forward: raise the
+    # limit above their number, and fail rather than fall back to eager when it is hit
+    dynamo_settings = dict(recompile_limit=max(8, 8 * (len(args.types) + 1)), fail_on_recompile_limit_hit=True)
+    with torch._dynamo.config.patch(**dynamo_settings) if "compiled" in args.modes else nullcontext():
+        run(args, argv)
+
+
+def run(args, argv):
     device = torch.device(args.device)
+    cuda = device.type == "cuda"
     load_before = os.getloadavg()
     start = time.perf_counter()
     rows = []
@@ -384,9 +758,9 @@ def main(argv=None):
             for precision in args.precisions:
                 for implementation in args.attn_implementations:
                     setting_rows = benchmark_setting(args, device, size, seq_len, precision, implementation)
-                    print(format_table(setting_rows), flush=True)
+                    print(format_table(setting_rows, cuda), flush=True)
                     rows += setting_rows
-    checks = check_implementations(args, device, args.sizes[0], args.seq_lens[0]) if device.type == "cuda" else None
+    checks = check_implementations(args, device, args.sizes[0], args.seq_lens[0]) if cuda else None
     profile = None
     if args.profile:
         profile = profile_table(
@@ -396,7 +770,9 @@ def main(argv=None):
     load_after = os.getloadavg()
 
     command = shlex.join(["python", "benchmarks/throughput.py", *argv])
-    threads = f"{torch.get_num_threads()} torch threads" if device.type == "cpu" else f"{os.cpu_count()} CPU cores"
+    threads = f"{torch.get_num_threads()} torch threads" if not cuda else f"{os.cpu_count()} CPU cores"
+    settings = {(r["size"], r["seq_len"], r["precision"], r["attn_implementation"]): r for r in rows}
+    recompiled = sum(row["graphs_compiled_while_timed"] for row in settings.values())
     header = [
         f"# Throughput and memory against transformers' BertForMaskedLM ({args.device})",
         f"Command: `{command}`",
@@ -404,19 +780,11 @@ def main(argv=None):
         f"flash-attn {'installed' if flash_attention_available(args.device) else 'not installed'}. "
         f"Wall time {wall_seconds / 60:.1f} min. Load average (1, 5, 15 min): "
         f"{tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in load_after)} at the end.",
-        f"Clock: {'CPU time of this process' if args.clock == 'process' else 'wall time'}. "
-        f"Median of {args.rounds} interleaved rounds of {args.steps_per_round} step(s) after {args.warmup} warm-up "
-        f"steps; {args.tokens_per_batch} tokens per batch; vocabulary {args.vocab_size}. Ratios are to BERT in the "
-        f"same setting; `expected` is BERT's training FLOPs over the type's; MFU is analytic training FLOPs per "
-        f"second over the median rate of a {args.matmul_size}³ matrix product in the same "
-        f"precision, timed in the same rounds. Memory: "
-        + (
-            "the allocator's peak in one training step plus the model's weights and Adam state."
-            if device.type == "cuda"
-            else "weights + gradients + Adam state + tensors saved for the backward pass (no CPU allocator statistics)."
-        ),
-        format_table(rows),
+        describe_run(args, device),
+        format_table(rows, cuda),
     ]
+    if recompiled:
+        header.insert(-1, f"**Warning**: {recompiled} graph(s) were compiled during the timed rounds.")
     if checks is not None:
         header += [
             "## bf16 attention implementations against eager fp32 (relative L2 error of the logits)",
@@ -430,7 +798,17 @@ def main(argv=None):
     record = {
         "command": command,
         "machine": describe_machine(),
+        "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "threads": torch.get_num_threads() if not cuda else None,
+        "clock": args.clock,
+        "modes": args.modes,
+        "heads": args.heads,
+        "compile_backend": args.compile_backend if "compiled" in args.modes else None,
+        "warmup_steps": max(1, args.warmup),
+        "rounds": args.rounds,
+        "steps_per_round": args.steps_per_round,
+        "tokens_per_batch": args.tokens_per_batch,
         "wall_seconds": wall_seconds,
         "load_average_start": load_before,
         "load_average_end": load_after,

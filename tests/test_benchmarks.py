@@ -57,7 +57,10 @@ def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
     record = json.loads(output.with_suffix(".json").read_text())
     rows = {row["model"]: row for row in record["rows"]}
     assert list(rows) == ["bert", "original", "symmetric", "mhe_add"]
-    assert rows["bert"]["train_ratio"] == 1.0 and rows["bert"]["batch_size"] == 2
+    assert all((row["mode"], row["head"]) == ("eager", "full") for row in rows.values())
+    assert rows["bert"]["train_ratio_bert"] == rows["bert"]["train_ratio_bert_run_mlm"] == 1.0
+    assert rows["original"]["train_ratio_original"] == 1.0 and rows["bert"]["batch_size"] == 2
+    assert rows["original"]["meets_bert_target"] is not None and rows["symmetric"]["meets_speed_target"] is not None
     assert all(row["train_tokens_per_s"] > 0 and 0 < row["train_mfu"] for row in rows.values())
     # Counted exactly on CPU: BERT and `original` have the same parameters and save the same activations (BERT under
     # transformers 5 also saves a 16-id token-type tensor that `original`, and 4.x's BERT, take as a view of a buffer).
@@ -67,8 +70,109 @@ def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
     assert rows["symmetric"]["memory_bytes"] <= rows["bert"]["memory_bytes"] - 2 * 4 * 4 * (128 * 128 + 128)
     assert rows["symmetric"]["expected_train_ratio"] > 1.0
     report = output.with_suffix(".md").read_text()
-    assert "| tiny | 16 | fp32 | sdpa | symmetric |" in report and "Load average" in report
+    assert "| tiny | 16 | fp32 | sdpa | eager | full | symmetric |" in report and "Load average" in report
     assert str(output) in record["command"]
+
+
+def test_sparse_head_flops_by_hand():
+    h, f, vocab, seq, predictions = 128, 512, 99, 16, 5
+    per_layer = 3 * h * h + 2 * seq * h + h * h + 2 * h * f
+    encoder = 6 * 2 * per_layer
+    sparse = tiny_config("original", sparse_prediction=True, max_predictions_per_seq=predictions)
+    # the head transform (h×h) and the decoder (h×vocab) on 5 of every 16 positions
+    assert throughput.training_flops_per_token(sparse, seq) == pytest.approx(
+        encoder + 6 * (h * h + h * vocab) * predictions / seq, rel=1e-12
+    )
+    # more predictions than positions: the model predicts every position, no more
+    everything = tiny_config("original", sparse_prediction=True, max_predictions_per_seq=2 * seq)
+    assert throughput.training_flops_per_token(everything, seq) == throughput.training_flops_per_token(
+        tiny_config("original"), seq
+    )
+    # the FLOP ratio original / shared on the sparse path: the head's share is smaller, so the saving counts more
+    shared = tiny_config("shared", sparse_prediction=True, max_predictions_per_seq=predictions)
+    full_ratio = throughput.training_flops_per_token(tiny_config("original"), seq) / (
+        throughput.training_flops_per_token(tiny_config("shared"), seq)
+    )
+    sparse_ratio = throughput.training_flops_per_token(sparse, seq) / throughput.training_flops_per_token(shared, seq)
+    assert (
+        sparse_ratio
+        == pytest.approx(
+            (encoder + 6 * (h * h + h * vocab) * 5 / 16) / (encoder - 12 * 2 * h * h + 6 * (h * h + h * vocab) * 5 / 16)
+        )
+        and sparse_ratio > full_ratio
+    )
+    with pytest.raises(ValueError, match="max_predictions_per_seq"):
+        throughput.training_flops_per_token(tiny_config("original", sparse_prediction=True), seq)
+
+
+def test_sparse_head_gives_the_full_heads_loss():
+    torch.manual_seed(0)
+    model = throughput.SymBertForMaskedLM(tiny_config("shared")).eval()
+    seq, predictions = 32, throughput.max_predictions(throughput.parse_command_line(["--seq_lens", "32"]), 32)
+    assert predictions == 7  # ceil(0.2 × 32)
+    input_ids, labels = throughput.mlm_batch(
+        2, seq, 99, torch.device("cpu"), predictions_per_seq=throughput.masked_positions(seq, predictions)
+    )
+    assert ((labels != -100).sum(dim=1) == 5).all()  # round(0.15 × 32) in every sequence
+    sparse = throughput.sparse_head_model(model, predictions)
+    assert sparse.cls is model.cls and sparse.bert is model.bert  # one set of weights
+    full_output, sparse_output = model(input_ids, labels=labels), sparse(input_ids, labels=labels)
+    assert full_output.logits.shape == (2, seq, 99) and sparse_output.logits.shape == (2 * predictions, 99)
+    torch.testing.assert_close(sparse_output.loss, full_output.loss, rtol=1e-5, atol=1e-6)
+    compiled = torch.compile(sparse, backend="aot_eager", dynamic=False)
+    torch.testing.assert_close(compiled(input_ids, labels=labels).loss, full_output.loss, rtol=1e-5, atol=1e-6)
+
+
+def test_throughput_compiled_and_sparse_paths(tmp_path):
+    output = tmp_path / "throughput"
+    argv = ["--sizes", "tiny", "--tokens_per_batch", "64", "--seq_lens", "32", "--rounds", "1", "--warmup", "1"]
+    argv += ["--vocab_size", "99", "--matmul_size", "64", "--types", "shared", "--modes", "compiled", "eager"]
+    argv += ["--heads", "sparse", "full", "--compile_backend", "aot_eager", "--output", str(output)]
+    throughput.main(argv)
+    record = json.loads(output.with_suffix(".json").read_text())
+    rows = {(row["model"], row["mode"], row["head"]): row for row in record["rows"]}
+    # BERT eager and compiled (full head only), then every type on every path; `original` is always run
+    assert list(rows) == [
+        ("bert", "eager", "full"),
+        ("original", "eager", "full"),
+        ("shared", "eager", "full"),
+        ("original", "eager", "sparse"),
+        ("shared", "eager", "sparse"),
+        ("bert", "compiled", "full"),
+        ("original", "compiled", "full"),
+        ("shared", "compiled", "full"),
+        ("original", "compiled", "sparse"),
+        ("shared", "compiled", "sparse"),
+    ]
+    for (name, mode, head), row in rows.items():
+        original = rows["bert" if name == "bert" else "original", mode, head]
+        bert, run_mlm = rows["bert", mode, "full"], rows["bert", "eager", "full"]
+        assert row["train_ratio_bert"] == row["train_tokens_per_s"] / bert["train_tokens_per_s"]
+        assert row["train_ratio_bert_run_mlm"] == row["train_tokens_per_s"] / run_mlm["train_tokens_per_s"]
+        if name != "bert":
+            assert row["train_ratio_original"] == row["train_tokens_per_s"] / original["train_tokens_per_s"]
+            assert row["memory_ratio_original"] == row["memory_bytes"] / original["memory_bytes"]
+            assert row["expected_train_ratio"] == original["train_flops_per_token"] / row["train_flops_per_token"]
+        # compiled: the first (warm-up) steps' wall time, compilation included
+        assert (row["compile_seconds"] is not None) == (mode == "compiled") == (row["graphs"] is not None)
+        if mode == "compiled":
+            assert row["compile_seconds"]["train"] > 0 and row["graph_breaks"] == 0
+        assert row["max_predictions_per_seq"] == (7 if head == "sparse" else None)
+        assert row["graphs_compiled_while_timed"] == 0
+    assert rows["original", "compiled", "full"]["graphs"] == 2  # training and inference, one graph each
+    assert rows["shared", "compiled", "sparse"]["inference_timed_on"] == "full"
+    assert rows["shared", "eager", "sparse"]["meets_speed_target"] is not None
+    assert rows["shared", "eager", "sparse"]["meets_memory_target"] is not None
+    assert rows["original", "compiled", "full"]["meets_bert_target"] is not None
+    assert rows["original", "compiled", "sparse"]["meets_bert_target"] is None  # BERT has no sparse head
+    # the sparse head runs the decoder on 7 of 32 positions: less memory, fewer FLOPs, a larger FLOP saving ratio
+    full, sparse = rows["shared", "eager", "full"], rows["shared", "eager", "sparse"]
+    assert (
+        sparse["memory_bytes"] < full["memory_bytes"] and sparse["expected_train_ratio"] > full["expected_train_ratio"]
+    )
+    report = output.with_suffix(".md").read_text()
+    assert "| tiny | 32 | fp32 | sdpa | compiled | sparse (M 7) | shared |" in report
+    assert "vs BERT run_mlm (eager, full head)" in report and "compile s" in report
 
 
 @pytest.mark.parametrize(
@@ -79,6 +183,7 @@ def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
         (["--profile", "bogus"], "bogus"),
         (["--device", "cuda", "--clock", "process"], "--clock process"),
         (["--threads", "0"], "--threads=0"),
+        (["--seq_lens", "16", "--max_predictions_per_seq", "17"], "--max_predictions_per_seq=17"),
     ],
 )
 def test_throughput_rejects_bad_arguments(argv, message):
