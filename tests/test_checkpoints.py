@@ -26,6 +26,7 @@ from symbert.training.pretrain import (
     pretrain,
     resume_checkpoint,
 )
+from symbert.training.reporting import write_metrics
 from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (corpus is a fixture)
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
@@ -38,21 +39,26 @@ KILL_DRIVER = textwrap.dedent(
     from symbert.training import pretrain
 
     moment, step = os.environ["HOOK_AT"].split(":")
+    signal_number = int(os.environ.get("KILL_SIGNAL", signal.SIGKILL))
 
     def kill():
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal_number)
+        time.sleep(60)  # the signal ends the process before anything else runs
 
     def wait_for_release():
         while not Path(os.environ["RELEASE_FILE"]).exists():
             time.sleep(0.05)
 
-    def hook(owner, name, before=None, after=None):
-        original = getattr(owner, name)
+    def hook(owner, name, before=None, after=None, nth=1):
+        original, calls = getattr(owner, name), []
         def hooked(self, *args, **kwargs):
-            if self.state.global_step == int(step) and before:
+            at_step = self.state.global_step == int(step)
+            calls.append(at_step)
+            at = at_step and calls.count(True) == nth
+            if at and before:
                 before()
             result = original(self, *args, **kwargs)
-            if self.state.global_step == int(step) and after:
+            if at and after:
                 after()
             return result
         setattr(owner, name, hooked)
@@ -65,6 +71,17 @@ KILL_DRIVER = textwrap.dedent(
         hook(Trainer, "_save_checkpoint", after=kill)
     elif moment == "wait-after-save":  # pause until the test creates RELEASE_FILE
         hook(pretrain.SymBertPretrainingTrainer, "_save_checkpoint", after=wait_for_release)
+    elif moment == "after-last-checkpoint":  # checkpoint-STEP in place, the final save not begun
+        hook(pretrain.SymBertPretrainingTrainer, "_save_checkpoint", after=kill)
+    elif moment == "during-final-save":  # the final model's weights, config and tokenizer written, its state not
+        hook(Trainer, "_save", after=kill, nth=2)  # the first call at STEP writes checkpoint-STEP
+    elif moment == "before-summary":  # the final model saved, training_summary.json not yet written
+        write_atomically = pretrain.write_atomically
+        def write_or_kill(path, write):
+            if path.name == "training_summary.json":
+                kill()
+            return write_atomically(path, write)
+        pretrain.write_atomically = write_or_kill
     pretrain.main(sys.argv[1:])
     """
 )
@@ -76,8 +93,8 @@ def child_command(args, hook_at=None, **env):
     return [sys.executable, "-c", KILL_DRIVER, *args], env
 
 
-def run_child(args, kill_at=None):
-    command, env = child_command(args, kill_at)
+def run_child(args, kill_at=None, kill_signal=signal.SIGKILL):
+    command, env = child_command(args, kill_at, KILL_SIGNAL=str(int(kill_signal)))
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -248,3 +265,61 @@ def test_training_summary_holds_what_the_release_needs(straight):
     assert 0 < summary["train_runtime"] < 600
     assert summary["steps"] == 8 and summary["world_size"] == 1 and summary["data_arguments"]["max_seq_length"] == 32
     assert not list(straight.glob(".*.tmp"))  # written through a temporary file, which is gone
+
+
+def metric_keys(output_dir):
+    """(step, metric) of every value in metrics.json; timing metrics aside, one of each is allowed."""
+    entries = json.loads((output_dir / "metrics.json").read_text())
+    return [(entry["step"], name) for entry in entries for name in entry if name not in ("step", "epoch")]
+
+
+def logged_losses(output_dir):
+    """metrics.csv's (step, loss, eval_loss) rows that hold a loss."""
+    return [row for row in metric_rows(output_dir) if row[1] or row[2]]
+
+
+@pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("moment", ["after-last-checkpoint", "during-final-save", "before-summary"])
+def test_stopped_during_the_final_save_finishes_as_if_uninterrupted(
+    corpus,  # noqa: F811
+    straight,
+    tmp_path,
+    capsys,
+    moment,
+    kill_signal,
+):
+    """A run stopped after its last checkpoint (at max_steps) trains no further when run again: it finishes from that
+    checkpoint with the uninterrupted run's weights and eval losses, no checkpoint past max_steps, one metrics row per
+    step and metric."""
+    output_dir = tmp_path / "run"
+    args = run_args(corpus, output_dir)
+    killed = run_child(args, kill_at=f"{moment}:8", kill_signal=kill_signal)
+    assert killed.returncode == -kill_signal, killed.stderr[-3000:]
+    assert checkpoints(output_dir) == ["checkpoint-4", "checkpoint-8"]
+    assert not (output_dir / "training_summary.json").exists()
+
+    main(args)  # the same command again
+    out = capsys.readouterr().out
+    assert f"Finishing from {output_dir / 'checkpoint-8'}: it is at the last step" in out and "Resuming" not in out
+    assert checkpoints(output_dir) == ["checkpoint-4", "checkpoint-8"]  # no checkpoint-9
+    assert json.loads((output_dir / "training_summary.json").read_text())["steps"] == 8
+    assert_same_training(output_dir, straight)
+    keys = metric_keys(output_dir)
+    assert len(keys) == len(set(keys))
+    rows, reference_rows = logged_losses(output_dir), logged_losses(straight)
+    for (step, loss, eval_loss), (step_ref, loss_ref, eval_loss_ref) in zip(rows, reference_rows, strict=True):
+        assert step == step_ref and bool(loss) == bool(loss_ref) and bool(eval_loss) == bool(eval_loss_ref)
+        for value, ref in ((loss, loss_ref), (eval_loss, eval_loss_ref)):
+            assert not value or abs(float(value) - float(ref)) <= 1e-5
+
+
+def test_metrics_hold_one_row_per_step_and_metrics(tmp_path):
+    history = [
+        {"loss": 5.0, "step": 2, "epoch": 0.1},
+        {"loss": 4.0, "step": 4, "epoch": 0.2},
+        {"eval_loss": 4.5, "step": 4, "epoch": 0.2},
+        {"loss": 3.9, "step": 4, "epoch": 0.2},  # step 4 logged again, as by a run resumed from an older state
+    ]
+    write_metrics(history, tmp_path)
+    assert metric_rows(tmp_path) == [(2, "5.0", ""), (4, "", "4.5"), (4, "3.9", "")]
+    assert metric_keys(tmp_path) == [(2, "loss"), (4, "eval_loss"), (4, "loss")]

@@ -32,6 +32,7 @@ from transformers import (
     HfArgumentParser,
     Trainer,
     TrainerCallback,
+    TrainerState,
     TrainingArguments,
     set_seed,
 )
@@ -61,6 +62,7 @@ from .reporting import (
     plot_losses,
     unigram_baseline,
     write_atomically,
+    write_metrics,
 )
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -722,12 +724,21 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
-    if resume and trainer.is_world_process_zero():
-        print(f"Resuming from {resume}")
-    train_output = trainer.train(resume_from_checkpoint=resume)
+    if resume and training_finished_at(resume, training_args):
+        # A run stopped during its final save (after its last checkpoint): training it again would take one step
+        # past max_steps. The last checkpoint's weights and state are the trained model's: finish from them.
+        if trainer.is_world_process_zero():
+            print(f"Finishing from {resume}: it is at the last step, so there is nothing left to train")
+        restore_finished_training(trainer, resume)
+        train_runtime = 0.0  # seconds trained by this run
+    else:
+        if resume and trainer.is_world_process_zero():
+            print(f"Resuming from {resume}")
+        train_runtime = trainer.train(resume_from_checkpoint=resume).metrics["train_runtime"]
     evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
     if not evals or evals[-1]["step"] != trainer.state.global_step:  # masks are fixed: no need to evaluate twice
-        evals.append(trainer.evaluate())
+        trainer.evaluate()
+        evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
     final_eval_loss = evals[-1]["eval_loss"]
     if not math.isfinite(final_eval_loss):
         raise UserError(divergence_message(training_args, evals[-1]["step"], final_eval_loss))
@@ -759,13 +770,33 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
             if args.device.type == "cuda"
             else f"CPU ({torch.get_num_threads()} threads)",
             "training_arguments": json.loads(json.dumps(args.to_dict(), default=str)),
-            "train_runtime": train_output.metrics["train_runtime"],  # seconds, of this run (after a resume: since it)
+            "train_runtime": train_runtime,  # seconds, of this run (after a resume: since it; 0 when only finishing)
         }
         # written last and atomically: its presence marks the folder as holding a finished run
         write_atomically(
             output_dir / "training_summary.json", lambda file: file.write(json.dumps(summary, indent=2) + "\n")
         )
     return trainer.state.log_history
+
+
+def training_finished_at(checkpoint, training_args):
+    """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
+    checkpoint's own state gives."""
+    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+    last_step = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
+    return last_step > 0 and state["global_step"] >= last_step
+
+
+def restore_finished_training(trainer, checkpoint):
+    """The Trainer as training left it at `checkpoint`: its weights, and its state (step, log history); the metrics
+    files rewritten from that history, as a resumed run's start rewrites them."""
+    trainer._load_from_checkpoint(checkpoint)
+    state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
+    state.is_local_process_zero = trainer.is_local_process_zero()
+    state.is_world_process_zero = trainer.is_world_process_zero()
+    trainer.state = state
+    if trainer.is_world_process_zero():
+        write_metrics(state.log_history, trainer.args.output_dir)
 
 
 def prediction_cap(config):

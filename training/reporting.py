@@ -43,10 +43,13 @@ class MetricsLogCallback(TrainerCallback):
 def write_metrics(log_history, output_dir):
     """Rewrites `metrics.csv` and `metrics.json` in `output_dir` from the whole history.
 
-    Rewriting rather than appending keeps the files right after a resume, since the Trainer restores log_history.
+    Rewriting rather than appending keeps the files right after a resume, since the Trainer restores log_history;
+    and the files hold one row per step and set of metrics whatever the history holds (a step logged twice: the later
+    row).
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    log_history = one_row_per_step_and_metrics(log_history)
     columns = list(CSV_COLUMNS)
     for entry in log_history:
         columns += [key for key, value in entry.items() if key not in columns and _is_number(value)]
@@ -58,6 +61,17 @@ def write_metrics(log_history, output_dir):
 
     write_atomically(output_dir / "metrics.csv", write_csv)
     write_atomically(output_dir / "metrics.json", lambda file: json.dump(log_history, file, indent=2))
+
+
+def one_row_per_step_and_metrics(log_history):
+    """`log_history` without the entries that a later entry of the same step and the same metrics replaces."""
+    seen, kept = set(), []
+    for entry in reversed(log_history):
+        key = (entry.get("step"), frozenset(name for name in entry if name not in ("step", "epoch")))
+        if key not in seen:
+            seen.add(key)
+            kept.append(entry)
+    return kept[::-1]
 
 
 def plot_losses(log_history, path, title=None):
