@@ -500,3 +500,42 @@ def test_unknown_recipe_name_is_a_user_error(tmp_path, capsys, monkeypatch):
     line = refused(["--recipe", "paper-huge", "--output_dir", str(tmp_path / "run")], capsys, monkeypatch)
     assert "Unknown recipe 'paper-huge': not a .json file and not one of cpu-demo, paper-base, paper-small" in line
     assert not (tmp_path / "run").exists()
+
+
+# --- one attention type ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--attention_type", "original", "--config_overrides", '{"attention_type": "pairwise"}'],
+            "config_overrides sets attention_type='pairwise' but --attention_type is 'original'",
+        ),
+        (
+            ["--attention_type", "symmetric", "--config_overrides", '{"attention_type": "pairwise"}'],
+            "config_overrides sets attention_type='pairwise' but --attention_type is 'symmetric'",
+        ),
+        (
+            ["--compare", "pairwise,original", "--config_overrides", '{"attention_type": "pairwise"}'],
+            "config_overrides sets attention_type='pairwise' but --compare trains 'original'",
+        ),
+    ],
+)
+def test_an_attention_type_in_the_overrides_that_disagrees_is_refused(output_dir, capsys, monkeypatch, extra, message):
+    before = snapshot(output_dir)
+    line = refused(args(output_dir, "--train_files", "not-read.txt", *extra), capsys, monkeypatch)
+    assert message in line, line
+    assert snapshot(output_dir) == before
+
+
+@pytest.mark.parametrize("named", [[], ["--attention_type", "pairwise"]], ids=["overrides only", "both, equal"])
+def test_the_summary_and_labels_name_the_type_trained(tmp_path, tokenizer_dir, capsys, named):
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    output_dir = tmp_path / "run"
+    overrides = ["--config_overrides", '{"attention_type": "pairwise"}']
+    main(args(output_dir, "--train_files", str(tmp_path / "a.txt"), *named, *overrides, tokenizer=tokenizer_dir))
+    summary = json.loads((output_dir / "training_summary.json").read_text())
+    assert summary["attention_type"] == summary["model_arguments"]["attention_type"] == "pairwise"
+    assert json.loads((output_dir / "config.json").read_text())["attention_type"] == "pairwise"
+    assert "pairwise: final eval loss" in capsys.readouterr().out

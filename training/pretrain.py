@@ -265,7 +265,33 @@ def parse_arguments(argv):
             raise
         raise UserError(" ".join(str(error).split())) from error
     named = argument_names([*recipe_args, *argv])
+    model_args = settle_attention_type(run_args, model_args, named)
     return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args, named)
+
+
+def settle_attention_type(run_args, model_args, named):
+    """One attention type per run: an attention_type in --config_overrides becomes the run's when neither
+    --attention_type nor --compare is given; otherwise it must equal the type (each compared type), or the run is
+    refused naming both."""
+    overridden = config_overrides(model_args).get("attention_type")
+    if overridden is None:
+        return model_args
+    if run_args.compare:
+        for kind in run_args.compare.split(","):
+            if kind != overridden:
+                raise UserError(
+                    f"config_overrides sets attention_type={overridden!r} but --compare trains {kind!r}; with "
+                    "--compare, leave attention_type out of --config_overrides."
+                )
+        return replace(model_args, attention_type=overridden)
+    if "attention_type" not in named:
+        return replace(model_args, attention_type=overridden)
+    if overridden != model_args.attention_type:
+        raise UserError(
+            f"config_overrides sets attention_type={overridden!r} but --attention_type is "
+            f"{model_args.attention_type!r}; name the type once (--attention_type), or the same in both."
+        )
+    return model_args
 
 
 def argument_names(argv):
@@ -512,15 +538,26 @@ def padded_vocab_size(tokens, multiple):
     return tokens if multiple is None else -(-tokens // multiple) * multiple
 
 
-def model_config(model_args, tokenizer=None):
-    """The preset, the attention type and the overrides; vocabulary (the tokenizer's size, rounded up to a multiple
-    of pad_vocab_to_multiple_of if set) and padding id from the tokenizer when given."""
+def config_overrides(model_args):
+    """--config_overrides as a dict of config fields ({} when not given)."""
     try:
         overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
     except json.JSONDecodeError as error:
         raise UserError(f"config_overrides={model_args.config_overrides!r} is not a JSON object: {error}") from None
     if not isinstance(overrides, dict):
         raise UserError(f"config_overrides={model_args.config_overrides!r} must be a JSON object of config fields.")
+    return overrides
+
+
+def model_config(model_args, tokenizer=None):
+    """The preset, the attention type and the overrides; vocabulary (the tokenizer's size, rounded up to a multiple
+    of pad_vocab_to_multiple_of if set) and padding id from the tokenizer when given."""
+    overrides = config_overrides(model_args)
+    if overrides.get("attention_type", model_args.attention_type) != model_args.attention_type:
+        raise UserError(
+            f"config_overrides sets attention_type={overrides['attention_type']!r} but the run trains "
+            f"attention_type={model_args.attention_type!r}; name the type once, or the same in both."
+        )
     known = list(SymBertConfig().to_dict())
     for key in overrides:
         if key not in known:
@@ -743,16 +780,16 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
     if not math.isfinite(final_eval_loss):
         raise UserError(divergence_message(training_args, evals[-1]["step"], final_eval_loss))
     if trainer.is_world_process_zero():
-        print(f"{model_args.attention_type}: final eval loss {final_eval_loss:.4f}")
+        print(f"{config.attention_type}: final eval loss {final_eval_loss:.4f}")
     trainer.save_model()  # final model, code and tokenizer in output_dir
     trainer.save_state()
     if trainer.is_world_process_zero():
         output_dir = Path(training_args.output_dir)
-        plot_losses(trainer.state.log_history, output_dir / "loss.png", title=model_args.attention_type)
+        plot_losses(trainer.state.log_history, output_dir / "loss.png", title=config.attention_type)
         args = trainer.args
         summary = {
             "recipe": run_args.recipe,
-            "attention_type": model_args.attention_type,
+            "attention_type": config.attention_type,  # the type trained (--config_overrides may not differ)
             "size": model_args.size,
             "parameters": model.num_parameters(),
             "world_size": args.world_size,
