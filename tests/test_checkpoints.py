@@ -323,3 +323,26 @@ def test_metrics_hold_one_row_per_step_and_metrics(tmp_path):
     write_metrics(history, tmp_path)
     assert metric_rows(tmp_path) == [(2, "5.0", ""), (4, "", "4.5"), (4, "3.9", "")]
     assert metric_keys(tmp_path) == [(2, "loss"), (4, "eval_loss"), (4, "loss")]
+
+
+def test_overwrite_deletes_only_what_a_run_wrote(corpus, straight, tmp_path, capsys):  # noqa: F811
+    output_dir = tmp_path / "run"
+    shutil.copytree(straight, output_dir)
+    (output_dir / "notes.txt").write_text("mine\n")
+    (output_dir / "checkpoint-backup").mkdir()
+    (output_dir / "checkpoint-backup" / "model.safetensors").write_bytes(b"a copy of mine")
+    (output_dir / "checkpoint-8.old").write_text("mine too\n")
+    (output_dir / "data").mkdir()
+    (output_dir / "data" / "metrics.csv").write_text("mine, in a subfolder\n")
+    theirs = {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()}
+    user_files = {path: data for path, data in theirs.items() if re.search(r"notes|backup|\.old|data/", str(path))}
+    previous = sorted(path.name for path in straight.iterdir() if path.name not in (LOCK_FILE, "runs"))
+    assert "checkpoint-8" in previous and "model.safetensors" in previous and "training_summary.json" in previous
+
+    main(run_args(corpus, output_dir, "--overwrite_output_dir", "true", "--max_steps", "4"))
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("--overwrite_output_dir: deleted")]
+    assert line == f"--overwrite_output_dir: deleted the earlier run's {', '.join(previous)} from {output_dir}"
+    assert {path: path.read_bytes() for path in user_files} == user_files  # untouched
+    assert checkpoints(output_dir) == ["checkpoint-4", "checkpoint-8.old", "checkpoint-backup"]
+    assert json.loads((output_dir / "training_summary.json").read_text())["steps"] == 4

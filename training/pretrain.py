@@ -525,12 +525,14 @@ class StopOnNonFiniteEvalLoss(TrainerCallback):
 
 
 class RemoveStaleCheckpoints(TrainerCallback):
-    """--overwrite_output_dir: the old run's checkpoints go when training begins, that is once the Trainer has built
-    its optimizer and scheduler from the arguments, so a value only they refuse leaves the old run untouched."""
+    """--overwrite_output_dir: the old run's files go when training begins, that is once the Trainer has built its
+    optimizer and scheduler from the arguments, so a value only they refuse leaves the old run untouched."""
 
     def on_train_begin(self, args, state, control, **kwargs):
         if args.should_save:
-            remove_stale_checkpoints(args.output_dir)
+            deleted = remove_stale_checkpoints(args.output_dir)
+            if deleted:
+                print(f"--overwrite_output_dir: deleted the earlier run's {', '.join(deleted)} from {args.output_dir}")
 
 
 def padded_vocab_size(tokens, multiple):
@@ -663,13 +665,50 @@ def check_checkpoint_matches(checkpoint, config):
             )
 
 
+# What a run writes into its output folder, besides checkpoint-N folders: --overwrite_output_dir deletes these and
+# nothing else (a user's notes.txt or checkpoint-backup/ stays).
+RUN_FILES = (
+    "training_summary.json",
+    "metrics.csv",
+    "metrics.json",
+    "loss.png",
+    TRAINER_STATE_NAME,
+    # the final model: weights, config, code, tokenizer (transformers 4.x adds special_tokens_map.json and vocab.txt)
+    SAFE_WEIGHTS_NAME,
+    CONFIG_NAME,
+    "configuration_symbert.py",
+    "modeling_symbert.py",
+    "training_args.bin",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "added_tokens.json",
+)
+
+
+def run_file_names():
+    """The files and folders a run writes into its output folder, its temporary files and staging folder
+    included."""
+    return {*RUN_FILES, *(f".{name}.tmp" for name in RUN_FILES), STAGING_DIR}
+
+
 def remove_stale_checkpoints(output_dir):
-    """With --overwrite_output_dir, the old run's checkpoints must go, or a later automatic resume would pick them
-    up, and so must its summary, which marks the folder as holding a finished run."""
-    for checkpoint in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
-        if checkpoint.is_dir():
-            shutil.rmtree(checkpoint)
-    (Path(output_dir) / "training_summary.json").unlink(missing_ok=True)
+    """With --overwrite_output_dir, the old run's files must go: its checkpoints, or a later automatic resume would
+    pick them up; its summary, which marks the folder as holding a finished run; its metrics, plot and final model.
+    Only what a run writes goes (folders named checkpoint-<digits>, the files of RUN_FILES); returns their names."""
+    deleted = []
+    names = run_file_names()
+    for path in sorted(Path(output_dir).iterdir()):
+        ours = path.name in names or re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)
+        if not ours:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        deleted.append(path.name)
+    return deleted
 
 
 @contextmanager
@@ -751,7 +790,7 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
 
     callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
     if overwrite_requested(run_args, training_args) and not resume:
-        callbacks.append(RemoveStaleCheckpoints())
+        callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
