@@ -21,7 +21,9 @@ This file is copied into every saved model folder (with `configuration_symbert.p
 torch/transformers and its flat sibling, never the `symbert` package.
 """
 
+import copy
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -865,14 +867,22 @@ class SymBertPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """transformers' `from_pretrained`, refusing a checkpoint whose attention tensors are not those of its
-        config's `attention_type` (transformers would initialise them anew and only log it), and tensors of another
-        shape unless `ignore_mismatched_sizes=True`. Task heads may still start from another head's checkpoint."""
+        config's `attention_type` (transformers would initialise them anew and only log it), tensors of another
+        shape unless `ignore_mismatched_sizes=True` (RuntimeError, as transformers), integer weights, and a path to a
+        file instead of a folder. A checkpoint holding none of the model's tensors (or `state_dict={}`) loads as in
+        transformers: every weight initialised and reported missing. Task heads may still start from another head's
+        checkpoint."""
         return cls._load_checked(pretrained_model_name_or_path, args, kwargs, same_attention=True)
 
     @classmethod
     def _load_checked(cls, name_or_path, args, kwargs, same_attention):
-        if name_or_path is not None and (message := missing_local_path_message(name_or_path)):
-            raise ValueError(message)
+        if name_or_path is not None:
+            if message := missing_local_path_message(name_or_path) or file_not_folder_message(name_or_path):
+                raise ValueError(message)
+            _warn_if_other_code(name_or_path, kwargs.get("subfolder"))
+        if kwargs.get("state_dict") is not None:  # before transformers 5 takes their dtype for the model's
+            if message := _integer_weights_message(name_or_path, kwargs, _model_skeleton(cls, name_or_path, kwargs)):
+                raise ValueError(message)
         return_loading_info = kwargs.pop("output_loading_info", False)
         allow_new_shapes = kwargs.pop("ignore_mismatched_sizes", False)
         try:  # mismatched sizes are allowed here so that an attention mismatch is reported as one
@@ -885,16 +895,24 @@ class SymBertPreTrainedModel(PreTrainedModel):
             files = sorted(str(f) for f in folder.glob("*.safetensors")) if folder.is_dir() else []
             where = ", ".join(files) or f"the *.safetensors weights of {name_or_path!r}"
             raise OSError(f"Cannot read {where}: the file is truncated or corrupt ({error}).") from error
-        if same_attention:
-            _check_attention_tensors(model.config.attention_type, loading_info, name_or_path)
+        except RuntimeError as error:  # transformers 4 fails to copy integer tensors into the parameters
+            if message := _integer_weights_message(name_or_path, kwargs, _model_skeleton(cls, name_or_path, kwargs)):
+                raise ValueError(message) from error
+            raise
+        if message := _integer_weights_message(name_or_path, kwargs, model):  # transformers 5 casts them
+            raise ValueError(message)
+        if same_attention and _holds_part_of_the_model(model, loading_info):
+            _check_attention_tensors(model.config.attention_type, loading_info, _weights_source(name_or_path))
         if loading_info["mismatched_keys"] and not allow_new_shapes:
             shapes = "; ".join(
                 f"{name}: {list(saved)} in the checkpoint, {list(wanted)} in the model" if saved else name
-                for name, saved, wanted in _mismatched(loading_info)
+                for name, saved, wanted in _mismatched(loading_info, model, name_or_path, kwargs)
             )
-            raise ValueError(
-                f"{name_or_path!r} has tensors of another shape than the model: {shapes}. Fix the config, or pass "
-                "ignore_mismatched_sizes=True to initialise them anew."
+            # RuntimeError: what transformers itself raises for tensors of another shape (4.x and 5.x)
+            source = _weights_source(name_or_path)
+            raise RuntimeError(
+                f"{source[0].upper()}{source[1:]} has tensors of another shape than the model: {shapes}. Fix the "
+                "config, or pass ignore_mismatched_sizes=True to initialise them anew."
             )
         return (model, loading_info) if return_loading_info else model
 
@@ -960,13 +978,44 @@ def _bert_attention_tensors(name_or_path, subfolder=""):
     return tensors
 
 
-def _mismatched(loading_info):
-    """Sorted (name, checkpoint shape, model shape) of the reshaped tensors; transformers 4 gives only the names."""
-    items = loading_info["mismatched_keys"]
-    return sorted((item, None, None) if isinstance(item, str) else tuple(item) for item in items)
+def _mismatched(loading_info, model=None, name_or_path=None, kwargs=None):
+    """Sorted (name, checkpoint shape, model shape) of the reshaped tensors. transformers 4 gives only the names: the
+    shapes are then read from the model and the checkpoint's headers where they can be (else None)."""
+    items = sorted(
+        (item, None, None) if isinstance(item, str) else tuple(item) for item in loading_info["mismatched_keys"]
+    )
+    if model is None or all(saved is not None for _, saved, _ in items):
+        return items
+    state = model.state_dict()
+    saved = {name: shape for name, (_, shape) in _checkpoint_tensors(name_or_path, kwargs or {}).items()}
+    filled = []
+    for name, *_ in items:
+        stored = next((saved[key] for key in _checkpoint_names(name, model.base_model_prefix) if key in saved), None)
+        wanted = tuple(state[name].shape) if name in state and stored is not None else None
+        filled.append((name, stored, wanted))
+    return filled
 
 
-def _check_attention_tensors(attention_type, loading_info, name_or_path):
+def _checkpoint_names(name, prefix):
+    """The names a model tensor `name` may have in a checkpoint: its own, and with or without the base model prefix."""
+    if name.startswith(f"{prefix}."):
+        return [name, name[len(prefix) + 1 :]]
+    return [name, f"{prefix}.{name}"]
+
+
+def _weights_source(name_or_path):
+    return "the state_dict passed to from_pretrained" if name_or_path is None else repr(str(name_or_path))
+
+
+def _holds_part_of_the_model(model, loading_info):
+    """Whether the checkpoint gave the model any tensor outside self-attention. One that gave none (transformers'
+    `state_dict={}`, or a file of unrelated tensors) is not a checkpoint of another attention type: it loads as in
+    transformers, every weight initialised and reported missing."""
+    absent = set(loading_info["missing_keys"]) | {name for name, *_ in _mismatched(loading_info)}
+    return any(name not in absent for name in model.state_dict() if ATTENTION_MARKER not in name)
+
+
+def _check_attention_tensors(attention_type, loading_info, source):
     """A checkpoint of another attention type loads with its attention tensors missing, unexpected or reshaped."""
 
     def attention_tensors(names):
@@ -977,12 +1026,183 @@ def _check_attention_tensors(attention_type, loading_info, name_or_path):
     reshaped = attention_tensors(name for name, *_ in _mismatched(loading_info))
     if missing or unexpected or reshaped:
         raise ValueError(
-            f"The weights of {name_or_path!r} do not match attention_type={attention_type!r} of its config: in every "
+            f"The weights of {source} do not match attention_type={attention_type!r} of its config: in every "
             f"layer's encoder.layer.N{ATTENTION_MARKER}*, missing from the checkpoint: {missing or 'none'}; "
             f"unexpected in it: {unexpected or 'none'}; of another shape: {reshaped or 'none'}. Set attention_type "
             "to the type the weights were trained with (one of: "
             f"{', '.join(ATTENTION_TYPES)}); to start a variant from BERT weights, use from_bert."
         )
+
+
+# safetensors' dtype codes of the tensors that cannot be weights of a floating-point model
+INTEGER_DTYPES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "U16": "uint16",
+    "I16": "int16",
+    "U32": "uint32",
+    "I32": "int32",
+    "U64": "uint64",
+    "I64": "int64",
+}
+
+
+def _checkpoint_files(name_or_path, kwargs):
+    """The local weights files that `from_pretrained(name_or_path, **kwargs)` reads: in a folder, or of a Hub
+    repository already in the cache (nothing is downloaded); [] when there are none."""
+    from transformers.utils import cached_file
+
+    if name_or_path is None:
+        return []
+    variant, use_safetensors = kwargs.get("variant"), kwargs.get("use_safetensors")
+    options = {key: kwargs[key] for key in ("cache_dir", "revision", "token") if kwargs.get(key) is not None}
+
+    def local(name):
+        if variant:  # model.safetensors -> model.{variant}.safetensors, as transformers names them
+            stem, extension = name.split(".", 1)
+            name = f"{stem}.{variant}.{extension}"
+        try:
+            return cached_file(
+                str(name_or_path),
+                name,
+                subfolder=kwargs.get("subfolder") or "",
+                local_files_only=True,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
+                **options,
+            )
+        except Exception:  # not a folder nor a cached repository: nothing to read
+            return None
+
+    names = []
+    if use_safetensors is not False:
+        names += ["model.safetensors", "model.safetensors.index.json"]
+    if use_safetensors is not True:
+        names += ["pytorch_model.bin", "pytorch_model.bin.index.json"]
+    for name in names:
+        if (path := local(name)) is None:
+            continue
+        if not name.endswith(".index.json"):
+            return [path]
+        shards = sorted(set(json.loads(Path(path).read_text())["weight_map"].values()))
+        return [file for file in (local(shard) for shard in shards) if file is not None]
+    return []
+
+
+def _checkpoint_tensors(name_or_path, kwargs):
+    """{name: (dtype, shape)} of the checkpoint's tensors (the `state_dict` argument's, else the files' headers),
+    dtype as a string ("int8", "F32"); {} when they cannot be read without loading."""
+    if kwargs.get("state_dict") is not None:
+        return {
+            name: (str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape))
+            for name, tensor in kwargs["state_dict"].items()
+            if isinstance(tensor, torch.Tensor)
+        }
+    tensors = {}
+    for file in _checkpoint_files(name_or_path, kwargs):
+        try:
+            if str(file).endswith(".safetensors"):
+                with safe_open(file, framework="pt") as weights:
+                    for name in weights.keys():
+                        header = weights.get_slice(name)
+                        dtype = header.get_dtype()
+                        tensors[name] = (INTEGER_DTYPES.get(dtype, dtype), tuple(header.get_shape()))
+            else:  # on the meta device: only dtypes and shapes are read
+                state = torch.load(file, map_location="meta", weights_only=True, mmap=True)
+                tensors.update(
+                    {name: (str(t.dtype).removeprefix("torch."), tuple(t.shape)) for name, t in state.items()}
+                )
+        except Exception:  # unreadable: transformers reports it when it loads the file
+            return {}
+    return tensors
+
+
+def _model_skeleton(cls, name_or_path, kwargs):
+    """The model `cls` on the meta device (no memory, no initialisation cost), from the config `from_pretrained`
+    would use; None when that config cannot be read without downloading."""
+    config = kwargs.get("config")
+    try:
+        if not isinstance(config, transformers.PretrainedConfig):
+            options = {key: kwargs[key] for key in ("cache_dir", "revision", "token", "subfolder") if kwargs.get(key)}
+            config = cls.config_class.from_pretrained(name_or_path, local_files_only=True, **options)
+        with torch.device("meta"):
+            return cls(copy.deepcopy(config))  # the caller's config stays as it was
+    except Exception:
+        return None
+
+
+def _integer_weights_message(name_or_path, kwargs, model):
+    """A message naming the checkpoint's integer (or bool) tensors that would fill floating-point weights of `model`
+    (transformers 5 casts them, so the logits are useless; transformers 4 fails while copying them); None when
+    there are none. Quantised checkpoints (a quantization_config) and GGUF files are loaded by transformers'
+    quantizers and dequantisation, so they are left to them."""
+    if model is None or kwargs.get("gguf_file") or kwargs.get("load_in_8bit") or kwargs.get("load_in_4bit"):
+        return None
+    if kwargs.get("quantization_config") is not None or getattr(model.config, "quantization_config", None):
+        return None
+    weights = {name for name, tensor in model.state_dict().items() if tensor.is_floating_point()}
+    integer = []
+    for name, (dtype, _) in _checkpoint_tensors(name_or_path, kwargs).items():
+        if dtype in INTEGER_DTYPES.values() and any(
+            n in weights for n in _checkpoint_names(name, model.base_model_prefix)
+        ):
+            integer.append(f"{name} ({dtype})")
+    if not integer:
+        return None
+    shown = ", ".join(sorted(integer)[:5]) + (f" and {len(integer) - 5} more" if len(integer) > 5 else "")
+    return (
+        f"The weights of {_weights_source(name_or_path)} include integer tensors: {shown}. The model's weights are "
+        "floating point (float32, float16 or bfloat16): save the checkpoint in one of those dtypes, or load a "
+        "quantised checkpoint with its quantization_config."
+    )
+
+
+def _warn_if_other_code(name_or_path, subfolder):
+    """Log one warning when the folder's modeling_symbert.py or configuration_symbert.py differ from the code that
+    is loading it: after `import symbert`, transformers' Auto classes map model_type 'symbert' to the installed
+    classes (under transformers 5 even with trust_remote_code=True), so the folder's own code does not run."""
+    folder = Path(name_or_path, subfolder or "").expanduser()
+    if not folder.is_dir():
+        return
+    running = {
+        "modeling_symbert.py": Path(__file__),
+        "configuration_symbert.py": Path(sys.modules[SymBertConfig.__module__].__file__),
+    }
+    differing = []
+    for name, code in running.items():
+        saved = folder / name
+        try:
+            if saved.is_file() and saved.read_bytes() != code.read_bytes():
+                differing.append(name)
+        except OSError:  # an unreadable file is not compared
+            continue
+    if differing:
+        package = __name__.rpartition(".")[0]
+        whose = "the installed symbert package" if package == "symbert" else f"the module {__name__}"
+        paths = ", ".join(str(running[name]) for name in differing)
+        if TRANSFORMERS_V5:
+            why = "transformers' Auto classes map model_type 'symbert' to its classes, even with trust_remote_code=True"
+            remedy = "load it in a process that does not import symbert"
+        else:
+            why = "transformers' Auto classes map model_type 'symbert' to its classes unless trust_remote_code=True"
+            remedy = "load it with an Auto class and trust_remote_code=True"
+        logger.warning(
+            f"{folder}: its {' and '.join(differing)} differ{'s' if len(differing) == 1 else ''} from the code that "
+            f"loads it. The code of {whose} runs ({paths}), not the folder's: once `symbert` is imported, {why}. To "
+            f"run the folder's code, {remedy}."
+        )
+
+
+def file_not_folder_message(path):
+    """A message for a path to an existing file (e.g. a config.json): from_pretrained takes the folder holding it."""
+    candidate = Path(str(path)).expanduser()
+    if candidate.is_file():
+        return (
+            f"{str(path)!r} is a file, not a folder: from_pretrained takes the folder that holds config.json and "
+            f"the weights ({str(candidate.parent)!r}), or a Hub repository id."
+        )
+    return None
 
 
 def missing_local_path_message(path):
@@ -1105,6 +1325,7 @@ class SymBertModel(SymBertPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds.")
         _check_input_shapes(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
+        _check_inputs_embeds_dtype(inputs_embeds, self.embeddings.LayerNorm.weight.dtype)
 
         embedding_output = self.embeddings(
             input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
@@ -1194,6 +1415,10 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             **kwargs,
         )
         sequence_output = outputs.last_hidden_state
+        if labels is not None:
+            _check_class_labels(
+                labels, sequence_output.shape[:2], "[batch, sequence]", self.config.vocab_size, "vocab_size"
+            )
         # CODEPATH: pre-training with the recipes in training/recipes/ (sparse_prediction=true); any call without
         # labels, and every checkpoint saved with the default False, take the full-logits path.
         if labels is not None and self.config.sparse_prediction:
@@ -1241,6 +1466,74 @@ def _check_prediction_count(labelled, predicted, max_predictions_per_seq):
         torch._assert_async(labelled.sum() <= predicted, f"The labels mark more positions than {limit}; {advice}.")
     elif (count := int(labelled.sum())) > predicted:
         raise ValueError(f"The labels mark {count} positions, more than {limit}; {advice}.")
+
+
+def _check_inputs_embeds_dtype(inputs_embeds, dtype):
+    """BERT adds inputs_embeds to the model's own embeddings and normalises the sum with the model's LayerNorm: wider
+    inputs (float32 into a bfloat16 model) make a float32 sum that the bfloat16 LayerNorm refuses with torch's
+    "mixed dtype" error (or that leaves the encoder in another dtype). BERT does not cast them, so neither does this:
+    it names both dtypes. Narrower inputs (bfloat16 into a float32 model) are promoted to the model's dtype by the
+    addition and run as before; under autocast the check is left to torch (CUDA's autocast runs the LayerNorm in
+    float32). From dtypes only: no host sync, no graph break."""
+    if inputs_embeds is None or inputs_embeds.dtype == dtype:
+        return
+    if not inputs_embeds.is_floating_point():
+        raise ValueError(
+            f"inputs_embeds has dtype {inputs_embeds.dtype}; it must be floating point, the model's {dtype}."
+        )
+    if torch.promote_types(inputs_embeds.dtype, dtype) != dtype and not _autocast_enabled(inputs_embeds.device.type):
+        raise ValueError(
+            f"inputs_embeds has dtype {inputs_embeds.dtype}, the model {dtype}: pass inputs_embeds.to({dtype}), "
+            "or run the model under torch.autocast."
+        )
+
+
+def _autocast_enabled(device_type):
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 takes no device type
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
+
+
+def _check_class_labels(labels, shape, layout, num_classes, size_name):
+    """`labels` must be integer class ids of `shape` ([batch] or [batch, sequence], named by `layout`), each in
+    [0, num_classes) or -100 (ignored by the loss), so that a bad label is named before torch's cross-entropy fails
+    on it (on an accelerator, with a device-side assert that names no value). The shape and dtype come from metadata;
+    the values are read back only on the CPU (elsewhere the device checks them itself and fails at its next
+    synchronisation, as for the input ids) and not at all under torch.compile (a data-dependent check would break
+    the graph)."""
+    expected = f"{layout} = {list(shape)}"
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels must be a torch.Tensor of shape {expected}, not a {type(labels).__name__}.")
+    if tuple(labels.shape) != tuple(shape):
+        raise ValueError(f"labels has shape {list(labels.shape)}; expected {expected}.")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels has dtype {labels.dtype}; expected integer class ids (torch.long).")
+    if labels.numel() == 0 or torch.compiler.is_compiling():
+        return
+    allowed = f"[0, {num_classes - 1}] ({size_name}={num_classes}) or -100 (ignored by the loss)"
+    valid = ((labels >= 0) & (labels < num_classes)) | (labels == -100)
+    if labels.device.type != "cpu":
+        torch._assert_async(valid.all(), f"labels contains class ids outside {allowed}.")
+    elif not bool(valid.all()):
+        raise ValueError(f"labels contains {labels[~valid][0].item()}; allowed: {allowed}.")
+
+
+def _check_sequence_labels(labels, logits, problem_type):
+    """The labels of SymBertForSequenceClassification for its problem type: one class id per row (single-label),
+    one value per row (regression), or one value per row and label (multi-label)."""
+    batch, num_labels = logits.shape
+    if problem_type == "single_label_classification":
+        if isinstance(labels, torch.Tensor) and tuple(labels.shape) == (batch, 1):
+            labels = labels[:, 0]  # flattened by the loss, as in BERT
+        _check_class_labels(labels, (batch,), "[batch]", num_labels, "num_labels")
+    elif problem_type == "regression" and tuple(labels.shape) not in ((batch,), (batch, 1)):
+        raise ValueError(f"labels has shape {list(labels.shape)}; regression expects [batch] = [{batch}].")
+    elif problem_type == "multi_label_classification" and tuple(labels.shape) != (batch, num_labels):
+        raise ValueError(
+            f"labels has shape {list(labels.shape)}; multi-label classification expects [batch, num_labels] = "
+            f"[{batch}, {num_labels}]."
+        )
 
 
 def _classifier_dropout(config):
@@ -1300,6 +1593,7 @@ class SymBertForSequenceClassification(SymBertPreTrainedModel):
                     self.config.problem_type = "single_label_classification"
                 else:
                     self.config.problem_type = "multi_label_classification"
+            _check_sequence_labels(labels, logits, self.config.problem_type)
             if self.config.problem_type == "regression":
                 loss = MSELoss()(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
             elif self.config.problem_type == "single_label_classification":
@@ -1362,7 +1656,10 @@ class SymBertForMultipleChoice(SymBertPreTrainedModel):
             **kwargs,
         )
         reshaped_logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
-        loss = CrossEntropyLoss()(reshaped_logits, labels) if labels is not None else None
+        loss = None
+        if labels is not None:
+            _check_class_labels(labels, reshaped_logits.shape[:1], "[batch]", num_choices, "num_choices")
+            loss = CrossEntropyLoss()(reshaped_logits, labels)
         output = MultipleChoiceModelOutput(
             loss=loss, logits=reshaped_logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -1417,6 +1714,7 @@ class SymBertForTokenClassification(SymBertPreTrainedModel):
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
+            _check_class_labels(labels, logits.shape[:2], "[batch, sequence]", self.num_labels, "num_labels")
             loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.view(-1))
         output = TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions

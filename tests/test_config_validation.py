@@ -20,7 +20,6 @@ from transformers import (
 
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertForSequenceClassification
-from symbert.modeling_symbert import TRANSFORMERS_V5
 
 ALLOWED_ATTENTION = "allowed: original, symmetric, pairwise, shared, mhe_add, mhe_mul"
 
@@ -251,9 +250,9 @@ def test_mlm_checkpoint_still_starts_a_task_head(mlm_folder, trust_remote_code):
 
 def test_tensors_of_another_shape_are_refused_unless_allowed(tmp_path):
     SymBertForSequenceClassification(tiny_config(num_labels=2)).save_pretrained(tmp_path)
-    shapes = r": \[2\] in the checkpoint, \[3\] in the model" if TRANSFORMERS_V5 else ""  # transformers 4: names only
-    with pytest.raises(
-        ValueError,
+    shapes = r": \[2\] in the checkpoint, \[3\] in the model"  # transformers 4 names them only: read from the file
+    with pytest.raises(  # RuntimeError, as transformers raises for BERT
+        RuntimeError,
         match=rf"has tensors of another shape than the model: classifier.bias{shapes}.*ignore_mismatched_sizes=True",
     ):
         SymBertForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
