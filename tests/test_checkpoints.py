@@ -252,7 +252,31 @@ def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(
     assert checkpoints(output_dir) == ["checkpoint-4"] and checkpoint_problem(output_dir / "checkpoint-4") is None
     assert not (output_dir / STAGING_DIR).exists()
     assert not (output_dir / "model.safetensors").exists() and not (output_dir / "training_summary.json").exists()
-    assert metric_rows(output_dir)[-2:] == [(8, "", "nan"), (8, "", "")]  # the NaN, then the Trainer's train summary
+    assert metric_rows(output_dir)[-1] == (8, "", "nan")  # the run ended at the NaN
+    assert not (output_dir / LOCK_FILE).exists()
+
+
+@pytest.mark.parametrize("eval_on_start", [True, False], ids=["NaN at step 0", "NaN at step 4"])
+def test_a_run_diverged_from_the_start_ends_with_the_message_and_leaves_nothing(
+    corpus,  # noqa: F811
+    tmp_path,
+    capsys,
+    eval_on_start,
+):
+    """A model whose eval loss is NaN from its first evaluation (initializer_range 1e30) is stopped there, with the
+    divergence message and exit status 2; no checkpoint was saved, so the folder it made is gone, lock file and all."""
+    output_dir = tmp_path / "run"
+    overrides = ["--config_overrides", '{"initializer_range": 1e30}', "--eval_on_start", str(eval_on_start).lower()]
+    with pytest.raises(SystemExit) as exit_info:
+        main(run_args(corpus, output_dir, *overrides))
+    captured = capsys.readouterr()
+    step = 0 if eval_on_start else 4
+    assert exit_info.value.code == 2 and "Traceback" not in captured.err
+    (line,) = captured.err.strip().splitlines()
+    assert f"Training diverged: the eval loss is nan at step {step}, so training stopped there; no checkpoint" in line
+    if eval_on_start:
+        assert "'loss'" not in captured.out  # not one step trained
+    assert not output_dir.exists()
 
 
 def test_training_summary_holds_what_the_release_needs(straight):

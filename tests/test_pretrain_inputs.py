@@ -539,3 +539,68 @@ def test_the_summary_and_labels_name_the_type_trained(tmp_path, tokenizer_dir, c
     assert summary["attention_type"] == summary["model_arguments"]["attention_type"] == "pairwise"
     assert json.loads((output_dir / "config.json").read_text())["attention_type"] == "pairwise"
     assert "pairwise: final eval loss" in capsys.readouterr().out
+
+
+# --- tokenizers without a vocabulary ---------------------------------------------------------------------------------
+
+
+def save_word_level_tokenizer(folder, texts, special_tokens, **roles):
+    """A saved fast tokenizer with a WordLevel vocabulary of `texts`' words and `special_tokens`; `roles` name which
+    special token is which (unk_token="[UNK]", ...)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel(vocab={}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    if texts:
+        backend.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=special_tokens))
+    PreTrainedTokenizerFast(tokenizer_object=backend, **roles).save_pretrained(folder)
+
+
+TOKENIZER_FOLDERS = {
+    "empty folder": (
+        lambda folder: None,
+        r"Tokenizer folder '.*/tok' holds no vocabulary: none of tokenizer.json, .* "
+        r"is in it \(it holds nothing\)",
+    ),
+    "only a config": (
+        lambda folder: (folder / "tokenizer_config.json").write_text("{}"),
+        r"holds no vocabulary: .*\(it holds tokenizer_config.json\)",
+    ),
+    "0 tokens": (
+        lambda folder: save_word_level_tokenizer(folder, [], []),
+        r"Tokenizer '.*/tok' has no vocabulary \(0 tokens\)",
+    ),
+    "no [CLS] [SEP] [MASK]": (
+        lambda folder: save_word_level_tokenizer(
+            folder, sentences(50), ["[UNK]", "[PAD]"], unk_token="[UNK]", pad_token="[PAD]"
+        ),
+        r"Tokenizer '.*/tok' \(\d+ tokens\) lacks cls_token, sep_token, mask_token: masked-language-model pre-training "
+        r"needs all of cls_token, sep_token, mask_token and pad_token \(BERT's \[CLS\] \[SEP\] \[MASK\] \[PAD\]\)",
+    ),
+    "no [MASK]": (
+        lambda folder: save_word_level_tokenizer(
+            folder,
+            sentences(50),
+            ["[UNK]", "[PAD]", "[CLS]", "[SEP]"],
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+        ),
+        r"lacks mask_token:",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TOKENIZER_FOLDERS)
+def test_a_tokenizer_without_a_vocabulary_is_refused_up_front(tmp_path, output_dir, capsys, monkeypatch, case):
+    build, message = TOKENIZER_FOLDERS[case]
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    build(folder)
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    before = snapshot(output_dir)
+    line = refused(args(output_dir, "--train_files", str(tmp_path / "a.txt"), tokenizer=folder), capsys, monkeypatch)
+    assert re.search(message, line), line
+    assert snapshot(output_dir) == before

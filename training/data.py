@@ -253,8 +253,15 @@ def load_tokenizer(data_args):
     name = data_args.tokenizer or DEFAULT_TOKENIZER
     if missing := missing_local_path(name):
         raise missing
+    if Path(name).is_dir() and not any((Path(name) / file).is_file() for file in TOKENIZER_FILES):
+        held = sorted(path.name for path in Path(name).iterdir())
+        raise UserError(
+            f"Tokenizer folder {name!r} holds no vocabulary: none of {', '.join(TOKENIZER_FILES)} is in it (it holds "
+            f"{', '.join(held[:10]) + (', ...' if len(held) > 10 else '') if held else 'nothing'}); pass --tokenizer "
+            "with a folder written by a tokenizer's save_pretrained, or a Hub id such as bert-base-uncased."
+        )
     try:
-        return AutoTokenizer.from_pretrained(name)
+        tokenizer = AutoTokenizer.from_pretrained(name)
     except OSError as error:
         raise UserError(
             f"Tokenizer {name!r} is neither a local tokenizer folder nor on the Hub or in the local Hugging Face "
@@ -262,6 +269,42 @@ def load_tokenizer(data_args):
         ) from error
     except ValueError as error:  # e.g. a truncated tokenizer.json
         raise UserError(f"Tokenizer {name!r} cannot be read: {error.__class__.__name__}: {error}") from error
+    return checked_tokenizer(tokenizer, name)
+
+
+# The files from which AutoTokenizer builds a tokenizer's vocabulary (fast, WordPiece, BPE, SentencePiece).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+MLM_SPECIAL_TOKENS = ("cls_token", "sep_token", "mask_token", "pad_token")  # BERT's [CLS] [SEP] [MASK] [PAD]
+
+
+def checked_tokenizer(tokenizer, name):
+    """`tokenizer`, if masked-language-model pre-training can use it: a vocabulary, and the special tokens that wrap
+    each text ([CLS] ... [SEP]), replace masked tokens ([MASK]) and pad batches ([PAD]), each in the vocabulary."""
+    if len(tokenizer) == 0:
+        raise UserError(
+            f"Tokenizer {name!r} has no vocabulary (0 tokens); pass --tokenizer with a trained tokenizer, e.g. "
+            "bert-base-uncased."
+        )
+    missing = []
+    for role in MLM_SPECIAL_TOKENS:
+        token = getattr(tokenizer, role)
+        token_id = None if token is None else tokenizer.convert_tokens_to_ids(token)
+        if token_id is None or (token_id == tokenizer.unk_token_id and token != tokenizer.unk_token):
+            missing.append(role if token is None else f"{role} {token!r} (not in the vocabulary)")
+    if missing:
+        raise UserError(
+            f"Tokenizer {name!r} ({len(tokenizer)} tokens) lacks {', '.join(missing)}: masked-language-model "
+            "pre-training needs all of cls_token, sep_token, mask_token and pad_token (BERT's [CLS] [SEP] [MASK] "
+            "[PAD]); pass --tokenizer with a BERT-style tokenizer."
+        )
+    return tokenizer
 
 
 def cached_wordpiece(vocab_size):

@@ -515,13 +515,14 @@ class SymBertPretrainingTrainer(Trainer):
 
 
 class StopOnNonFiniteEvalLoss(TrainerCallback):
-    """A NaN or infinite eval loss stops training before that step's checkpoint is saved, so the newest checkpoint
-    is the last good one; `pretrain` then reports the divergence."""
+    """A NaN or infinite eval loss, at any step (step 0 of --eval_on_start included), ends the run at once with the
+    divergence message: before that step's checkpoint is saved, so the newest checkpoint is the last good one, and
+    before another step is trained."""
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        if not math.isfinite(metrics.get("eval_loss", 0.0)):
-            control.should_save = False
-            control.should_training_stop = True
+        eval_loss = (metrics or {}).get("eval_loss", 0.0)
+        if not math.isfinite(eval_loss):
+            raise UserError(divergence_message(args, state.global_step, eval_loss))
 
 
 class RemoveStaleCheckpoints(TrainerCallback):
@@ -714,8 +715,8 @@ def remove_stale_checkpoints(output_dir):
 @contextmanager
 def output_folder_lock(output_dir):
     """Holds OUTPUT_DIR/.pretrain.lock while the run uses the folder, so that a second run into it is refused at
-    once. It is an OS lock (flock): a killed run releases it. A run that fails before writing anything leaves the
-    folder as it found it."""
+    once. It is an OS lock (flock): a killed run releases it. A run that fails leaves no lock file, and a folder it
+    did not change, or in which it saved no checkpoint, as it found it (remove_failed_run_leftovers)."""
     output_dir = Path(output_dir)
     lock_path = output_dir / LOCK_FILE
     new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
@@ -732,13 +733,29 @@ def output_folder_lock(output_dir):
     try:
         yield
     except BaseException:
-        if new_lock and sorted(set(os.listdir(output_dir)) - {LOCK_FILE}) == found:  # nothing written yet
-            lock_path.unlink()
-            if new_folder:
-                output_dir.rmdir()
+        remove_failed_run_leftovers(output_dir, found, new_folder, new_lock)
         raise
     finally:
         lock.release()
+
+
+def remove_failed_run_leftovers(output_dir, found, new_folder, new_lock):
+    """After a run that failed (a user error, a divergence, an interrupt): a folder it did not change stays as it was;
+    otherwise its lock file goes, and if no checkpoint is left to resume from, so does every file of a run that it
+    wrote there (metrics, TensorBoard logs...), and the folder itself if the run made it."""
+    written = set(os.listdir(output_dir)) - {LOCK_FILE} - set(found)
+    if not written and not new_lock:
+        return
+    if not any(re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", name) for name in os.listdir(output_dir)):
+        for name in written & (run_file_names() | {"runs"}):
+            path = output_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    (output_dir / LOCK_FILE).unlink(missing_ok=True)
+    if new_folder and not any(output_dir.iterdir()):
+        output_dir.rmdir()
 
 
 def on_main_process(training_args, decide):
@@ -816,8 +833,8 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
         trainer.evaluate()
         evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
     final_eval_loss = evals[-1]["eval_loss"]
-    if not math.isfinite(final_eval_loss):
-        raise UserError(divergence_message(training_args, evals[-1]["step"], final_eval_loss))
+    if not math.isfinite(final_eval_loss):  # (StopOnNonFiniteEvalLoss ends the run at such an evaluation)
+        raise UserError(divergence_message(training_args, evals[-1].get("step"), final_eval_loss))
     if trainer.is_world_process_zero():
         print(f"{config.attention_type}: final eval loss {final_eval_loss:.4f}")
     trainer.save_model()  # final model, code and tokenizer in output_dir
