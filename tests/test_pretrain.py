@@ -177,6 +177,11 @@ def test_command_line_overrides_recipe(tmp_path):
         (["--size", "huge"], "size 'huge' is not a preset"),
         (["--per_device_train_batch_size", "24"], "global_batch_size=256 is not a multiple of per-device batch 24"),
         (["--precision", "fp8"], "precision 'fp8' is not supported"),
+        (
+            ["--compare", "original,symmetric,original"],
+            "compare='original,symmetric,original' names 'original' more than once",
+        ),
+        (["--compare", "original,,symmetric"], "compare='original,,symmetric' has an empty entry"),
     ],
 )
 def test_bad_arguments_are_named(tmp_path, extra, message):
@@ -402,6 +407,57 @@ def test_comparison_mode(corpus, tmp_path, capsys):
         assert json.loads((tmp_path / kind / "config.json").read_text())["attention_type"] == kind
         assert eval_losses(tmp_path / kind)[-1][0] == 4
     assert "Comparison in" in capsys.readouterr().out
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_comparison_resumes_and_reuses_the_finished_types(corpus, tmp_path, capsys, monkeypatch):
+    """Run again, a comparison stopped while training its second type keeps the first (its folder holds
+    training_summary.json: not trained again, its results reused), resumes the second and trains the third;
+    --overwrite_output_dir true trains every type again."""
+    args = run_args(corpus, tmp_path, "--compare", "original,symmetric,pairwise")
+    original_save = SymBertPretrainingTrainer._save_checkpoint
+
+    def save_then_stop_in_symmetric(self, model, trial):
+        original_save(self, model, trial)
+        if self.args.output_dir.endswith("symmetric") and self.state.global_step == 4:
+            raise Interrupted
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SymBertPretrainingTrainer, "_save_checkpoint", save_then_stop_in_symmetric)
+        with pytest.raises(Interrupted):
+            main(args)
+    assert (tmp_path / "original" / "training_summary.json").is_file()
+    assert (tmp_path / "symmetric" / "checkpoint-4").is_dir() and not (tmp_path / "pairwise").exists()
+    finished = {path: path.read_bytes() for path in (tmp_path / "original").rglob("*") if path.is_file()}
+    capsys.readouterr()
+
+    main(args)
+    out = capsys.readouterr().out
+    assert f"original: already trained in {tmp_path / 'original'} (it holds training_summary.json)" in out
+    assert f"Resuming from {tmp_path / 'symmetric' / 'checkpoint-4'}" in out and "pairwise: final eval loss" in out
+    assert "original: final eval loss" not in out
+    assert {path: path.read_bytes() for path in finished} == finished  # reused as it was
+    table = (tmp_path / "comparison.md").read_text()
+    for kind in ("original", "symmetric", "pairwise"):
+        final_loss = json.loads((tmp_path / kind / "training_summary.json").read_text())["final_eval_loss"]
+        assert f"| {kind} | {final_loss:.4f} |" in table
+
+    with pytest.raises(
+        ValueError,
+        match=r"original holds a finished run of other settings than this comparison: "
+        r"max_steps is 8 there but 6 here",
+    ):
+        run([*args, "--max_steps", "6"])
+
+    main([*args, "--overwrite_output_dir", "true", "--max_steps", "4"])  # trains every type again
+    out = capsys.readouterr().out
+    assert "already trained" not in out and "Resuming" not in out
+    for kind in ("original", "symmetric", "pairwise"):
+        assert json.loads((tmp_path / kind / "training_summary.json").read_text())["steps"] == 4
+        assert f"{kind}: final eval loss" in out
 
 
 def test_embedded_corpus_ships_with_its_provenance(tmp_path):

@@ -57,6 +57,7 @@ from . import data as data_module
 from .reporting import (
     MetricsLogCallback,
     comparison_table,
+    load_log_history,
     masked_token_scores,
     plot_comparison,
     plot_losses,
@@ -405,6 +406,18 @@ def check_arguments(run_args, model_args, data_args, training_args, named=frozen
     for kind in [model_args.attention_type, *(run_args.compare or "").split(",")]:
         if kind and kind not in ATTENTION_TYPES:
             raise UserError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
+    if run_args.compare is not None:
+        kinds = run_args.compare.split(",")
+        if "" in kinds:
+            raise UserError(
+                f"compare={run_args.compare!r} has an empty entry; give attention types separated by commas, e.g. "
+                "original,symmetric."
+            )
+        if twice := sorted({kind for kind in kinds if kinds.count(kind) > 1}):
+            raise UserError(
+                f"compare={run_args.compare!r} names {', '.join(map(repr, twice))} more than once; name each type "
+                "once (each trains into OUTPUT_DIR/<type>)."
+            )
     if model_args.size not in SIZE_PRESETS:
         raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
     if run_args.precision not in ("auto", "bf16", "fp16", "fp32"):
@@ -1003,6 +1016,73 @@ def report(output_dir, log_history):
     )
 
 
+# Training arguments that change what a run trains: a finished run of a comparison is reused only if they are the same
+COMPARED_TRAINING_ARGUMENTS = (
+    "max_steps",
+    "num_train_epochs",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "optim",
+    "per_device_train_batch_size",
+    "per_device_eval_batch_size",
+    "gradient_accumulation_steps",
+    "eval_steps",
+    "seed",
+    "data_seed",
+    "bf16",
+    "fp16",
+)
+
+
+def finished_comparison_run(run_args, model_args, data_args, training_args):
+    """Whether the output folder of one type of a comparison holds a finished run of the same settings (to reuse);
+    False with --overwrite_output_dir or without training_summary.json. A finished run of other settings is refused,
+    naming each that differs with both values."""
+    path = Path(training_args.output_dir) / "training_summary.json"
+    if overwrite_requested(run_args, training_args) or not path.is_file():
+        return False
+    try:
+        summary = json.loads(path.read_text())
+        saved = {
+            **{f"model_arguments.{k}": v for k, v in summary["model_arguments"].items()},
+            **{f"data_arguments.{k}": v for k, v in summary["data_arguments"].items()},
+            **{f"run_arguments.{k}": v for k, v in summary["run_arguments"].items()},
+            **{name: summary["training_arguments"].get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+        }
+    except (ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
+        raise UserError(
+            f"{path} is not a training summary ({type(error).__name__}: {error}); delete it, or pass "
+            "--overwrite_output_dir true to train every type of the comparison again."
+        ) from None
+    arguments = json.loads(json.dumps(training_args.to_dict(), default=str))
+    current = {
+        **{f"model_arguments.{k}": v for k, v in asdict(model_args).items()},
+        **{f"data_arguments.{k}": v for k, v in asdict(data_args).items()},
+        # the list of types compared and the target may change between the runs of a comparison
+        **{f"run_arguments.{k}": v for k, v in asdict(run_args).items() if k not in ("compare", "target_eval_loss")},
+        **{name: arguments.get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+    }
+    differences = [
+        f"{name} is {saved.get(name)!r} there but {value!r} here"
+        for name, value in current.items()
+        if name != "run_arguments.overwrite_output_dir" and saved.get(name) != value
+    ]
+    if differences:
+        raise UserError(
+            f"{training_args.output_dir} holds a finished run of other settings than this comparison: "
+            f"{'; '.join(differences)}. Pass --overwrite_output_dir true to train every type again, or choose another "
+            "--output_dir."
+        )
+    return True
+
+
 def set_torch_threads(training_args):
     """On CPU, one torch thread per core that other processes leave idle, at least one, shared by this machine's
     processes. A thread whose core is busy with other work makes every step wait for it: on 2 cores already busy,
@@ -1033,10 +1113,32 @@ def run(argv):
             report(output_dir, log_history)
         return
 
+    kinds = run_args.compare.split(",")
+    plans = {
+        kind: (replace(model_args, attention_type=kind), replace(training_args, output_dir=str(output_dir / kind)))
+        for kind in kinds
+    }
+    # a rerun of an interrupted comparison: the types already trained (their folder holds training_summary.json) are
+    # not trained again, their results are read back; checked, all of them, before anything trains
+    finished = on_main_process(
+        training_args,
+        lambda: [
+            kind
+            for kind, (kind_model_args, kind_training_args) in plans.items()
+            if finished_comparison_run(run_args, kind_model_args, data_args, kind_training_args)
+        ],
+    )
     runs = {}
-    for kind in run_args.compare.split(","):
-        kind_training_args = replace(training_args, output_dir=str(output_dir / kind))
-        runs[kind] = pretrain(run_args, replace(model_args, attention_type=kind), data_args, kind_training_args)
+    for kind, (kind_model_args, kind_training_args) in plans.items():
+        if kind in finished:
+            if is_main:
+                print(
+                    f"{kind}: already trained in {kind_training_args.output_dir} (it holds training_summary.json); "
+                    "its results are reused"
+                )
+            runs[kind] = load_log_history(kind_training_args.output_dir)
+            continue
+        runs[kind] = pretrain(run_args, kind_model_args, data_args, kind_training_args)
     if is_main:
         first = next(iter(runs.values()))
         target = run_args.target_eval_loss
