@@ -7,7 +7,7 @@ import random
 import re
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -604,3 +604,94 @@ def test_a_tokenizer_without_a_vocabulary_is_refused_up_front(tmp_path, output_d
     line = refused(args(output_dir, "--train_files", str(tmp_path / "a.txt"), tokenizer=folder), capsys, monkeypatch)
     assert re.search(message, line), line
     assert snapshot(output_dir) == before
+
+
+# --- records without a text ------------------------------------------------------------------------------------------
+
+
+def half_without_text(count=400):
+    """Records of which every second one has no "text" field (a "title" instead), the first such one second."""
+    return [{"text": s} if i % 2 == 0 else {"title": s} for i, s in enumerate(sentences(count))]
+
+
+RECORDS_WITHOUT_TEXT = {
+    "half.jsonl": (
+        lambda p: p.write_text("".join(json.dumps(r) + "\n" for r in half_without_text())),
+        r"half.jsonl has no field 'text' on line 2 \(its fields: 'title'\): a record without a text; pass "
+        r"--text_column .* or --skip_records_without_text true",
+    ),
+    "late.jsonl": (  # past the checked start: found when the file is read
+        lambda p: p.write_text(
+            "".join(json.dumps({"text": s}) + "\n" for s in sentences(400)) + '{"text": null, "id": 7}\n'
+        ),
+        r"late.jsonl has null in field 'text' on line 401 \(its fields: 'text', 'id'\)",
+    ),
+    "array.json": (
+        lambda p: p.write_text(json.dumps([{"text": s} for s in sentences(400)] + [{"body": "x"}])),
+        r"array.json has no field 'text' on record 401 \(its fields: 'body'\)",
+    ),
+    "nulls.parquet": (
+        lambda p: Dataset.from_dict({"text": [*sentences(300), None, *sentences(99)]}).to_parquet(str(p)),
+        r"nulls.parquet has null in field 'text' on record 301",
+    ),
+}
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["loaded", "streamed"])
+@pytest.mark.parametrize("name", RECORDS_WITHOUT_TEXT)
+def test_records_without_text_are_an_error_naming_file_line_and_field(
+    tmp_path, tokenizer_dir, monkeypatch, name, streaming
+):
+    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    write, message = RECORDS_WITHOUT_TEXT[name]
+    path = tmp_path / name
+    write(path)
+    streaming = ["--streaming", str(streaming).lower()]
+    data_args = parse_arguments(args(tmp_path / "run", "--train_files", str(path), *streaming))[2]
+    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
+    with pytest.raises(UserError, match=f"{tmp_path}/{message}"):
+        train, held_out = data.load_blocks(data_args, tokenizer)
+        list(train)  # a stream is read while training
+
+    data_args = replace(data_args, skip_records_without_text=True)
+    train, held_out = data.load_blocks(data_args, tokenizer)
+    assert len(list(train)) > 0
+
+
+def test_records_without_text_in_a_stream_are_named_or_counted(tmp_path, tokenizer_dir, monkeypatch):
+    """A Hub stream (or any dataset) names the record by its number."""
+    from datasets import IterableDataset
+
+    def rows():
+        for index, text in enumerate(sentences(300)):
+            yield {"text": None if index % 3 == 2 else text}
+
+    monkeypatch.setattr(data, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
+    data_args = parse_arguments(args(tmp_path, "--streaming", "true", tokenizer=tokenizer_dir))[2]
+    tokenizer = data.load_tokenizer(data_args)
+    with pytest.raises(UserError, match=r"the embedded corpus has record 3 without a text in field 'text'"):
+        train, _ = data.load_blocks(data_args, tokenizer)
+        list(train)
+    data_args = replace(data_args, skip_records_without_text=True)
+    train, held_out = data.load_blocks(data_args, tokenizer)
+    list(train), list(train), list(held_out)  # read more than once: each record counted once
+    assert data.skipped_in_stream_message(data_args) == (
+        "Skipped 100 records of the embedded corpus without a text in field 'text' (--skip_records_without_text "
+        "true), of the records the stream was read to."
+    )
+
+
+def test_a_corpus_with_records_without_text_is_refused_or_skipped_with_their_count(
+    tmp_path, tokenizer_dir, capsys, monkeypatch
+):
+    corpus = tmp_path / "half.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in half_without_text(600)))
+    output_dir = tmp_path / "run"
+    argv = args(output_dir, "--train_files", str(corpus), tokenizer=tokenizer_dir)
+    line = refused(argv, capsys, monkeypatch)
+    assert f"{corpus} has no field 'text' on line 2" in line and not output_dir.exists()
+
+    main([*argv, "--skip_records_without_text", "true"])
+    out = capsys.readouterr().out
+    assert f"Skipped 300 of 600 records of train_files {corpus} without a text in field 'text'" in out
+    assert json.loads((output_dir / "training_summary.json").read_text())["steps"] == 2

@@ -99,7 +99,9 @@ def load_local_files(data_args):
         )
     builder = formats.pop()
     for file in files:
-        if problem := file_problem(file, data_args.text_column, CHECKED_BYTES):
+        if problem := file_problem(
+            file, data_args.text_column, CHECKED_BYTES, require_text=not data_args.skip_records_without_text
+        ):
             raise UserError(f"{file} {problem}")
     if data_args.streaming:  # read errors happen while training: each file's rows are read under its name
         return IterableDataset.from_generator(
@@ -131,12 +133,13 @@ def errors_named_by_file(files, text_column):
         raise
 
 
-def file_problem(path, text_column, limit):
-    """What is wrong with a local corpus file, judged on its first `limit` bytes of text (all for None), or None."""
+def file_problem(path, text_column, limit, require_text=False):
+    """What is wrong with a local corpus file, judged on its first `limit` bytes of text (all for None), or None.
+    With `require_text`, a record without a text (no `text_column` field, or null) is a problem too."""
     if path.stat().st_size == 0:
         return "is empty (0 bytes); remove it from --train_files."
     if local_format(path) == "parquet":
-        return parquet_problem(path, text_column)
+        return parquet_problem(path, text_column, require_text, whole=limit is None)
     # A .json file holds JSON lines if its first line is an object; else one JSON document, checked when read.
     json_lines = {".jsonl": True, ".json": None}.get(path.suffixes[0], False)
     seen = texts = 0
@@ -149,7 +152,7 @@ def file_problem(path, text_column, limit):
                     break  # the end of the file, or a line cut by the limit: the rest is checked when read
                 if json_lines is None and line.strip():
                     json_lines = is_json_object(line)
-                if problem := line_problem(line, number, json_lines, text_column):
+                if problem := line_problem(line, number, json_lines, text_column, require_text):
                     return problem
                 texts += bool(line.strip())
     except Exception as error:  # whatever the decompressor raises: EOFError, BadGzipFile, LZMAError, ...
@@ -159,10 +162,34 @@ def file_problem(path, text_column, limit):
         return f"is a truncated or corrupt {compression} archive ({type(error).__name__}: {error})."
     if texts == 0 and (limit is None or seen < limit):
         return "holds only blank lines; remove it from --train_files."
+    if require_text and limit is None and json_lines is False and local_format(path) == "json":
+        return json_document_problem(path, text_column)
     return None
 
 
-def line_problem(line, number, json_lines, text_column):
+def json_document_problem(path, text_column):
+    """A .json file holding one JSON document, an array of records: the first record without a text, if any."""
+    try:
+        with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8") as file:
+            records = json.load(file)
+    except ValueError:  # not JSON: datasets names that when it reads the file
+        return None
+    for number, record in enumerate(records if isinstance(records, list) else [], start=1):
+        if isinstance(record, dict) and record.get(text_column) is None:
+            return missing_text_problem(f"record {number}", record, text_column)
+    return None
+
+
+def missing_text_problem(where, record, text_column):
+    has = f"null in field {text_column!r}" if text_column in record else f"no field {text_column!r}"
+    fields = ", ".join(map(repr, list(record)[:8])) + (", ..." if len(record) > 8 else "")
+    return (
+        f"has {has} on {where} (its fields: {fields or 'none'}): a record without a text; pass --text_column with the "
+        "field that holds the texts, or --skip_records_without_text true to skip such records."
+    )
+
+
+def line_problem(line, number, json_lines, text_column, require_text=False):
     if b"\0" in line:
         return f"is not text: line {number} holds a NUL byte (binary data, or UTF-16 text); only UTF-8 text is read."
     try:
@@ -181,6 +208,8 @@ def line_problem(line, number, json_lines, text_column):
     if not isinstance(row, dict):
         return f"is not JSON lines of objects: line {number} is a JSON {JSON_TYPES.get(type(row), 'value')}."
     value = row.get(text_column)
+    if value is None and require_text:
+        return missing_text_problem(f"line {number}", row, text_column)
     if value is not None and not isinstance(value, str):
         return (
             f"has a {JSON_TYPES.get(type(value), type(value).__name__)} in column {text_column!r} on line {number} "
@@ -196,7 +225,9 @@ def is_json_object(line):
         return False
 
 
-def parquet_problem(path, text_column):
+def parquet_problem(path, text_column, require_text=False, whole=False):
+    """What is wrong with a Parquet file, from its footer; with `require_text`, a null text found by the footer's
+    statistics (or, `whole`, by reading the column)."""
     try:
         parquet = pq.ParquetFile(path)
     except Exception as error:  # pyarrow's ArrowInvalid, OSError, ...: the footer cannot be read
@@ -204,9 +235,41 @@ def parquet_problem(path, text_column):
     if parquet.metadata.num_rows == 0:
         return "holds no rows; remove it from --train_files."
     schema = parquet.schema_arrow
-    if text_column in schema.names and str(schema.field(text_column).type) not in ("string", "large_string"):
+    if text_column not in schema.names:
+        return None  # datasets' column check names the columns there are
+    if str(schema.field(text_column).type) not in ("string", "large_string"):
         return f"has {schema.field(text_column).type} values in column {text_column!r}; text_column must hold strings."
+    if require_text:
+        column = schema.get_field_index(text_column)
+        start = 0
+        for group in range(parquet.metadata.num_row_groups):
+            metadata = parquet.metadata.row_group(group)
+            statistics = metadata.column(column).statistics
+            if (statistics is not None and statistics.has_null_count and statistics.null_count) or (
+                whole and (statistics is None or not statistics.has_null_count)
+            ):
+                values = parquet.read_row_group(group, columns=[text_column]).column(0)
+                nulls = [index for index, value in enumerate(values.is_null().to_pylist()) if value]
+                if nulls:
+                    record = {name: None for name in schema.names}
+                    return missing_text_problem(f"record {start + nulls[0] + 1}", record, text_column)
+            start += metadata.num_rows
     return None
+
+
+def missing_text_error(data_args, record_index=None):
+    """A record without a text (no `text_column` field, or null): for local files the file and its first such line or
+    record, found by reading the files through; otherwise the record's number in the dataset."""
+    if data_args.dataset_name is None:
+        for file in map(Path, data_args.train_files or []):
+            if problem := file_problem(file, data_args.text_column, limit=None, require_text=True):
+                return UserError(f"{file} {problem}")
+    where = "a record" if record_index is None else f"record {record_index + 1}"
+    return UserError(
+        f"{describe_source(data_args)} has {where} without a text in field {data_args.text_column!r} (no such field, "
+        "or null); pass --text_column with the field that holds the texts, or --skip_records_without_text true to "
+        "skip such records."
+    )
 
 
 def describe_source(data_args):
@@ -347,8 +410,25 @@ def group_into_blocks(batch, block_size):
     return {"input_ids": [ids[i : i + block_size] for i in range(0, usable, block_size)]}
 
 
-def load_blocks(data_args, tokenizer, seed=0):
-    """(train, eval) datasets of `max_seq_length`-token blocks; eval holds `eval_blocks` blocks out of training."""
+# Streamed records without a text skipped so far, per source (describe_source): {source: {record index}}
+SKIPPED_IN_STREAMS = {}
+
+
+def skipped_in_stream_message(data_args):
+    """The line that says how many records without a text a streamed run skipped; None if none (or not streamed)."""
+    skipped = SKIPPED_IN_STREAMS.get(describe_source(data_args)) if data_args.streaming else None
+    if not skipped:
+        return None
+    return (
+        f"Skipped {len(skipped):,} records of {describe_source(data_args)} without a text in field "
+        f"{data_args.text_column!r} (--skip_records_without_text true), of the records the stream was read to."
+    )
+
+
+def load_blocks(data_args, tokenizer, seed=0, report_skipped=True):
+    """(train, eval) datasets of `max_seq_length`-token blocks; eval holds `eval_blocks` blocks out of training.
+    A record without a text is an error naming it, unless data_args.skip_records_without_text (then their number
+    is printed, unless not `report_skipped`; for a stream, by skipped_in_stream_message)."""
     texts = load_texts(data_args)
     block_size = data_args.max_seq_length
     # Each text gets [CLS] ... [SEP]; blocks then span text boundaries, as in the paper.
@@ -356,14 +436,30 @@ def load_blocks(data_args, tokenizer, seed=0):
     def tokenize(batch):
         return {"input_ids": tokenizer(batch[data_args.text_column], add_special_tokens=True)["input_ids"]}
 
-    def has_text(batch):
-        for text in batch[data_args.text_column]:  # a stream's later rows may hold numbers, lists, ...
-            if text is not None and not isinstance(text, str):
+    skip = data_args.skip_records_without_text
+    skipped = SKIPPED_IN_STREAMS[describe_source(data_args)] = set()
+
+    def has_text(batch, indices):
+        for text, index in zip(batch[data_args.text_column], indices, strict=True):
+            if text is None:  # the record has no such field, or null
+                if not skip:
+                    raise missing_text_error(data_args, index)
+                skipped.add(index)  # a stream's indices count from 0 on each pass: counted once
+            elif not isinstance(text, str):  # a stream's later rows may hold numbers, lists, ...
                 raise not_text_error(data_args, type(text).__name__)
         return [bool(text and text.strip()) for text in batch[data_args.text_column]]
 
+    if not isinstance(texts, IterableDataset):
+        column = texts.data.column(data_args.text_column)  # Arrow: the nulls are counted without reading the texts
+        if column.null_count and not skip:
+            raise missing_text_error(data_args, column.is_null().to_pylist().index(True))
+        if column.null_count and report_skipped:
+            print(
+                f"Skipped {column.null_count:,} of {len(texts):,} records of {describe_source(data_args)} without a "
+                f"text in field {data_args.text_column!r} (--skip_records_without_text true)."
+            )
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.
-    texts = texts.filter(has_text, batched=True)
+    texts = texts.filter(has_text, batched=True, with_indices=True)
     if not isinstance(texts, IterableDataset) and len(texts) == 0:
         raise UserError(f"The training data are empty: {describe_source(data_args)} hold no text.")
     # select_columns rather than remove_columns: a stream may not know its columns before it is read

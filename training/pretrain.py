@@ -144,6 +144,13 @@ class DataArguments:
     dataset_split: str = field(default="train", metadata={"help": "split of --dataset_name to train on"})
     train_files: list[str] | None = field(default=None, metadata={"help": "local .txt, .jsonl/.json or .parquet files"})
     text_column: str = field(default="text", metadata={"help": "column of the texts (.jsonl/.json/.parquet, Hub data)"})
+    skip_records_without_text: bool = field(
+        default=False,
+        metadata={
+            "help": "skip the records that have no text_column field (or null there), and say how many; without it "
+            "such a record is an error naming its file and line"
+        },
+    )
     streaming: bool = field(default=False, metadata={"help": "stream the dataset instead of downloading it whole"})
     tokenizer: str | None = field(
         default=None,
@@ -849,6 +856,8 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
     if not math.isfinite(final_eval_loss):  # (StopOnNonFiniteEvalLoss ends the run at such an evaluation)
         raise UserError(divergence_message(training_args, evals[-1].get("step"), final_eval_loss))
     if trainer.is_world_process_zero():
+        if skipped := data_module.skipped_in_stream_message(data_args):
+            print(skipped)
         print(f"{config.attention_type}: final eval loss {final_eval_loss:.4f}")
     trainer.save_model()  # final model, code and tokenizer in output_dir
     trainer.save_state()
@@ -960,7 +969,7 @@ def eval_comparison(output_dir):
         summary["training_arguments"]["per_device_eval_batch_size"],
     )
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
-    train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed)
+    train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed, report_skipped=False)
     collator = data_module.ResumableMLMCollator(
         tokenizer,
         mlm_probability=data_args.mlm_probability,
