@@ -25,6 +25,7 @@ from symbert.training.pretrain import (
     parse_arguments,
     pretrain,
     resume_checkpoint,
+    run,
 )
 from symbert.training.reporting import write_metrics
 from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (corpus is a fixture)
@@ -370,3 +371,59 @@ def test_overwrite_deletes_only_what_a_run_wrote(corpus, straight, tmp_path, cap
     assert {path: path.read_bytes() for path in user_files} == user_files  # untouched
     assert checkpoints(output_dir) == ["checkpoint-4", "checkpoint-8.old", "checkpoint-backup"]
     assert json.loads((output_dir / "training_summary.json").read_text())["steps"] == 4
+
+
+def with_overrides(**changes):
+    """cpu-demo's config overrides (run_args' recipe) with `changes`, as a --config_overrides argument."""
+    overrides = json.loads((RECIPES_DIR / "cpu-demo.json").read_text())["config_overrides"]
+    return ["--config_overrides", json.dumps({**overrides, **changes})]
+
+
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"hidden_act": "gelu_new"}, ["its hidden_act is 'gelu' but this run's is 'gelu_new'"]),
+        ({"intermediate_size": 256}, ["its intermediate_size is 512 but this run's is 256"]),
+        (
+            {
+                "hidden_dropout_prob": 0.1,
+                "layer_norm_eps": 1e-6,
+                "pairwise_init": "identity",
+                "num_key_value_heads": 2,
+                "max_position_embeddings": 64,
+                "type_vocab_size": 1,
+                "initializer_range": 0.02,
+            },
+            [
+                "its hidden_dropout_prob is 0.0 but this run's is 0.1",
+                "its initializer_range is 0.06 but this run's is 0.02",
+                "its layer_norm_eps is 1e-12 but this run's is 1e-06",
+                "its max_position_embeddings is 512 but this run's is 64",
+                "its num_key_value_heads is None but this run's is 2",
+                "its pairwise_init is 'normal' but this run's is 'identity'",
+                "its type_vocab_size is 2 but this run's is 1",
+            ],
+        ),
+    ],
+    ids=["hidden_act", "intermediate_size", "seven at once"],
+)
+def test_resume_refuses_a_checkpoint_of_another_architecture(corpus, straight, tmp_path, capsys, changes, named):  # noqa: F811
+    """Every architecture field of the checkpoint's config is checked against the run's, before anything trains: the
+    automatic resume of an interrupted run, and --resume_from_checkpoint into another folder."""
+    output_dir = tmp_path / "run"
+    shutil.copytree(straight, output_dir)
+    (output_dir / "training_summary.json").unlink()  # an interrupted run: it resumes from checkpoint-8
+    before = {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()}
+    with pytest.raises(UserError) as error:
+        run(run_args(corpus, output_dir, *with_overrides(**changes)))
+    message = str(error.value)
+    assert message.startswith(f"Cannot resume from {output_dir / 'checkpoint-8'}: its ")
+    assert message.count("but this run's is") == len(named) and all(difference in message for difference in named)
+    assert "Resuming" not in capsys.readouterr().out
+    assert {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()} == before
+
+    other = tmp_path / "other"
+    resume = ["--resume_from_checkpoint", str(straight / "checkpoint-4")]
+    with pytest.raises(UserError, match=re.escape(named[0])):
+        run(run_args(corpus, other, *resume, *with_overrides(**changes)))
+    assert not other.exists()

@@ -675,15 +675,33 @@ def checkpoint_problem(checkpoint):
     return None
 
 
+# Config fields that say how a config was saved, not what model it describes (use_cache: a decoder's runtime flag,
+# which the Trainer turns off while it trains): a resumed run may differ in these only
+BOOKKEEPING_CONFIG_FIELDS = frozenset(
+    {"architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "model_type"}
+    | {"use_cache"}
+)
+
+
 def check_checkpoint_matches(checkpoint, config):
-    """A resumed run must train the same model as the checkpoint: same attention type, vocabulary and shapes."""
-    saved = json.loads((Path(checkpoint) / CONFIG_NAME).read_text())
-    for name in ("attention_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
-        if saved.get(name) != getattr(config, name):
-            raise UserError(
-                f"Cannot resume from {checkpoint}: its {name} is {saved.get(name)!r} but this run's is "
-                f"{getattr(config, name)!r}. Use the same arguments as the interrupted run, or another output_dir."
-            )
+    """A resumed run must train the same model as the checkpoint: every field of its config but the bookkeeping ones
+    (activation, sizes, dropout, attention type, initialisation, ...) as this run's; each that differs is named, with
+    both values, before anything is trained."""
+    try:
+        saved = SymBertConfig.from_pretrained(checkpoint).to_dict()
+    except (OSError, ValueError) as error:  # a config this version cannot read, or one its checks refuse
+        raise UserError(f"Cannot resume from {checkpoint}: its {CONFIG_NAME} cannot be read ({error}).") from None
+    ours = config.to_dict()
+    differences = [
+        f"its {name} is {saved.get(name)!r} but this run's is {ours.get(name)!r}"
+        for name in sorted(set(saved) | set(ours), key=lambda name: (name != "attention_type", name))
+        if name not in BOOKKEEPING_CONFIG_FIELDS and saved.get(name) != ours.get(name)
+    ]
+    if differences:
+        raise UserError(
+            f"Cannot resume from {checkpoint}: {'; '.join(differences)}. Use the same arguments as the interrupted "
+            "run, or another output_dir."
+        )
 
 
 # What a run writes into its output folder, besides checkpoint-N folders: --overwrite_output_dir deletes these and
