@@ -9,8 +9,11 @@ ones or fresh random values) shows up both in the outputs and in the tensor comp
 the Auto class named by its folder, compares the outputs and every tensor of model.safetensors with the loaded
 model, checks that the MLM decoder is tied to the word embeddings (weight and bias) after loading and after
 `resize_token_embeddings`, loads each folder's tokenizer and DIR/tokenizer/ (the WordPiece tokenizer pre-training
-trains and saves, `symbert.training.data.train_wordpiece`) with AutoTokenizer and checks they give the ids the saving
-version gave, writes the details to REPORT (JSON), prints one Markdown table row and exits 1 on failure.
+trains, `symbert.training.data.train_wordpiece`, saved next to a SymBERT model as pre-training saves it) with
+AutoTokenizer and checks they give the ids the saving version gave and BERT's token_type_ids for sentence pairs (0 for
+[CLS] A [SEP], 1 for B [SEP]; transformers 5.0 to 5.2 load a tokenizer next to a SymBERT config as TokenizersBackend,
+which returns them only when its tokenizer_config.json names them in model_input_names), writes the details to REPORT
+(JSON), prints one Markdown table row and exits 1 on failure.
 Where this transformers still has the extractive `question-answering` pipeline (gone from 5.3), it also runs it on
 each question-answering folder and checks that every answer is a span of the context.
 """
@@ -42,7 +45,8 @@ TOKENIZER_PAIRS = [["Who walked?", "The old man walked."], ["word1 word2", QA_CO
 
 
 def tokenizer_ids(tokenizer):
-    """The ids (and token types, where given) of TOKENIZER_TEXTS and TOKENIZER_PAIRS, and the special tokens' ids."""
+    """The ids and token types (None where not returned) of TOKENIZER_TEXTS and TOKENIZER_PAIRS, and the special
+    tokens' ids."""
     single, pairs = tokenizer(TOKENIZER_TEXTS), tokenizer(*zip(*TOKENIZER_PAIRS))
     return {
         "single": single["input_ids"],
@@ -52,7 +56,20 @@ def tokenizer_ids(tokenizer):
     }
 
 
+def bert_segments(ids):
+    """Whether the pairs' token types are BERT's: 0 for [CLS] A [SEP], 1 for B [SEP] (all zeros is what a tokenizer
+    that returns no token_type_ids gives the model)."""
+    if ids["pair_token_types"] is None:
+        return False
+    sep = ids["special"]["sep"]
+    return all(
+        types == [0] * (pair.index(sep) + 1) + [1] * (len(pair) - pair.index(sep) - 1)
+        for pair, types in zip(ids["pairs"], ids["pair_token_types"])
+    )
+
+
 def save_tokenizer(tokenizer, folder):
+    assert bert_segments(tokenizer_ids(tokenizer)), "the saving version's tokenizer gives no BERT segments for pairs"
     tokenizer.save_pretrained(folder)
     with open(os.path.join(folder, "tokenizer_ids.json"), "w") as file:
         json.dump(tokenizer_ids(tokenizer), file)
@@ -89,7 +106,13 @@ def save(root):
     with open(os.path.join(root, "vocab.txt"), "w") as file:
         file.write("\n".join(VOCAB) + "\n")
     vocab_argument = "vocab" if int(transformers.__version__.split(".")[0]) >= 5 else "vocab_file"  # renamed in 5.0
-    tokenizer = transformers.BertTokenizerFast(**{vocab_argument: os.path.join(root, "vocab.txt")})
+    # as symbert-pretrain saves a --tokenizer with the model: keeping model_input_names (token_type_ids included) in
+    # its tokenizer_config.json, without which 5.0 to 5.2 load it next to a SymBERT config as TokenizersBackend,
+    # which returns no token_type_ids
+    tokenizer = transformers.BertTokenizerFast(
+        **{vocab_argument: os.path.join(root, "vocab.txt")},
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
     assert tokenizer("word7").input_ids == [2, VOCAB.index("word7"), 3], "the tokenizer did not read vocab.txt"
     import gzip
     from itertools import islice
@@ -97,7 +120,11 @@ def save(root):
     from symbert.training.data import EMBEDDED_CORPUS, train_wordpiece
 
     with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as corpus:
-        save_tokenizer(train_wordpiece(list(islice(corpus, 2000)), 1024), os.path.join(root, "tokenizer"))
+        trained = train_wordpiece(list(islice(corpus, 2000)), 1024)
+    # saved as pre-training saves it: next to a SymBERT model (its config.json is what 5.0 to 5.2 look at)
+    config = symbert.SymBertConfig.from_preset("tiny", vocab_size=len(trained), pad_token_id=trained.pad_token_id)
+    symbert.SymBertForMaskedLM(config).save_pretrained(os.path.join(root, "tokenizer"))
+    save_tokenizer(trained, os.path.join(root, "tokenizer"))
     with open(os.path.join(root, "attention_types.json"), "w") as file:  # the loading side cannot import symbert
         json.dump(list(symbert.ATTENTION_TYPES), file)
     for attention_type in symbert.ATTENTION_TYPES:
@@ -148,12 +175,11 @@ def check_tokenizer(transformers, folder):
     with open(os.path.join(folder, "tokenizer_ids.json")) as file:
         expected = json.load(file)
     got = tokenizer_ids(tokenizer)
-    if expected["pair_token_types"] is None:  # not returned by the saving version's class (5.x TokenizersBackend)
-        got["pair_token_types"] = None
     return {
         "tokenizer_loads": True,
         "tokenizer_class": type(tokenizer).__name__,
         "tokenizer_ids_identical": got == expected,
+        "tokenizer_pair_segments": bert_segments(got),  # BERT's token_type_ids for pairs, not none (all zeros)
     }
 
 
@@ -195,6 +221,7 @@ def check_folder(torch, transformers, load_file, folder, auto_name):
         and result.get("tied_after_resize", True)
         and result.get("qa_pipeline", True)
         and result.get("tokenizer_ids_identical", False)
+        and result.get("tokenizer_pair_segments", False)
     )
     return result
 
@@ -215,7 +242,10 @@ def load(root, report_path):
         for auto_name in AUTO_CLASSES
     }
     trained = check_tokenizer(transformers, os.path.join(root, "tokenizer"))
-    results["tokenizer"] = {**trained, "ok": trained.get("tokenizer_ids_identical", False)}
+    results["tokenizer"] = {
+        **trained,
+        "ok": trained.get("tokenizer_ids_identical", False) and trained.get("tokenizer_pair_segments", False),
+    }
     assert not any(m == "symbert" or m.startswith("symbert.") for m in sys.modules), "the project was imported"
     with open(os.path.join(root, "saved_by.txt")) as file:
         saved_by = file.read()
@@ -235,6 +265,7 @@ def load(root, report_path):
         f"| {saved_by} | {transformers.__version__} | {count('remote_code')} | {count('outputs_identical')} "
         f"({max_diff:.1e}) | {changed} | {count('tied_after_load')} | {count('tied_after_resize')} | "
         f"{count('qa_pipeline') if has_qa_pipeline() else 'removed'} | {count('tokenizer_ids_identical')} | "
+        f"{count('tokenizer_pair_segments')} | "
         f"{'pass' if ok else 'FAIL'} |"
     )
     return ok

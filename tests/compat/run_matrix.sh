@@ -9,8 +9,8 @@
 # this project with the pinned transformers), which saves every head and variant; then every environment loads every
 # environment's folders in a fresh process that cannot import the project (trust_remote_code=True), so both
 # same-version and cross-version loading are checked, for the models and their tokenizers (those of the 36 model
-# folders and the WordPiece tokenizer pre-training trains: same ids as the saving version). Prints the Markdown table
-# that README's "Works with" shows.
+# folders and the WordPiece tokenizer pre-training trains: same ids as the saving version, and BERT's token_type_ids
+# for sentence pairs). Prints the Markdown table that README's "Works with" shows.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=${SYMBERT_COMPAT_DIR:-/tmp/symbert-compat}
@@ -33,8 +33,8 @@ for version in "${versions[@]}"; do
     (cd "$work" && "$venv/bin/python" "$repo/tests/compat/check_compat.py" save "$work/saved-$version" >/dev/null 2>&1)
 done
 
-echo "| saved by | loaded by | remote code | outputs identical (max abs diff) | tensors changed or missing on load | decoder tied after load | tied after resize_token_embeddings | question-answering pipeline | tokenizers load, same ids | result |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| saved by | loaded by | remote code | outputs identical (max abs diff) | tensors changed or missing on load | decoder tied after load | tied after resize_token_embeddings | question-answering pipeline | tokenizers load, same ids | pairs get BERT's token_type_ids | result |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 status=0
 for saver in "${versions[@]}"; do
     for loader in "${versions[@]}"; do
@@ -43,7 +43,7 @@ for saver in "${versions[@]}"; do
         if ! row=$(cd "$elsewhere" && HF_MODULES_CACHE="$elsewhere/modules" "$work/venv-$loader/bin/python" \
             "$repo/tests/compat/check_compat.py" load "$work/saved-$saver" "$work/report-$saver-by-$loader.json" 2>"$log"); then
             status=1
-            [ -n "$row" ] || row="| $saver | $loader | crashed: see $log | | | | | | | FAIL |"
+            [ -n "$row" ] || row="| $saver | $loader | crashed: see $log | | | | | | | | FAIL |"
         fi
         echo "$row"
         rm -rf "$elsewhere"
