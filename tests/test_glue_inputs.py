@@ -7,7 +7,9 @@ import shutil
 
 import pytest
 import torch
+import transformers
 from datasets import DatasetDict
+from transformers import AutoTokenizer
 
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
@@ -151,6 +153,28 @@ def test_saved_dataset_with_a_bad_label_names_folder_row_and_column(data, tmp_pa
         f"{tmp_path / 'saved' / 'rte'} validation, row 4 of 24, column 'label': label 7 is not "
         "allowed; allowed: 0..1 or entailment, not_entailment; 1 bad label(s) in all."
     )
+
+
+# Sentence pairs: BERT's segments
+
+
+@pytest.mark.parametrize("task", ["rte", "mrpc", "stsb"])
+def test_pair_tasks_get_bert_token_type_ids(assets, task):  # noqa: F811
+    """symbert-glue's tokenisation of a pair task gives token_type_ids 0 for [CLS] A [SEP] and 1 for B [SEP] with the
+    model folder's tokenizer however it is loaded: by AutoTokenizer, and as the generic class transformers 5.0 to 5.2
+    load a tokenizer next to a SymBERT config.json as (TokenizersBackend, whose own model_input_names lack
+    token_type_ids; 4.x's generic class returns them), where the pairs would otherwise get all-zero segments."""
+    generic = getattr(transformers, "TokenizersBackend", transformers.PreTrainedTokenizerFast)
+    splits = load_task(task, assets / "data")
+    loaded = [AutoTokenizer.from_pretrained(assets / "model", trust_remote_code=True)]
+    loaded.append(generic.from_pretrained(assets / "model"))
+    for tokenizer in loaded:
+        tokenized = glue.tokenize(task, splits, tokenizer, 64)
+        for split, dataset in tokenized.items():
+            assert "token_type_ids" in dataset.column_names, (type(tokenizer).__name__, split)
+            for ids, types in zip(dataset["input_ids"][:5], dataset["token_type_ids"][:5]):
+                first_sep = ids.index(tokenizer.sep_token_id)
+                assert types == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1), type(tokenizer).__name__
 
 
 # Finished pairs: matched on contents, not paths
