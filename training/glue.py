@@ -249,7 +249,10 @@ def tokenize(task, data, tokenizer, max_length):
     text_columns = TASKS[task].text_columns
 
     def encode(batch):
-        return tokenizer(*(batch[column] for column in text_columns), truncation=True, max_length=max_length)
+        # token_type_ids asked for: under transformers 5.0-5.2 a tokenizer saved before model_input_names was pinned
+        # loads as TokenizersBackend and would leave pairs with all-zero segments
+        texts = (batch[column] for column in text_columns)
+        return tokenizer(*texts, truncation=True, max_length=max_length, return_token_type_ids=True)
 
     # Unpadded: DataCollatorWithPadding pads each batch to its own longest example.
     return {
