@@ -2,6 +2,7 @@
 --overwrite_output_dir that deletes nothing a refused run needs, a diverging run, the training summary."""
 
 import csv
+import errno
 import json
 import os
 import re
@@ -13,9 +14,11 @@ import textwrap
 import time
 
 import pytest
+from transformers import modeling_utils
 
 from symbert.cli import UserError
 from symbert.training.pretrain import (
+    FINAL_STAGING_DIR,
     LOCK_FILE,
     RECIPES_DIR,
     STAGING_DIR,
@@ -76,6 +79,16 @@ KILL_DRIVER = textwrap.dedent(
         hook(pretrain.SymBertPretrainingTrainer, "_save_checkpoint", after=kill)
     elif moment == "during-final-save":  # the final model's weights, config and tokenizer written, its state not
         hook(Trainer, "_save", after=kill, nth=2)  # the first call at STEP writes checkpoint-STEP
+    elif moment == "mid-install":  # the final model staged, three of its files moved into place, the rest not
+        replace, moved = os.replace, []
+        def replace_or_kill(source, *args, **kwargs):
+            result = replace(source, *args, **kwargs)
+            if pretrain.FINAL_STAGING_DIR in str(source):
+                moved.append(source)
+                if len(moved) == 3:
+                    kill()
+            return result
+        os.replace = replace_or_kill
     elif moment == "before-summary":  # the final model saved, training_summary.json not yet written
         write_atomically = pretrain.write_atomically
         def write_or_kill(path, write):
@@ -304,7 +317,7 @@ def logged_losses(output_dir):
 
 
 @pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-@pytest.mark.parametrize("moment", ["after-last-checkpoint", "during-final-save", "before-summary"])
+@pytest.mark.parametrize("moment", ["after-last-checkpoint", "during-final-save", "mid-install", "before-summary"])
 def test_stopped_during_the_final_save_finishes_as_if_uninterrupted(
     corpus,  # noqa: F811
     straight,
@@ -427,3 +440,85 @@ def test_resume_refuses_a_checkpoint_of_another_architecture(corpus, straight, t
     with pytest.raises(UserError, match=re.escape(named[0])):
         run(run_args(corpus, other, *resume, *with_overrides(**changes)))
     assert not other.exists()
+
+
+@pytest.mark.parametrize("state", ["trained", "finishing"])
+def test_a_full_disk_during_the_final_save_leaves_the_folder_as_it_was(
+    corpus,  # noqa: F811
+    straight,
+    tmp_path,
+    capsys,
+    monkeypatch,
+    state,
+):
+    """The final model is written into a staging folder, then moved into place: a write that fails (ENOSPC, half a
+    weights file written) changes nothing in place, ends with one line naming the path and the free space, and the
+    same command, run again, finishes the run."""
+    output_dir = tmp_path / "run"
+    if state == "finishing":  # stopped before its summary: the final model of before is in place
+        shutil.copytree(straight, output_dir)
+        (output_dir / "training_summary.json").unlink()
+    before = {
+        path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file() and "metrics" not in path.name
+    }
+    save_file = modeling_utils.safe_save_file
+
+    def full_disk(tensors, filename, *args, **kwargs):
+        if FINAL_STAGING_DIR in str(filename):
+            with open(filename, "wb") as file:
+                file.write(b"\0" * 1000)  # what fitted
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+        return save_file(tensors, filename, *args, **kwargs)
+
+    args = run_args(corpus, output_dir)
+    with monkeypatch.context() as patch:
+        patch.setattr(modeling_utils, "safe_save_file", full_disk)
+        with pytest.raises(SystemExit) as exit_info:
+            main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    assert "Traceback" not in err
+    staged = output_dir / FINAL_STAGING_DIR / "model.safetensors"
+    assert re.fullmatch(
+        rf".*error: Cannot write the final model: {re.escape(str(staged))}: No space left on device "
+        r"\(\d+\.\d\d GiB free on its disk\); nothing in place was replaced and the checkpoints are kept: .*",
+        line,
+    ), line
+    after = {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file() and "metrics" not in path.name}
+    if state == "trained":  # the checkpoints and metrics only: no config or code without weights
+        assert sorted(path.name for path in output_dir.iterdir()) == [
+            "checkpoint-4",
+            "checkpoint-8",
+            "metrics.csv",
+            "metrics.json",
+        ]
+    else:
+        assert after == before
+
+    main(args)  # with space again
+    assert "Finishing from" in capsys.readouterr().out
+    assert not (output_dir / FINAL_STAGING_DIR).exists()
+    assert_same_training(output_dir, straight)
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line(corpus, tmp_path, capsys, monkeypatch):  # noqa: F811
+    save_file = modeling_utils.safe_save_file
+
+    def full_disk_at_checkpoint_8(tensors, filename, *args, **kwargs):
+        if f"{STAGING_DIR}/checkpoint-8" in str(filename):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+        return save_file(tensors, filename, *args, **kwargs)
+
+    output_dir = tmp_path / "run"
+    monkeypatch.setattr(modeling_utils, "safe_save_file", full_disk_at_checkpoint_8)
+    with pytest.raises(SystemExit) as exit_info:
+        main(run_args(corpus, output_dir))
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    staged = output_dir / STAGING_DIR / "checkpoint-8" / "model.safetensors"
+    assert (
+        exit_info.value.code == 2
+        and f"Cannot write checkpoint checkpoint-8: {staged}: No space left on device (" in line
+    )
+    assert checkpoints(output_dir) == ["checkpoint-4"] and not (output_dir / STAGING_DIR).exists()
+    assert checkpoint_problem(output_dir / "checkpoint-4") is None and not (output_dir / LOCK_FILE).exists()

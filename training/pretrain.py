@@ -480,6 +480,7 @@ def optimizer_for(device_type, optim, optim_named):
 
 
 STAGING_DIR = ".checkpoint-in-progress"  # not "checkpoint-*": neither resume nor save_total_limit counts it
+FINAL_STAGING_DIR = ".final-model-in-progress"  # the final model, before it is moved into the output folder
 LOCK_FILE = ".pretrain.lock"
 
 
@@ -513,6 +514,9 @@ class SymBertPretrainingTrainer(Trainer):
         self.staging = True
         try:
             super()._save_checkpoint(model, trial)
+        except OSError as error:  # a full disk: the staged part goes, the checkpoints in place stay
+            shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
+            raise write_error(error, Path(error.filename or staged), f"checkpoint {name}") from None
         finally:
             self.staging = False
         self.accelerator.wait_for_everyone()
@@ -729,7 +733,7 @@ RUN_FILES = (
 def run_file_names():
     """The files and folders a run writes into its output folder, its temporary files and staging folder
     included."""
-    return {*RUN_FILES, *(f".{name}.tmp" for name in RUN_FILES), STAGING_DIR}
+    return {*RUN_FILES, *(f".{name}.tmp" for name in RUN_FILES), STAGING_DIR, FINAL_STAGING_DIR}
 
 
 def remove_stale_checkpoints(output_dir):
@@ -796,6 +800,15 @@ def remove_failed_run_leftovers(output_dir, found, new_folder, new_lock):
         output_dir.rmdir()
 
 
+def remove_path(path):
+    """Remove a file, link or folder at `path`, if there is one (a staging folder a killed run left, or a file
+    there in its place)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
 def on_main_process(training_args, decide):
     """`decide()` runs on the main process only; every process gets its result, or raises its UserError (any other
     error there ends the launch)."""
@@ -820,7 +833,8 @@ def pretrain(run_args, model_args, data_args, training_args):
 
         def claim_output_folder():
             held.enter_context(output_folder_lock(training_args.output_dir))
-            shutil.rmtree(Path(training_args.output_dir) / STAGING_DIR, ignore_errors=True)  # left by a killed save
+            for name in (STAGING_DIR, FINAL_STAGING_DIR):  # left by a killed save
+                remove_path(Path(training_args.output_dir) / name)
             return resume_checkpoint(run_args, training_args)
 
         resume = on_main_process(training_args, claim_output_folder)
@@ -877,11 +891,9 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
         if skipped := data_module.skipped_in_stream_message(data_args):
             print(skipped)
         print(f"{config.attention_type}: final eval loss {final_eval_loss:.4f}")
-    trainer.save_model()  # final model, code and tokenizer in output_dir
-    trainer.save_state()
+    save_final_model(trainer, title=config.attention_type)  # model, code, tokenizer, state, plot: staged, then moved
     if trainer.is_world_process_zero():
         output_dir = Path(training_args.output_dir)
-        plot_losses(trainer.state.log_history, output_dir / "loss.png", title=config.attention_type)
         args = trainer.args
         summary = {
             "recipe": run_args.recipe,
@@ -906,10 +918,60 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
             "train_runtime": train_runtime,  # seconds, of this run (after a resume: since it; 0 when only finishing)
         }
         # written last and atomically: its presence marks the folder as holding a finished run
-        write_atomically(
-            output_dir / "training_summary.json", lambda file: file.write(json.dumps(summary, indent=2) + "\n")
-        )
+        path = output_dir / "training_summary.json"
+        try:
+            write_atomically(path, lambda file: file.write(json.dumps(summary, indent=2) + "\n"))
+        except OSError as error:
+            raise write_error(error, path, "the training summary") from None
     return trainer.state.log_history
+
+
+def save_final_model(trainer, title):
+    """The final model (weights, config, code, tokenizer, training arguments), the Trainer's state and the loss plot,
+    written as a checkpoint is: into a staging folder of the output folder, then moved into place. A write that fails
+    (a full disk) leaves the output folder as it was, and ends the run with one line naming the path and the free
+    space; run again, the run then finishes from its last checkpoint."""
+    output_dir = Path(trainer.args.output_dir)
+    staging = output_dir / FINAL_STAGING_DIR
+    failure = None
+    try:
+        if trainer.is_world_process_zero():
+            remove_path(staging)
+        trainer.save_model(str(staging), _internal_call=True)  # every process: sharded models gather there
+    except OSError as error:
+        failure = error
+
+    def install():
+        try:
+            if failure is not None:
+                raise failure
+            trainer.state.save_to_json(str(staging / TRAINER_STATE_NAME))
+            plot_losses(trainer.state.log_history, staging / "loss.png", title=title)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, output_dir / path.name)
+            staging.rmdir()
+        except OSError as error:
+            shutil.rmtree(staging, ignore_errors=True)  # what was staged: the space it takes is given back
+            raise write_error(error, Path(error.filename or staging), "the final model") from None
+
+    on_main_process(trainer.args, install)
+    if trainer.args.push_to_hub:  # as the Trainer's save_model() does
+        trainer.push_to_hub(commit_message="Model save")
+
+
+def write_error(error, path, what):
+    """A write that failed (OSError: a full disk, a read-only folder...), as one line naming the path, the error and the
+    free space on its disk."""
+    folder = next((parent for parent in [path, *path.parents] if parent.is_dir()), Path("."))
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**30:.2f} GiB free on its disk"
+    except OSError:
+        free = "free space unknown"
+    reason = error.strerror or str(error) or type(error).__name__
+    return UserError(
+        f"Cannot write {what}: {path}: {reason} ({free}); nothing in place was replaced and the checkpoints are kept: "
+        "free some space (or fix the cause) and run the same command again to finish."
+    )
 
 
 def training_finished_at(checkpoint, training_args):

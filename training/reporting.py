@@ -146,9 +146,13 @@ def metric_series(log_history, key):
 def write_atomically(path, write):
     """Writes through a temporary file in the same folder, so a killed run never leaves a half-written file."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", newline="") as file:
-        write(file)
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w", newline="") as file:
+            write(file)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def new_figure(ylabel, title):
@@ -165,7 +169,15 @@ def new_figure(ylabel, title):
 
 
 def save_figure(fig, path):
-    fig.savefig(path)
+    """Writes the PNG through a temporary file in the same folder, as write_atomically does."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(temporary, format="png")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     return path
 
 
