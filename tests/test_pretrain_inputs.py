@@ -695,3 +695,66 @@ def test_a_corpus_with_records_without_text_is_refused_or_skipped_with_their_cou
     out = capsys.readouterr().out
     assert f"Skipped 300 of 600 records of train_files {corpus} without a text in field 'text'" in out
     assert json.loads((output_dir / "training_summary.json").read_text())["steps"] == 2
+
+
+# --- paths of the wrong kind -----------------------------------------------------------------------------------------
+
+
+def test_a_corpus_folder_is_named_as_a_folder(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("\n".join(sentences(50)))
+    before = snapshot(output_dir)
+    argv = args(output_dir, "--train_files", str(tmp_path / "corpus"), tokenizer=tokenizer_dir)
+    line = refused(argv, capsys, monkeypatch)
+    assert f"train_files: {tmp_path / 'corpus'} is a folder, not a file; pass the corpus files in it" in line
+    assert f"e.g. --train_files {tmp_path / 'corpus'}/*.txt" in line and snapshot(output_dir) == before
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "link inside a dangling link", "file"])
+def test_an_output_folder_that_cannot_be_one_is_named(tmp_path, capsys, monkeypatch, kind):
+    target = tmp_path / "unmounted" / "runs"
+    if kind == "file":
+        (tmp_path / "out").write_text("a file\n")
+        output_dir, message = tmp_path / "out", f"{tmp_path / 'out'} is a file, not a folder"
+    else:
+        (tmp_path / "out").symlink_to(target)
+        output_dir = tmp_path / "out" / ("run" if kind.startswith("link inside") else "")
+        message = f"{tmp_path / 'out'} is a symbolic link to {target}, which does not exist"
+    line = refused(args(output_dir, "--train_files", "not-read.txt"), capsys, monkeypatch)
+    assert f"output_dir='{output_dir}': {message}" in line, line
+    assert not (tmp_path / "unmounted").exists()
+
+
+def test_a_lock_file_that_is_a_folder_is_named(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch):
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    (output_dir / ".pretrain.lock").mkdir()
+    before = snapshot(output_dir)
+    line = refused(
+        args(output_dir, "--train_files", str(tmp_path / "a.txt"), tokenizer=tokenizer_dir), capsys, monkeypatch
+    )
+    assert f"{output_dir / '.pretrain.lock'} is a folder, where the run keeps its lock file" in line
+    assert snapshot(output_dir) == before and (output_dir / ".pretrain.lock").is_dir()
+
+
+def test_staging_folders_left_as_files_are_removed(tmp_path, output_dir, tokenizer_dir):
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    for name in (".checkpoint-in-progress", ".final-model-in-progress"):
+        (output_dir / name).write_text("not a folder\n")
+    main(
+        args(
+            output_dir,
+            "--train_files",
+            str(tmp_path / "a.txt"),
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "1",
+            tokenizer=tokenizer_dir,
+        )
+    )
+    assert json.loads((output_dir / "training_summary.json").read_text())["steps"] == 2
+    assert sorted(p.name for p in output_dir.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert (
+        not (output_dir / ".checkpoint-in-progress").exists() and not (output_dir / ".final-model-in-progress").exists()
+    )
+    assert (output_dir / "notes.txt").read_text() == "kept\n"

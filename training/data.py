@@ -89,6 +89,12 @@ def local_format(path):
 def load_local_files(data_args):
     """`train_files` as one dataset, each file checked first (its first CHECKED_BYTES) and named in read errors."""
     files = [Path(f) for f in data_args.train_files]
+    if folders := [str(f) for f in files if f.is_dir()]:
+        raise UserError(
+            f"train_files: {', '.join(folders)} {'is a folder' if len(folders) == 1 else 'are folders'}, not a file; "
+            f"pass the corpus files in it (one of {', '.join(LOCAL_FORMATS)}, optionally compressed), e.g. "
+            f"--train_files {folders[0]}/*.txt"
+        )
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise MissingFileError(f"train_files not found: {', '.join(missing)}")

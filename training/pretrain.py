@@ -441,6 +441,7 @@ def check_arguments(run_args, model_args, data_args, training_args, named=frozen
             "for a vocab_size of exactly the tokenizer's size."
         )
     check_numbers(run_args, data_args, training_args)
+    check_output_dir(training_args.output_dir)
     config = model_config(model_args)  # validates the size and overrides before any data is read
     if data_args.max_seq_length > config.max_position_embeddings:
         raise UserError(
@@ -465,6 +466,24 @@ def check_arguments(run_args, model_args, data_args, training_args, named=frozen
     updates["bf16"], updates["fp16"] = precision == "bf16", precision == "fp16"
     updates["optim"] = optimizer_for("cuda" if on_gpu else "cpu", training_args.optim, "optim" in named)
     return replace(training_args, **updates)
+
+
+def check_output_dir(output_dir):
+    """The output folder, or the nearest of its parents that exists, must be a folder: not a file, nor a link to
+    nothing (a folder that is not there, on a drive not mounted...)."""
+    path = Path(output_dir)
+    for folder in [path, *path.parents]:
+        if folder.is_symlink() and not folder.exists():
+            raise UserError(
+                f"output_dir={output_dir!r}: {folder} is a symbolic link to {os.readlink(folder)}, which does not "
+                "exist; create that folder, remove the link, or choose another --output_dir."
+            )
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(
+                    f"output_dir={output_dir!r}: {folder} is a file, not a folder; choose another --output_dir."
+                )
+            return
 
 
 FUSED_ADAMW = "adamw_torch_fused"
@@ -764,6 +783,10 @@ def output_folder_lock(output_dir):
     new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
     output_dir.mkdir(parents=True, exist_ok=True)
     found = sorted(os.listdir(output_dir))
+    if lock_path.is_dir() and not lock_path.is_symlink():
+        raise UserError(
+            f"{lock_path} is a folder, where the run keeps its lock file; move it away (it is no run's) and run again."
+        )
     lock = FileLock(lock_path)
     try:
         lock.acquire(blocking=False)
