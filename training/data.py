@@ -286,11 +286,27 @@ def describe_source(data_args):
     return f"train_files {', '.join(data_args.train_files)}"
 
 
+# BERT's inputs, token_type_ids included. Saved in tokenizer_config.json ("model_input_names"), so that a tokenizer
+# saved next to a SymBERT config.json returns token_type_ids under every supported transformers: 5.0 to 5.2 load such
+# a tokenizer as TokenizersBackend (the config's model_type, symbert, maps to no tokenizer class of its own), whose
+# default model_input_names lack token_type_ids, so sentence pairs would get all-zero segments silently.
+BERT_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def keep_token_type_ids(tokenizer):
+    """`tokenizer`, set to save its model_input_names in tokenizer_config.json when they include token_type_ids
+    (BERT's do), so that every transformers that loads the saved folder returns token_type_ids for sentence pairs."""
+    if "token_type_ids" in tokenizer.model_input_names:
+        tokenizer.init_kwargs["model_input_names"] = list(tokenizer.model_input_names)
+    return tokenizer
+
+
 def train_wordpiece(texts, vocab_size):
     """An uncased BERT-style WordPiece tokenizer trained on `texts` (an iterable of strings), as a BertTokenizerFast:
     saved, its tokenizer_config.json names `BertTokenizer`, which transformers 4.x (as BertTokenizerFast) and 5.x both
     load from its tokenizer.json. (A plain PreTrainedTokenizerFast saves as `TokenizersBackend` under 5.x, a class
-    4.x does not know.) It gives the ids BERT's pipeline gives, and token_type_ids as bert-base-uncased does."""
+    4.x does not know.) It gives the ids BERT's pipeline gives, and token_type_ids as bert-base-uncased does, under
+    every supported transformers (BERT_INPUT_NAMES)."""
     backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     backend.normalizer = normalizers.BertNormalizer(lowercase=True)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -312,13 +328,14 @@ def train_wordpiece(texts, vocab_size):
         sep_token="[SEP]",
         mask_token="[MASK]",
         model_max_length=512,
+        model_input_names=list(BERT_INPUT_NAMES),
     )
 
 
 def load_tokenizer(data_args):
     """The named tokenizer; for the embedded corpus (and no name given), one trained on it and cached."""
     if data_args.tokenizer is None and uses_embedded_corpus(data_args):
-        return cached_wordpiece(data_args.tokenizer_vocab_size)
+        return keep_token_type_ids(cached_wordpiece(data_args.tokenizer_vocab_size))  # caches from before the pin too
     name = data_args.tokenizer or DEFAULT_TOKENIZER
     if missing := missing_local_path(name):
         raise missing
@@ -338,7 +355,7 @@ def load_tokenizer(data_args):
         ) from error
     except ValueError as error:  # e.g. a truncated tokenizer.json
         raise UserError(f"Tokenizer {name!r} cannot be read: {error.__class__.__name__}: {error}") from error
-    return checked_tokenizer(tokenizer, name)
+    return keep_token_type_ids(checked_tokenizer(tokenizer, name))
 
 
 # The files from which AutoTokenizer builds a tokenizer's vocabulary (fast, WordPiece, BPE, SentencePiece).
