@@ -269,6 +269,12 @@ def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(
     assert metric_rows(output_dir)[-1] == (8, "", "nan")  # the run ended at the NaN
     assert not (output_dir / LOCK_FILE).exists()
 
+    (output_dir / LOCK_FILE).touch()  # as a killed run leaves it: run again, resumed, it diverges again
+    with pytest.raises(SystemExit):
+        main(run_args(corpus, output_dir))
+    assert "at step 8" in capsys.readouterr().err and not (output_dir / LOCK_FILE).exists()
+    assert checkpoints(output_dir) == ["checkpoint-4"]
+
 
 @pytest.mark.parametrize("eval_on_start", [True, False], ids=["NaN at step 0", "NaN at step 4"])
 def test_a_run_diverged_from_the_start_ends_with_the_message_and_leaves_nothing(
@@ -493,8 +499,8 @@ def test_a_full_disk_during_the_final_save_leaves_the_folder_as_it_was(
             "metrics.csv",
             "metrics.json",
         ]
-    else:
-        assert after == before
+    else:  # as it was, but for the lock file, which a failed run removes
+        assert after == {path: data for path, data in before.items() if path.name != LOCK_FILE}
 
     main(args)  # with space again
     assert "Finishing from" in capsys.readouterr().out

@@ -782,7 +782,7 @@ def output_folder_lock(output_dir):
     lock_path = output_dir / LOCK_FILE
     new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
     output_dir.mkdir(parents=True, exist_ok=True)
-    found = sorted(os.listdir(output_dir))
+    found = folder_state(output_dir)
     if lock_path.is_dir() and not lock_path.is_symlink():
         raise UserError(
             f"{lock_path} is a folder, where the run keeps its lock file; move it away (it is no run's) and run again."
@@ -804,20 +804,30 @@ def output_folder_lock(output_dir):
         lock.release()
 
 
+def folder_state(folder):
+    """{name: (modification time, size)} of what `folder` holds, its lock file aside: what a run changed there."""
+    state = {}
+    for name in os.listdir(folder):
+        if name != LOCK_FILE:
+            try:
+                status = os.lstat(os.path.join(folder, name))
+            except FileNotFoundError:
+                continue
+            state[name] = (status.st_mtime_ns, status.st_size)
+    return state
+
+
 def remove_failed_run_leftovers(output_dir, found, new_folder, new_lock):
-    """After a run that failed (a user error, a divergence, an interrupt): a folder it did not change stays as it was;
-    otherwise its lock file goes, and if no checkpoint is left to resume from, so does every file of a run that it
-    wrote there (metrics, TensorBoard logs...), and the folder itself if the run made it."""
-    written = set(os.listdir(output_dir)) - {LOCK_FILE} - set(found)
-    if not written and not new_lock:
+    """After a run that failed (a user error, a divergence, an interrupt): a folder it did not change (`found`: its
+    folder_state before) stays as it was, lock file included; otherwise its lock file goes, and if no checkpoint is
+    left to resume from, so does every file of a run that it added there (metrics, TensorBoard logs...), and the
+    folder itself if the run made it."""
+    now = folder_state(output_dir)
+    if now == found and not new_lock:
         return
-    if not any(re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", name) for name in os.listdir(output_dir)):
-        for name in written & (run_file_names() | {"runs"}):
-            path = output_dir / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+    if not any(re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", name) for name in now):
+        for name in (set(now) - set(found)) & (run_file_names() | {"runs"}):
+            remove_path(output_dir / name)
     (output_dir / LOCK_FILE).unlink(missing_ok=True)
     if new_folder and not any(output_dir.iterdir()):
         output_dir.rmdir()
