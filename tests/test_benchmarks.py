@@ -182,6 +182,7 @@ def test_throughput_compiled_and_sparse_paths(tmp_path):
         (["--rounds", "0"], "--rounds=0"),
         (["--profile", "bogus"], "bogus"),
         (["--device", "cuda", "--clock", "process"], "--clock process"),
+        (["--device", "cuda", "--clock", "user"], "--clock user"),
         (["--threads", "0"], "--threads=0"),
         (["--seq_lens", "16", "--max_predictions_per_seq", "17"], "--max_predictions_per_seq=17"),
     ],
