@@ -544,16 +544,15 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
         self.scale_v = nn.Parameter(torch.empty(self.all_head_size))
 
     def project(self, hidden_states):
-        # (U⊙δ_q)·(U⊙δ_k)ᵀ = (U⊙δ_q⊙δ_k)·Uᵀ, and A·(U⊙δ_v) = (A·U)⊙δ_v (finish_output): the kernel reads U itself
-        # as key and value, and only the query is a scaled copy.
+        # (U⊙δ_q)·(U⊙δ_k)ᵀ = (U⊙δ_q⊙δ_k)·Uᵀ: the kernel reads U itself as the key, and one product fewer is made.
+        # δ_v stays on the value (A·(U⊙δ_v) = (A·U)⊙δ_v, but after attention the product would save its input, the
+        # attention output, for δ_v's gradient: one more [tokens, h] per layer than here, where it saves U, which the
+        # query's product saves already).
         shared = self.shared(hidden_states)
-        # in the activations' dtype: under bf16 autocast an fp32 scale would make an fp32 query
+        # in the activations' dtype: under bf16 autocast an fp32 scale would make fp32 queries and values
         query = shared * (self.scale_q * self.scale_k).to(shared.dtype)
-        shared = self.split_heads(shared)
-        return self.split_heads(query), shared, shared
-
-    def finish_output(self, attn_output):
-        return attn_output * self.scale_v.to(attn_output.dtype)
+        value = shared * self.scale_v.to(shared.dtype)
+        return self.split_heads(query), self.split_heads(shared), self.split_heads(value)
 
     def init_weights(self):
         for scale in (self.scale_q, self.scale_k, self.scale_v):

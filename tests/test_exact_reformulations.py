@@ -114,13 +114,46 @@ def test_mhe_add_key_embedding_gets_a_zero_gradient_and_the_kernel_one_key_head(
     assert torch.count_nonzero(attention.head_embeddings.grad[0]) > 0
 
 
-@pytest.mark.parametrize("attention_type, key_value_heads", [("shared", HEADS), ("mhe_mul", 1)])
-def test_kernel_gets_the_shared_tensor_itself(attention_type, key_value_heads):
-    model = model_for(attention_type, "sdpa")
+def test_kernel_gets_one_key_and_value_head_for_mhe_mul():
+    model = model_for("mhe_mul", "sdpa")
+    _, key, value = model.bert.encoder.layer[0].attention.self.project(torch.randn(2, 5, model.config.hidden_size))
+    assert key.shape[1] == value.shape[1] == 1
+
+
+def test_shared_key_is_u_itself_and_value_is_scaled_before_attention():
+    model = model_for("shared", "sdpa")
     attention = model.bert.encoder.layer[0].attention.self
-    _, key, value = attention.project(torch.randn(2, 5, model.config.hidden_size))
-    assert key.shape[1] == value.shape[1] == key_value_heads
-    assert key.data_ptr() == value.data_ptr() or attention_type == "mhe_mul"  # shared: K and V are U itself
+    hidden_states = torch.randn(2, 5, model.config.hidden_size)
+    _, key, value = attention.project(hidden_states)
+    u = attention.split_heads(attention.shared(hidden_states))
+    torch.testing.assert_close(key, u, rtol=0, atol=0)
+    torch.testing.assert_close(value, attention.split_heads(attention.shared(hidden_states) * attention.scale_v))
+    assert type(attention).finish_output is SymBertSelfAttention.finish_output  # nothing after attention
+
+
+def saved_activation_bytes(model):
+    """Bytes of the tensors autograd saves for one training step's backward, parameters left out."""
+    parameters = {p.untyped_storage().data_ptr() for p in (*model.parameters(), *model.buffers())}
+    saved = {}
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in parameters:
+            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        run(model, False)
+    return sum(saved.values())
+
+
+def test_shared_saves_at_most_u_more_than_original():
+    """shared saves U (for δ_q⊙δ_k's and δ_v's gradients) where original saves none of its projections; scaling
+    the output after attention instead would also save the attention output, one more [tokens, hidden] per layer."""
+    original, shared = (model_for(kind, "sdpa", attention_probs_dropout_prob=0.1) for kind in ("original", "shared"))
+    original.train(), shared.train()
+    tokens, config = 3 * 11, shared.config
+    u_and_scale_product = config.num_hidden_layers * (tokens + 1) * config.hidden_size * 4  # U and δ_q⊙δ_k, fp32
+    assert saved_activation_bytes(shared) - saved_activation_bytes(original) == u_and_scale_product
 
 
 def test_saved_tensor_names_and_shapes_are_unchanged():
