@@ -1,7 +1,7 @@
 """Training and inference speed, memory and MFU of every attention type against transformers' BertForMaskedLM, eager
 and under torch.compile, with the full MLM head and the pre-training recipes' sparse one.
 
-    python benchmarks/throughput.py --device cpu --threads 1 --clock process --sizes small --seq_lens 128 \
+    python benchmarks/throughput.py --device cpu --threads 1 --clock user --sizes small --seq_lens 128 \
         --tokens_per_batch 4096 --modes eager compiled --heads full sparse
     python benchmarks/throughput.py --device cuda --sizes base --seq_lens 128 512 --precisions bf16 \
         --modes eager compiled --heads full sparse --tokens_per_batch 16384
