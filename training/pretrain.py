@@ -763,13 +763,9 @@ def remove_stale_checkpoints(output_dir):
     names = run_file_names()
     for path in sorted(Path(output_dir).iterdir()):
         ours = path.name in names or re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)
-        if not ours:
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-        deleted.append(path.name)
+        if ours:
+            remove_path(path)
+            deleted.append(path.name)
     return deleted
 
 

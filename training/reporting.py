@@ -143,11 +143,11 @@ def metric_series(log_history, key):
     return [e["step"] for e in entries], [e[key] for e in entries]
 
 
-def write_atomically(path, write):
+def write_atomically(path, write, binary=False):
     """Writes through a temporary file in the same folder, so a killed run never leaves a half-written file."""
     temporary = path.with_name(f".{path.name}.tmp")
     try:
-        with open(temporary, "w", newline="") as file:
+        with open(temporary, "wb") if binary else open(temporary, "w", newline="") as file:
             write(file)
         os.replace(temporary, path)
     except BaseException:
@@ -169,15 +169,9 @@ def new_figure(ylabel, title):
 
 
 def save_figure(fig, path):
-    """Writes the PNG through a temporary file in the same folder, as write_atomically does."""
+    """Writes the PNG atomically (write_atomically)."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        fig.savefig(temporary, format="png")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda file: fig.savefig(file, format="png"), binary=True)
     return path
 
 
