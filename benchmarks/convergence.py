@@ -1,20 +1,32 @@
-"""Convergence of the attention types: pre-train each type with several seeds on one recipe and report the step at
-which each first reaches a target eval loss, as mean ± std over seeds, with a plot of the curves and their spread.
+"""Convergence of the attention types: pre-train each type with several seeds on one recipe and compare, paired on
+the seeds, how soon each leaves the unigram plateau and reaches the reference type's final eval loss.
 
-    python benchmarks/convergence.py --types original,symmetric,pairwise,shared --seeds 1,2 \
-        --summary_dir benchmarks/results/convergence-cpu -- --recipe cpu-demo --output_dir outputs/convergence
+    python benchmarks/convergence.py --seeds 1,2,3,4,5 --parallel 2 --summary_dir benchmarks/results/convergence-cpu \
+        -- --recipe cpu-demo --output_dir outputs/convergence --max_steps 800 --eval_steps 40
 
-Everything after `--` goes to `symbert-pretrain` (a recipe and its overrides). For one seed every type gets the same
-initialisation seed, held-out split, data order and masks; each run is `symbert.training.pretrain.pretrain`, writing
-its own folder `OUTPUT_DIR/seed-S/TYPE`. The seed also draws the held-out blocks, so eval losses are comparable
-within a seed, not across seeds: by default each run's target is the first type's final eval loss on the same seed
-(`--target_eval_loss` sets one target for all). `--parallel N` trains N runs at once in separate processes (one GPU
-holds many small models); the tokenizer and data caches are filled once before they start. `--summarize_only`
-rebuilds the summary from the runs already in OUTPUT_DIR.
+Everything after `--` goes to `symbert-pretrain` (a recipe and its overrides). `--types` takes attention types,
+optionally with config fields, `TYPE+FIELD=VALUE` (e.g. `pairwise+pairwise_init=identity`); by default every
+registered type and the variants each type's class names in `study_variants`, the first (`original`) being the
+reference. For one seed every type gets the same initialisation seed, held-out blocks, data order and masks, so each
+type is compared with the reference on the same seeds (paired). Per run the study reads the eval-loss curve and scores
+the final model and the unigram baseline (training-token frequencies) on the held-out masked tokens, and reports:
+
+- plateau exit: the first evaluated step whose eval loss is below the unigram baseline's by `--plateau_margin`
+  (a model that has learnt only token frequencies sits at the baseline);
+- the first evaluated step at which the eval loss reaches the reference's final eval loss on the same seed
+  (`--target_eval_loss` sets one target for all);
+- the final eval loss and top-1 accuracy of the masked tokens.
+
+Each is given as mean ± std over seeds and as the paired difference to the reference: its mean, a 95% confidence
+interval (Student's t over the seeds' differences) and the two-sided p-value of a paired t-test. Each run is
+`symbert.training.pretrain.pretrain` in its own folder `OUTPUT_DIR/seed-S/TYPE`; a rerun reuses the finished ones.
+`--parallel N` trains N runs at once, each in its own process with one thread; `--summarize_only` rebuilds the
+summary from the runs already in OUTPUT_DIR.
 """
 
 import argparse
 import json
+import math
 import os
 import shlex
 import statistics
@@ -25,14 +37,15 @@ from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
+import matplotlib
 import torch
 from machine import describe_machine  # benchmarks/machine.py
+from scipy import stats
 
-from symbert import ATTENTION_TYPES
+from symbert import ATTENTION_TYPES, attention_class
 from symbert.training import data as data_module
-from symbert.training.pretrain import parse_arguments, pretrain
+from symbert.training.pretrain import eval_comparison, parse_arguments, pretrain
 from symbert.training.reporting import (
-    comparison_table,
     load_log_history,
     metric_series,
     new_figure,
@@ -41,15 +54,39 @@ from symbert.training.reporting import (
     write_atomically,
 )
 
+SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens
 
-def parse_list(text, kind, allowed=None):
+
+def default_types():
+    types = []
+    for name in ATTENTION_TYPES:
+        types.append(name)
+        for variant in attention_class(name).study_variants:
+            types.append("+".join([name, *(f"{key}={value}" for key, value in variant.items())]))
+    return ",".join(types)
+
+
+def parse_type(spec):
+    """`TYPE` or `TYPE+FIELD=VALUE+...` -> (type, {field: value}); values are JSON where they parse as JSON."""
+    name, *settings = spec.split("+")
+    if name not in ATTENTION_TYPES:
+        raise ValueError(f"--types has {name!r}; allowed: {', '.join(ATTENTION_TYPES)} (optionally +FIELD=VALUE).")
+    overrides = {}
+    for setting in settings:
+        key, equals, value = setting.partition("=")
+        if not equals or not key:
+            raise ValueError(f"--types: {spec!r} must be TYPE or TYPE+FIELD=VALUE, not {setting!r} after a '+'.")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return name, overrides
+
+
+def parse_list(text, kind):
     items = [item.strip() for item in text.split(",") if item.strip()]
     if not items:
         raise ValueError(f"--{kind} is empty; give a comma-separated list.")
-    if allowed is not None:
-        bad = [item for item in items if item not in allowed]
-        if bad:
-            raise ValueError(f"--{kind} has {', '.join(bad)}; allowed: {', '.join(allowed)}.")
     if len(set(items)) != len(items):
         raise ValueError(f"--{kind} repeats an entry: {text}")
     return items
@@ -57,8 +94,9 @@ def parse_list(text, kind, allowed=None):
 
 def parse_command_line(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--types", default="original,symmetric,pairwise,shared,mhe_add,mhe_mul")
-    parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--types", default=None, help="comma-separated; default: every registered type and variant")
+    parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser.add_argument("--plateau_margin", type=float, default=0.2, help="nats below the unigram baseline")
     parser.add_argument("--target_eval_loss", type=float, default=None)
     parser.add_argument("--parallel", type=int, default=1, help="runs trained at once, each in its own process")
     parser.add_argument("--summarize_only", action="store_true", help="read the runs in OUTPUT_DIR, train nothing")
@@ -67,42 +105,56 @@ def parse_command_line(argv):
         raise ValueError("Put the pre-training arguments after `--`, e.g. `-- --recipe cpu-demo --output_dir DIR`.")
     split = argv.index("--")
     args = parser.parse_args(argv[:split])
-    args.types = parse_list(args.types, "types", ATTENTION_TYPES)
+    args.types = parse_list(args.types or default_types(), "types")
+    args.specs = {spec: parse_type(spec) for spec in args.types}
     try:
         args.seeds = [int(seed) for seed in parse_list(args.seeds, "seeds")]
     except ValueError as error:
         raise ValueError(f"--seeds must be comma-separated integers, not {args.seeds!r}.") from error
     if args.parallel < 1:
         raise ValueError(f"--parallel={args.parallel} must be at least 1.")
+    if not (args.plateau_margin >= 0 and math.isfinite(args.plateau_margin)):
+        raise ValueError(f"--plateau_margin={args.plateau_margin} must be a finite number of nats, at least 0.")
     run_args, model_args, data_args, training_args = parse_arguments(argv[split + 1 :])
     if run_args.compare:
         raise ValueError("--compare is the single-seed comparison of symbert-pretrain; use --types here instead.")
     return args, run_args, model_args, data_args, training_args
 
 
+def run_dir(training_args, spec, seed):
+    return Path(training_args.output_dir) / f"seed-{seed}" / spec
+
+
+def scores(output_dir):
+    """The final model's and the unigram baseline's loss and top-1 accuracy on the run's held-out masked tokens,
+    computed once and kept in the run folder."""
+    path = Path(output_dir) / SCORES_FILE
+    if path.is_file():
+        return json.loads(path.read_text())
+    comparison = eval_comparison(output_dir)
+    write_atomically(path, lambda file: json.dump(comparison, file, indent=2))
+    return comparison
+
+
 def train_one(run_args, model_args, data_args, training_args):
-    torch.set_num_threads(max(1, torch.get_num_threads()))  # a fresh worker process keeps torch's default
-    return pretrain(run_args, model_args, data_args, training_args)
-
-
-def run_dir(training_args, kind, seed):
-    return Path(training_args.output_dir) / f"seed-{seed}" / kind
+    torch.set_num_threads(1)  # one core per run: --parallel N uses N cores
+    log_history = pretrain(run_args, model_args, data_args, training_args)
+    return log_history, scores(training_args.output_dir)
 
 
 def run_all(args, run_args, model_args, data_args, training_args):
-    """{(type, seed): log_history} for every type and seed."""
-    jobs = {
-        (kind, seed): (
-            run_args,
-            replace(model_args, attention_type=kind),
-            data_args,
-            replace(training_args, seed=seed, output_dir=str(run_dir(training_args, kind, seed))),
-        )
-        for seed in args.seeds
-        for kind in args.types
-    }
+    """{(spec, seed): (log_history, scores)} for every type and seed."""
+    recipe_overrides = json.loads(model_args.config_overrides or "{}")
+    jobs = {}
+    for seed in args.seeds:
+        for spec, (name, overrides) in args.specs.items():
+            type_args = replace(
+                model_args, attention_type=name, config_overrides=json.dumps({**recipe_overrides, **overrides})
+            )
+            folder = str(run_dir(training_args, spec, seed))
+            jobs[spec, seed] = (run_args, type_args, data_args, replace(training_args, seed=seed, output_dir=folder))
     if args.summarize_only:
-        return {key: load_log_history(run_dir(training_args, *key)) for key in jobs}
+        return {key: (load_log_history(job[3].output_dir), scores(job[3].output_dir)) for key, job in jobs.items()}
     if args.parallel == 1:
         return {key: train_one(*job) for key, job in jobs.items()}
     # Fill the tokenizer and tokenized-data caches once, so the workers only read them.
@@ -118,66 +170,126 @@ def final_eval_loss(log_history):
     return metric_series(log_history, "eval_loss")[1][-1]
 
 
+def plateau_exit(log_history, baseline_loss, margin):
+    return steps_to_reach(log_history, baseline_loss - margin)
+
+
 def mean_std(values):
+    values = [v for v in values if v is not None]
     if not values:
-        return None, None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+        return None
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
-def summarize(histories, types, seeds, targets):
-    """Per type: steps to reach each seed's target and final eval loss over seeds, as mean ± std."""
+def paired_difference(values, reference):
+    """Mean of (value - reference) over the seeds where both exist, its 95% t confidence interval and the paired
+    t-test's two-sided p-value (None where fewer than 2 seeds, or no spread, leave nothing to test)."""
+    diffs = [v - r for v, r in zip(values, reference) if v is not None and r is not None]
+    if not diffs:
+        return None
+    result = {"seeds": len(diffs), "mean": statistics.fmean(diffs), "ci95": None, "p": None}
+    if len(diffs) > 1 and statistics.stdev(diffs) > 0:
+        half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+        result["ci95"] = (result["mean"] - half, result["mean"] + half)
+        result["p"] = float(stats.ttest_1samp(diffs, 0.0).pvalue)
+    return result
+
+
+METRICS = {  # key -> (column title, format of one value)
+    "plateau_exit": ("plateau exit (step)", "{:.0f}"),
+    "step_to_target": ("step to reach the target", "{:.0f}"),
+    "final_eval_loss": ("final eval loss", "{:.4f}"),
+    "top1": ("top-1 accuracy", "{:.2%}"),
+}
+
+
+def summarize(results, specs, seeds, targets, margin):
+    """Per type: each metric per seed, as mean ± std, and paired against the first type on the same seeds."""
+    per_run = {
+        key: {
+            "plateau_exit": plateau_exit(history, scores["unigram"]["loss"], margin),
+            "step_to_target": steps_to_reach(history, targets[key[1]]),
+            "final_eval_loss": final_eval_loss(history),
+            "top1": scores["model"]["accuracy"],
+        }
+        for key, (history, scores) in results.items()
+    }
+    reference = specs[0]
     rows = []
-    for kind in types:
-        steps = [steps_to_reach(histories[kind, seed], targets[seed]) for seed in seeds]
-        reached = [step for step in steps if step is not None]
-        finals = [final_eval_loss(histories[kind, seed]) for seed in seeds]
-        rows.append(
-            {
-                "attention_type": kind,
-                "steps_to_target": steps,
-                "steps_to_target_mean_std": mean_std(reached),
-                "seeds_reaching_target": len(reached),
-                "final_eval_loss": finals,
-                "final_eval_loss_mean_std": mean_std(finals),
+    for spec in specs:
+        row = {"attention_type": spec}
+        for metric in METRICS:
+            values = [per_run[spec, seed][metric] for seed in seeds]
+            reference_values = [per_run[reference, seed][metric] for seed in seeds]
+            row[metric] = {
+                "per_seed": values,
+                "mean_std": mean_std(values),
+                "reached": sum(v is not None for v in values),
+                "vs_reference": None if spec == reference else paired_difference(values, reference_values),
             }
-        )
+        rows.append(row)
     return rows
 
 
-def markdown_table(rows, num_seeds):
-    lines = [
-        "| attention type | step to reach the target (mean ± std) | seeds reaching it | final eval loss (mean ± std) |",
-        "| --- | ---: | ---: | ---: |",
+def format_mean_std(entry, fmt, num_seeds):
+    if entry["mean_std"] is None:
+        return "not reached"
+    text = f"{fmt.format(entry['mean_std']['mean'])} ± {fmt.format(entry['mean_std']['std'])}"
+    return text if entry["reached"] == num_seeds else f"{text} ({entry['reached']}/{num_seeds} seeds)"
+
+
+def format_difference(difference, fmt):
+    if difference is None:
+        return "–"
+    signed = fmt.replace("{:", "{:+")
+    text = signed.format(difference["mean"])
+    if difference["ci95"] is not None:
+        low, high = difference["ci95"]
+        text += f" [{signed.format(low)}, {signed.format(high)}], p = {difference['p']:.2g}"
+    return text + ("" if difference["seeds"] == 1 else f" ({difference['seeds']} seeds)")
+
+
+def markdown_tables(rows, num_seeds):
+    header = "| attention type | " + " | ".join(title for title, _ in METRICS.values()) + " |"
+    rule = "| --- |" + " ---: |" * len(METRICS)
+    absolute = [header, rule] + [
+        f"| {row['attention_type']} | "
+        + " | ".join(format_mean_std(row[metric], fmt, num_seeds) for metric, (_, fmt) in METRICS.items())
+        + " |"
+        for row in rows
     ]
-    for row in rows:
-        step_mean, step_std = row["steps_to_target_mean_std"]
-        steps = "not reached" if step_mean is None else f"{step_mean:.0f} ± {step_std:.0f}"
-        loss_mean, loss_std = row["final_eval_loss_mean_std"]
-        lines.append(
-            f"| {row['attention_type']} | {steps} | {row['seeds_reaching_target']}/{num_seeds} "
-            f"| {loss_mean:.4f} ± {loss_std:.4f} |"
-        )
-    return "\n".join(lines)
+    paired = [header, rule] + [
+        f"| {row['attention_type']} | "
+        + " | ".join(format_difference(row[metric]["vs_reference"], fmt) for metric, (_, fmt) in METRICS.items())
+        + " |"
+        for row in rows[1:]
+    ]
+    return "\n".join(absolute), "\n".join(paired)
 
 
-def plot_curves(histories, types, seeds, targets, path):
-    """Mean eval loss against step per type, shaded between the lowest and highest seed."""
-    fig, ax = new_figure("eval loss", f"eval loss over {len(seeds)} seeds (line: mean, band: min-max)")
-    for kind in types:
-        curves = [metric_series(histories[kind, seed], "eval_loss") for seed in seeds]
+def plot_curves(results, specs, seeds, baselines, path):
+    """Mean eval loss per type against the step (log axis, from the first evaluation after step 0), shaded ±1 std
+    over seeds, with the unigram baseline."""
+    fig, ax = new_figure("eval loss (nats per masked token)", f"eval loss, mean ± std over {len(seeds)} seeds")
+    ax.set_xscale("log")
+    colours = matplotlib.colormaps["tab20"]
+    for index, spec in enumerate(specs):
+        curves = [metric_series(results[spec, seed][0], "eval_loss") for seed in seeds]
         steps = curves[0][0]
         if any(curve_steps != steps for curve_steps, _ in curves):
-            raise ValueError(f"{kind}: the seeds were evaluated at different steps; cannot average their curves.")
-        per_step = list(zip(*(losses for _, losses in curves)))
-        (line,) = ax.plot(steps, [statistics.fmean(values) for values in per_step], label=kind)
+            raise ValueError(f"{spec}: the seeds were evaluated at different steps; cannot average their curves.")
+        per_step = [values for step, values in zip(steps, zip(*(losses for _, losses in curves))) if step > 0]
+        steps = [step for step in steps if step > 0]
+        mean = [statistics.fmean(values) for values in per_step]
+        std = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in per_step]
+        colour = colours(index % 20)
+        ax.plot(steps, mean, label=spec, color=colour, linestyle="-" if index < 10 else "--")
         ax.fill_between(
-            steps, [min(v) for v in per_step], [max(v) for v in per_step], color=line.get_color(), alpha=0.2
+            steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], color=colour, alpha=0.15
         )
-    target = statistics.fmean(targets.values())
-    ax.axhline(target, color="gray", linestyle="--", label=f"target {target:.4f} (mean over seeds)")
-    # The first evaluation (step 0) is far above the rest: start the y axis at the later part of the curves.
-    ax.set_ylim(top=max(final_eval_loss(h) for h in histories.values()) + 1.0)
-    ax.legend()
+    baseline = statistics.fmean(baselines.values())
+    ax.axhline(baseline, color="gray", linestyle=":", label=f"unigram baseline {baseline:.3f} (mean over seeds)")
+    ax.legend(fontsize="small")
     return save_figure(fig, path)
 
 
@@ -188,7 +300,7 @@ def main(argv=None):
     summary_dir.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     start = time.perf_counter()
-    histories = run_all(args, run_args, model_args, data_args, training_args)
+    results = run_all(args, run_args, model_args, data_args, training_args)
     wall_seconds = time.perf_counter() - start
 
     reference = args.types[0]
@@ -196,30 +308,34 @@ def main(argv=None):
         targets = dict.fromkeys(args.seeds, args.target_eval_loss)
         target_source = "--target_eval_loss"
     else:
-        targets = {seed: final_eval_loss(histories[reference, seed]) for seed in args.seeds}
-        target_source = f"{reference}'s final eval loss on the same seed (held-out blocks differ between seeds)"
-    rows = summarize(histories, args.types, args.seeds, targets)
-    table = markdown_table(rows, len(args.seeds))
+        targets = {seed: final_eval_loss(results[reference, seed][0]) for seed in args.seeds}
+        target_source = f"{reference}'s final eval loss on the same seed (the held-out blocks differ between seeds)"
+    baselines = {seed: results[reference, seed][1]["unigram"]["loss"] for seed in args.seeds}
+    rows = summarize(results, args.types, args.seeds, targets, args.plateau_margin)
+    absolute, paired = markdown_tables(rows, len(args.seeds))
     command = shlex.join(["python", "benchmarks/convergence.py", *argv])
-    train_minutes = sum(e["train_runtime"] for h in histories.values() for e in h if "train_runtime" in e) / 60
+    train_minutes = sum(e["train_runtime"] for h, _ in results.values() for e in h if "train_runtime" in e) / 60
     report = "\n\n".join(
         [
             "# Convergence",
             f"Command: `{command}`",
             f"Machine: {describe_machine()}. Wall time {wall_seconds / 60:.1f} min"
-            f"{' (summary only)' if args.summarize_only else ''}; the {len(histories)} runs' training loops took "
-            f"{train_minutes:.1f} min together (`train_runtime`, {args.parallel} at a time); load average (1, 5, 15 "
-            f"min) {tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in os.getloadavg())} at the end.",
-            f"Seeds {args.seeds}, size `{model_args.size}`, {training_args.max_steps} steps, eval every "
-            f"{training_args.eval_steps} steps. Target: {target_source}: "
-            + ", ".join(f"seed {seed}: {target:.4f}" for seed, target in targets.items())
-            + ".",
-            table,
-            "Every run:",
-            *(
-                comparison_table({f"{kind} seed {seed}": histories[kind, seed] for kind in args.types}, targets[seed])
-                for seed in args.seeds
-            ),
+            f"{' (summary only)' if args.summarize_only else ''}; the {len(results)} runs' training loops took "
+            f"{train_minutes:.1f} min together (`train_runtime`, {args.parallel} at a time, one thread each); load "
+            f"average (1, 5, 15 min) {tuple(round(x, 2) for x in load_before)} at the start, "
+            f"{tuple(round(x, 2) for x in os.getloadavg())} at the end.",
+            f"Seeds {args.seeds} (each: initialisation, held-out blocks, data order and masks, the same for every "
+            f"type); size `{model_args.size}`, {training_args.max_steps} steps, eval every {training_args.eval_steps} "
+            f"steps. Unigram baseline (training-token frequencies) on the held-out masked tokens: "
+            + ", ".join(f"seed {seed}: {loss:.4f}" for seed, loss in baselines.items())
+            + f". Plateau exit: the first evaluation at least {args.plateau_margin} nats below it. Target: "
+            f"{target_source}: " + ", ".join(f"seed {seed}: {target:.4f}" for seed, target in targets.items()) + ".",
+            "Mean ± std over seeds (a step metric over the seeds that reach it):",
+            absolute,
+            f"Paired against `{reference}` on the same seeds: mean difference (type − {reference}) [95% confidence "
+            "interval, Student's t over the per-seed differences], p-value of a two-sided paired t-test. A step "
+            "metric is paired over the seeds where both reach it.",
+            paired,
             "![eval loss](convergence.png)",
         ]
     )
@@ -231,17 +347,20 @@ def main(argv=None):
         "load_average_start": load_before,
         "load_average_end": os.getloadavg(),
         "train_minutes": train_minutes,
+        "plateau_margin": args.plateau_margin,
+        "unigram_baseline": baselines,
         "target_eval_loss": targets,
         "target_source": target_source,
         "seeds": args.seeds,
         "summary": rows,
         "eval_loss_curves": {
-            f"{kind} seed {seed}": dict(zip(*metric_series(h, "eval_loss"))) for (kind, seed), h in histories.items()
+            f"{spec} seed {seed}": dict(zip(*metric_series(history, "eval_loss")))
+            for (spec, seed), (history, _) in results.items()
         },
     }
     write_atomically(summary_dir / "convergence.json", lambda file: json.dump(record, file, indent=2))
-    plot_curves(histories, args.types, args.seeds, targets, summary_dir / "convergence.png")
-    print(f"\n{table}\n\nWall time {wall_seconds / 60:.1f} min. Results in {summary_dir}/convergence.md, .json, .png")
+    plot_curves(results, args.types, args.seeds, baselines, summary_dir / "convergence.png")
+    print(f"\n{absolute}\n\n{paired}\n\nWall time {wall_seconds / 60:.1f} min. Results in {summary_dir}/convergence.*")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ except ImportError:  # transformers 4.x
 
 
 PAIRWISE_INITS = ("normal", "identity")
+NO_QUERY_SCALINGS = ("paper", "standard")
 PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 # (layers, heads, hidden, FFN). tiny and mini are Google's BERT-Tiny/Mini shapes; small and base are the paper's.
@@ -68,6 +69,9 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
     pairwise_init (`str`, defaults to `"normal"`):
         Initialisation of the pairwise matrices S: `normal` (i.i.d. N(0, 1), as in the paper) or `identity`
         (then `pairwise` starts out equal to `symmetric`).
+    no_query_scaling (`str`, defaults to `"paper"`):
+        Score scaling of `no_query` attention: `paper` (1/(2√d), Karbevski & Mijoski's adjusted scaling, half of
+        BERT's) or `standard` (BERT's 1/√d).
     sparse_prediction (`bool`, defaults to `False`):
         For `SymBertForMaskedLM` called with `labels`: compute the MLM head only at the labelled positions, so
         `logits` is [n_labelled, vocab_size] instead of [batch, seq, vocab_size]. The loss is the same; pre-training
@@ -108,6 +112,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         attention_type="original",
         num_key_value_heads=None,
         pairwise_init="normal",
+        no_query_scaling="paper",
         sparse_prediction=False,
         max_predictions_per_seq=None,
         **kwargs,
@@ -136,6 +141,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         self.attention_type = attention_type
         self.num_key_value_heads = num_key_value_heads
         self.pairwise_init = pairwise_init
+        self.no_query_scaling = no_query_scaling
         self.sparse_prediction = sparse_prediction
         self.max_predictions_per_seq = max_predictions_per_seq
         self.validate()
@@ -177,7 +183,12 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
             raise ValueError(
                 f"attention_type={self.attention_type!r} is invalid; allowed: the name of an attention type."
             )
-        enums = {"attention_type": registered, "pairwise_init": PAIRWISE_INITS, "problem_type": PROBLEM_TYPES}
+        enums = {
+            "attention_type": registered,
+            "pairwise_init": PAIRWISE_INITS,
+            "no_query_scaling": NO_QUERY_SCALINGS,
+            "problem_type": PROBLEM_TYPES,
+        }
         for name, allowed in enums.items():
             value = getattr(self, name)
             if allowed is not None and value not in allowed:
@@ -262,4 +273,4 @@ def _is_number(value, kind=numbers.Real):
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-__all__ = ["PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]
+__all__ = ["NO_QUERY_SCALINGS", "PAIRWISE_INITS", "SIZE_PRESETS", "SymBertConfig"]

@@ -368,8 +368,14 @@ def checkpoint_title(name, step):
 def implementation_choices(config):
     """What the papers leave open, as this implementation fixes it."""
     pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
-    items = [choice.format(pairwise_init=pairwise_init) for choice in OPEN_CHOICES[config.attention_type]]
-    return items + ["Every score is scaled by 1/√d and attention-probability dropout applies, as in BERT."]
+    no_query_scaling = "1/(2√d)" if config.no_query_scaling == "paper" else "BERT's 1/√d"
+    items = [
+        choice.format(pairwise_init=pairwise_init, no_query_scaling=no_query_scaling)
+        for choice in OPEN_CHOICES[config.attention_type]
+    ]
+    scale = attention_class(config.attention_type).score_scale(config)
+    scaling = "1/√d, as in BERT" if scale == 1 else f"{scale:g}/√d (see above)"
+    return items + [f"Every score is scaled by {scaling}, and attention-probability dropout applies as in BERT."]
 
 
 def intended_uses(kind):

@@ -190,8 +190,14 @@ class SymBertSelfAttention(nn.Module):
     symmetric_by_construction = False
     # Training tokens/s relative to BERT that the base size should reach (the type's FLOP saving); None: no target.
     train_speed_target = None
+    # Weight decay the type's paper trains it with, over its baseline's; pre-training applies it with
+    # --paper_weight_decay true.
+    paper_weight_decay_factor = 1.0
+    # Settings of its config fields under which the type trains differently enough to study on their own (e.g. an
+    # initialisation): benchmarks/convergence.py runs each as a row of its own, besides the default settings.
+    study_variants = ()
     # Model-card facts: the compatibility function in words (Markdown), what the paper leaves open as fixed here
-    # ("{pairwise_init}" is filled in), and the papers as citation key -> BibTeX.
+    # ("{pairwise_init}" and "{no_query_scaling}" are filled in), and the papers as citation key -> BibTeX.
     formula = ""
     open_choices = ()
     papers = {}
@@ -202,10 +208,15 @@ class SymBertSelfAttention(nn.Module):
         self.num_attention_heads = config.num_attention_heads
         self.attention_head_size = config.hidden_size // config.num_attention_heads
         self.all_head_size = config.hidden_size
-        self.scaling = self.attention_head_size**-0.5
+        self.scaling = self.attention_head_size**-0.5 * self.score_scale(config)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.is_causal = False  # read by the sdpa and flash interfaces
         self.layer_idx = layer_idx
+
+    @classmethod
+    def score_scale(cls, config):
+        """The scores' scale relative to BERT's 1/√d."""
+        return 1.0
 
     def split_heads(self, x):
         return x.view(*x.shape[:-1], -1, self.attention_head_size).transpose(1, 2)
@@ -340,6 +351,20 @@ XUE_2023 = """@inproceedings{xue-aletras-2023-pit,
   year      = {2023},
   pages     = {10355--10373},
   doi       = {10.18653/v1/2023.findings-emnlp.695}
+}"""
+SAPONATI_2025 = """@article{saponati-etal-2025-underlying,
+  title   = {The underlying structures of self-attention: symmetry, directionality, and emergent dynamics in Transformer training},
+  author  = {Saponati, Matteo and Sager, Pascal and Aceituno, Pau Vilimelis and Stadelmann, Thilo and Grewe, Benjamin},
+  journal = {arXiv preprint arXiv:2502.10927},
+  year    = {2025},
+  doi     = {10.48550/arXiv.2502.10927}
+}"""
+KARBEVSKI_2025 = """@article{karbevski-mijoski-2025-key,
+  title   = {Key and Value Weights Are Probably All You Need: On the Necessity of the Query, Key, Value weight Triplet in Self-Attention Transformers},
+  author  = {Karbevski, Marko and Mijoski, Antonij},
+  journal = {arXiv preprint arXiv:2510.23912},
+  year    = {2025},
+  doi     = {10.48550/arXiv.2510.23912}
 }"""
 AINSLIE_2023 = """@inproceedings{ainslie-etal-2023-gqa,
   title     = {{GQA}: Training Generalized Multi-Query Transformer Models from Multi-Head Checkpoints},
@@ -477,6 +502,7 @@ class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
 
     symmetric_by_construction = False
     train_speed_target = 1.05
+    study_variants = ({"pairwise_init": "identity"},)  # at small head sizes N(0, 1) and the identity differ widely
     formula = (
         "Head i scores `[Q]_i S_i [Q]_iᵀ / √d` with a learned, unconstrained d×d matrix S_i per head and layer (K is "
         "Q, as in `symmetric`, but S_i makes the score asymmetric); values `[V]_i` as in BERT. 2h² + 2h + h²/n "
@@ -682,6 +708,97 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
         return weights["query.weight"].T @ (scales[:, :, None] * weights["key.weight"])
 
 
+class SymBertSymmetricInitSelfAttention(SymBertOriginalSelfAttention):
+    """Saponati et al.: BERT's attention, with the key projection initialised equal to the query projection, so that
+    every head's query-key product W_qᵀW_k starts symmetric (and positive semi-definite); both train freely after."""
+
+    formula = (
+        "BERT's self-attention (Q, K, V = X·W + b, three h×h projections, 3h² + 3h attention parameters per layer), "
+        "initialised with the key projection equal to the query projection: head i's score form [W_q]_iᵀ[W_k]_i "
+        "starts symmetric. After initialisation query and key are separate parameters and train freely."
+    )
+    open_choices = (
+        "The key's weight and bias are copies of the query's after BERT's initialisation (N(0, σ²) weights with σ = "
+        "`initializer_range`, zero biases). Saponati et al.'s code copies the key weight into the query, leaves the "
+        "biases apart and keeps PyTorch's default Linear initialisation for the attention; which way the copy goes "
+        "makes no difference to the symmetry.",
+        "Only a new model is initialised so: a model loaded from a checkpoint (or `from_bert`) keeps its key.",
+    )
+    papers = {"saponati": SAPONATI_2025, "devlin": DEVLIN_2019}
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.key = LinearStartingAs(self.query)  # same place among the children: initialised after the query
+
+
+class LinearStartingAs(nn.Linear):
+    """A Linear layer whose initialisation copies another's (of the same shape), already initialised: the model's
+    `_init_weights` does the copy here, since transformers 5 initialises only modules that hold parameters."""
+
+    def __init__(self, source):
+        super().__init__(source.in_features, source.out_features)
+        self.source = [source]  # in a list: not a submodule, so its parameters are not registered twice
+
+
+class SymBertNoQuerySelfAttention(SymBertSelfAttention):
+    """Karbevski & Mijoski: no query projection (W_q is the identity): head i's query is its d channels of the
+    hidden state, so each head's scores are linear in one learned matrix, [W_k]_i; keys and values as in BERT."""
+
+    train_speed_target = 1.06  # the FLOPs of `symmetric`: two h×h projections
+    paper_weight_decay_factor = 0.03125 / 0.1  # the paper's reduced models: weight decay 2⁻⁵ where the baseline had 0.1
+    formula = (
+        "No query projection: head i scores `[X]_i [K]_iᵀ · c` with K = X·W_k + b_k, where [X]_i is head i's d "
+        "channels of the layer's input (W_q is the identity, so the scores are linear in the learned weights); "
+        "values `[V]_i` as in BERT. c is 1/(2√d), the paper's adjusted scaling, or BERT's 1/√d "
+        "(`no_query_scaling`). 2h² + 2h attention parameters per layer, a quarter fewer than BERT's Q, K, V and "
+        "output."
+    )
+    open_choices = (
+        "The query is the layer's input itself (BERT's post-LayerNorm hidden state), without a bias; the paper's "
+        "theory assumes no normalisation and its experiments train pre-LayerNorm GPT models (decoder-only), where "
+        "the query is the LayerNorm's output. No encoder was trained in the paper.",
+        "Scores are scaled by {no_query_scaling}; the paper's reduced models use half BERT's scale, 1/(2√d).",
+        "The paper trains its reduced models with weight decay 0.03125 where the baseline has 0.1: "
+        "`symbert-pretrain --paper_weight_decay true` multiplies the recipe's weight decay by 0.3125 for this type.",
+        "`from_bert` keeps BERT's key and value and drops its query, which this type cannot represent.",
+    )
+    papers = {"karbevski": KARBEVSKI_2025}
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config, layer_idx)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+
+    @classmethod
+    def score_scale(cls, config):
+        return 0.5 if config.no_query_scaling == "paper" else 1.0
+
+    def project(self, hidden_states):
+        return (
+            self.split_heads(hidden_states),
+            self.split_heads(self.key(hidden_states)),
+            self.split_heads(self.value(hidden_states)),
+        )
+
+    @classmethod
+    def qkv_parameters(cls, config):
+        return 2 * (config.hidden_size**2 + config.hidden_size)
+
+    @classmethod
+    def projection_macs(cls, config):
+        return 2 * config.hidden_size**2
+
+    @classmethod
+    def score_forms(cls, weights, num_heads):
+        # M_i = E_iᵀ[W_k]_i: head i's query selects its d channels (E_i [d, h]), so M_i is [W_k]_i in those rows
+        key = weights["key.weight"].unflatten(0, (num_heads, -1))  # [heads, d, h]
+        head_size, hidden = key.shape[1:]
+        forms = key.new_zeros(num_heads, hidden, hidden)
+        for head in range(num_heads):
+            forms[head, head * head_size : (head + 1) * head_size] = key[head]
+        return forms
+
+
 register_attention("original", SymBertOriginalSelfAttention)
 register_attention("symmetric", SymBertSymmetricSelfAttention)
 register_attention("pairwise", SymBertPairwiseSelfAttention)
@@ -689,6 +806,8 @@ register_attention("shared", SymBertSharedSelfAttention)
 register_attention("mhe_add", SymBertMHEAddSelfAttention)
 register_attention("mhe_mul", SymBertMHEMulSelfAttention)
 register_attention("gqa", SymBertGroupedQuerySelfAttention)
+register_attention("symmetric_init", SymBertSymmetricInitSelfAttention)
+register_attention("no_query", SymBertNoQuerySelfAttention)
 
 
 class SymBertSelfOutput(nn.Module):
@@ -848,6 +967,9 @@ class SymBertPreTrainedModel(PreTrainedModel):
             init.zeros_(module.token_type_ids)
         elif isinstance(module, SymBertSelfAttention):
             module.init_weights()
+        if isinstance(module, LinearStartingAs):
+            init.copy_(module.weight, module.source[0].weight)
+            init.copy_(module.bias, module.source[0].bias)
 
     @classmethod
     def _can_set_attn_implementation(cls):

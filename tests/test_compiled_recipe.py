@@ -49,10 +49,12 @@ def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(c
     run(compiled_run_args(corpus, tmp_path / "eager", *short))
     assert not counters["stats"]["unique_graphs"]
     run(compiled_run_args(corpus, tmp_path / "compiled", *short, *COMPILED))
-    # one graph per attention type for all its steps: no graph break, and static shapes (no recompilation) whatever
-    # each batch's number of masked tokens
-    assert counters["stats"]["unique_graphs"] == len(ATTENTION_TYPES)
-    assert counters["aot_autograd"]["ok"] == len(ATTENTION_TYPES)
+    # at most one graph per attention type for all its steps (types that trace to the same graph, as symmetric_init
+    # and original, share it): no graph break, and static shapes (no recompilation) whatever each batch's number of
+    # masked tokens
+    assert not counters["graph_break"]
+    assert 1 <= counters["stats"]["unique_graphs"] <= len(ATTENTION_TYPES)
+    assert counters["aot_autograd"]["ok"] == counters["stats"]["unique_graphs"]
     for kind in ATTENTION_TYPES:
         (eager_step, eager_loss), (step, loss) = (
             eval_losses(tmp_path / "eager" / kind)[-1],

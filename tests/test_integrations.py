@@ -66,8 +66,9 @@ def probabilities(logits):
 def test_lora_trains_and_merges(attention_type, tokenizer):
     torch.manual_seed(0)
     model = symbert.SymBertForSequenceClassification(symbert_config(attention_type))
-    # BERT's names; `shared` has one projection, `shared`, in place of query/key/value
-    target_modules = ["shared"] if attention_type == "shared" else ["query", "value"]
+    # BERT's usual LoRA targets where the type has them (`no_query` has no query; `shared` has only `shared`)
+    attention = model.bert.encoder.layer[0].attention.self
+    target_modules = [name for name in ("query", "value", "shared") if hasattr(attention, name)]
     lora = get_peft_model(model, LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=target_modules))
     wrapped = [
         name

@@ -21,6 +21,11 @@ EXPECTED = {
     # num_key_value_heads by default: 2 of 8 heads (small), 3 of 12 (base)
     ("small", "gqa"): 27_219_258,
     ("base", "gqa"): 98_883_642,
+    # symmetric_init is BERT's attention (only initialised otherwise); no_query has symmetric's two h×h projections
+    ("small", "symmetric_init"): 28_795_194,
+    ("base", "symmetric_init"): 109_514_298,
+    ("small", "no_query"): 27_744_570,
+    ("base", "no_query"): 102_427_194,
 }
 
 

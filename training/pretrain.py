@@ -50,7 +50,7 @@ try:  # transformers 5: a function; 4.x: the Trainer's _rotate_checkpoints metho
 except ImportError:
     rotate_checkpoints = None
 
-from .. import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention
+from .. import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import UserError, command_parser, group_arguments, run_command
 from ..fresh_load import load_in_fresh_process
 from . import data as data_module
@@ -129,6 +129,13 @@ class ModelArguments:
         metadata={
             "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
             "the extra ids are never input. Default: the tokenizer's size"
+        },
+    )
+    paper_weight_decay: bool = field(
+        default=False,
+        metadata={
+            "help": "multiply --weight_decay by the factor the attention type's paper trains it with (no_query: "
+            "0.3125, Karbevski & Mijoski's 0.03125 against their baseline's 0.1; the other types: 1)"
         },
     )
 
@@ -878,6 +885,9 @@ def pretrain_in_locked_folder(run_args, model_args, data_args, training_args, re
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
     if resume:
         check_checkpoint_matches(resume, config)
+    if model_args.paper_weight_decay:  # recorded in the summary's training arguments as the decay trained with
+        factor = attention_class(config.attention_type).paper_weight_decay_factor
+        training_args = replace(training_args, weight_decay=training_args.weight_decay * factor)
     model = SymBertForMaskedLM(config)
     collator = data_module.ResumableMLMCollator(
         tokenizer,
