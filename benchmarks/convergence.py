@@ -42,9 +42,9 @@ import torch
 from machine import describe_machine  # benchmarks/machine.py
 from scipy import stats
 
-from symbert import ATTENTION_TYPES, attention_class
+from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
 from symbert.training import data as data_module
-from symbert.training.pretrain import eval_comparison, parse_arguments, pretrain
+from symbert.training.pretrain import eval_comparison, parse_arguments, pretrain, unknown_name_message
 from symbert.training.reporting import (
     load_log_history,
     metric_series,
@@ -80,6 +80,11 @@ def parse_type(spec):
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
             overrides[key] = value
+    known = SymBertConfig().to_dict()
+    for key in overrides:
+        if key not in known:
+            raise ValueError(f"--types {spec!r}: {unknown_name_message('SymBertConfig field', key, known)}.")
+    SymBertConfig(attention_type=name, **overrides)  # a bad value is named now, not when its run starts
     return name, overrides
 
 
@@ -238,7 +243,7 @@ def format_mean_std(entry, fmt, num_seeds):
     return text if entry["reached"] == num_seeds else f"{text} ({entry['reached']}/{num_seeds} seeds)"
 
 
-def format_difference(difference, fmt):
+def format_difference(difference, fmt, num_seeds):
     if difference is None:
         return "–"
     signed = fmt.replace("{:", "{:+")
@@ -246,7 +251,7 @@ def format_difference(difference, fmt):
     if difference["ci95"] is not None:
         low, high = difference["ci95"]
         text += f" [{signed.format(low)}, {signed.format(high)}], p = {difference['p']:.2g}"
-    return text + ("" if difference["seeds"] == 1 else f" ({difference['seeds']} seeds)")
+    return text if difference["seeds"] == num_seeds else f"{text} ({difference['seeds']}/{num_seeds} seeds)"
 
 
 def markdown_tables(rows, num_seeds):
@@ -260,7 +265,9 @@ def markdown_tables(rows, num_seeds):
     ]
     paired = [header, rule] + [
         f"| {row['attention_type']} | "
-        + " | ".join(format_difference(row[metric]["vs_reference"], fmt) for metric, (_, fmt) in METRICS.items())
+        + " | ".join(
+            format_difference(row[metric]["vs_reference"], fmt, num_seeds) for metric, (_, fmt) in METRICS.items()
+        )
         + " |"
         for row in rows[1:]
     ]

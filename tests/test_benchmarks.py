@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from symbert import ATTENTION_TYPES
 from symbert.training import data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -197,26 +198,53 @@ def fake_history(eval_losses, step=10):
     return history + [{"train_runtime": 30.0, "step": (len(eval_losses) - 1) * step}]
 
 
-def test_convergence_summary_uses_each_seeds_original_as_target():
-    histories = {
-        ("original", 1): fake_history([9.0, 6.0, 5.0]),
-        ("original", 2): fake_history([9.0, 6.5, 5.5]),
-        ("symmetric", 1): fake_history([9.0, 4.9, 4.8]),
-        ("symmetric", 2): fake_history([9.0, 6.4, 5.6]),
+def scores(unigram_loss, accuracy):
+    return {"unigram": {"loss": unigram_loss, "accuracy": 0.06}, "model": {"loss": 0.0, "accuracy": accuracy}}
+
+
+def test_convergence_summary_pairs_each_type_with_original_on_the_same_seeds():
+    results = {
+        ("original", 1): (fake_history([9.0, 6.2, 6.0, 5.0]), scores(6.3, 0.20)),
+        ("original", 2): (fake_history([9.0, 6.3, 6.0, 5.5]), scores(6.3, 0.18)),
+        ("original", 3): (fake_history([9.0, 6.3, 5.9, 5.4]), scores(6.3, 0.19)),
+        ("symmetric", 1): (fake_history([9.0, 6.0, 4.9, 4.8]), scores(6.3, 0.25)),
+        ("symmetric", 2): (fake_history([9.0, 6.3, 6.4, 5.6]), scores(6.3, 0.17)),
+        ("symmetric", 3): (fake_history([9.0, 6.0, 5.3, 5.2]), scores(6.3, 0.22)),
     }
-    targets = {1: 5.0, 2: 5.5}
+    targets = {1: 5.0, 2: 5.5, 3: 5.4}
     rows = {
         row["attention_type"]: row
-        for row in convergence.summarize(histories, ["original", "symmetric"], [1, 2], targets)
+        for row in convergence.summarize(results, ["original", "symmetric"], [1, 2, 3], targets, margin=0.2)
     }
-    assert rows["original"]["steps_to_target"] == [20, 20]
-    assert rows["original"]["steps_to_target_mean_std"] == (20.0, 0.0)
-    assert rows["symmetric"]["steps_to_target"] == [10, None]  # seed 2 never reaches 5.5
-    assert rows["symmetric"]["seeds_reaching_target"] == 1
-    mean, std = rows["symmetric"]["final_eval_loss_mean_std"]
-    assert mean == pytest.approx(5.2) and std == pytest.approx(0.565685, rel=1e-5)
-    table = convergence.markdown_table(list(rows.values()), 2)
-    assert "| symmetric | 10 ± 0 | 1/2 | 5.2000 ± 0.5657 |" in table
+    # plateau exit: the first eval at or below 6.3 - 0.2 = 6.1
+    assert rows["original"]["plateau_exit"]["per_seed"] == [20, 20, 20]
+    assert rows["symmetric"]["plateau_exit"]["per_seed"] == [10, 30, 10]
+    exit_difference = rows["symmetric"]["plateau_exit"]["vs_reference"]
+    assert exit_difference["mean"] == pytest.approx(-10 / 3) and exit_difference["seeds"] == 3
+    low, high = exit_difference["ci95"]  # differences -10, +10, -10: mean -3.33, sd 11.55, t(0.975, 2) = 4.303
+    assert high - low == pytest.approx(2 * 4.302653 * 11.547005 / 3**0.5, rel=1e-5)
+    assert exit_difference["p"] == pytest.approx(0.6667, abs=1e-3)  # scipy's one-sample t-test of the differences
+    assert rows["original"]["plateau_exit"]["vs_reference"] is None
+    # step to reach original's final loss on the same seed; seed 2 never reaches 5.5
+    assert rows["symmetric"]["step_to_target"]["per_seed"] == [20, None, 20]
+    assert rows["symmetric"]["step_to_target"]["reached"] == 2
+    reach_difference = rows["symmetric"]["step_to_target"]["vs_reference"]  # paired where both reach it
+    assert reach_difference["seeds"] == 2 and reach_difference["mean"] == -10 and reach_difference["p"] is None
+    final = rows["symmetric"]["final_eval_loss"]
+    assert final["mean_std"]["mean"] == pytest.approx(5.2) and final["mean_std"]["std"] == pytest.approx(0.4)
+    assert final["vs_reference"]["mean"] == pytest.approx(-0.1)
+    assert rows["symmetric"]["top1"]["vs_reference"]["mean"] == pytest.approx(0.07 / 3)
+    absolute, paired = convergence.markdown_tables(list(rows.values()), 3)
+    assert "| symmetric | 17 ± 12 | 20 ± 0 (2/3 seeds) | 5.2000 ± 0.4000 | 21.33% ± 4.04% |" in absolute
+    assert "| symmetric | -3 [-32, +25], p = 0.67 | -10 (2/3 seeds) | -0.1000 [" in paired
+
+
+def test_convergence_default_types_are_the_registry_and_its_study_variants():
+    args, *_ = convergence.parse_command_line(["--", "--recipe", "cpu-demo", "--output_dir", "x"])
+    assert [spec.split("+")[0] for spec in args.types if "+" not in spec] == list(ATTENTION_TYPES)
+    assert "pairwise+pairwise_init=identity" in args.types
+    assert args.specs["pairwise+pairwise_init=identity"] == ("pairwise", {"pairwise_init": "identity"})
+    assert args.seeds == [1, 2, 3, 4, 5]
 
 
 @pytest.fixture(scope="module")
@@ -272,9 +300,12 @@ def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
     # default target: original's final eval loss on the same seed
     original = curves["original seed 3"]
     assert record["target_eval_loss"] == {"3": original["2"]}
-    assert record["summary"][0]["steps_to_target"] == [
+    assert record["summary"][0]["step_to_target"]["per_seed"] == [
         min(int(s) for s, loss in original.items() if loss <= original["2"])
     ]
+    run_scores = json.loads((tmp_path / "runs" / "seed-3" / "symmetric" / "convergence_scores.json").read_text())
+    assert record["summary"][1]["top1"]["per_seed"] == [run_scores["model"]["accuracy"]]
+    assert record["unigram_baseline"] == {"3": run_scores["unigram"]["loss"]}
     assert (summary / "convergence.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "runs" / "seed-3" / "symmetric" / "training_summary.json").is_file()
 
@@ -302,6 +333,20 @@ def test_convergence_rejects_bad_arguments():
         convergence.parse_command_line(["--types", "original"])
     with pytest.raises(ValueError, match="--seeds"):
         convergence.parse_command_line(["--seeds", "1,x", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
+    with pytest.raises(ValueError, match="must be TYPE or TYPE\\+FIELD=VALUE"):
+        convergence.parse_command_line(
+            ["--types", "pairwise+identity", "--", "--recipe", "cpu-demo", "--output_dir", "x"]
+        )
+    with pytest.raises(ValueError, match="pairwise_init='zeros' is not supported; allowed: normal, identity"):
+        convergence.parse_command_line(
+            ["--types", "pairwise+pairwise_init=zeros", "--", "--recipe", "cpu-demo", "--output_dir", "x"]
+        )
+    with pytest.raises(ValueError, match="unknown SymBertConfig field 'pairwise_inti'"):
+        convergence.parse_command_line(
+            ["--types", "pairwise+pairwise_inti=normal", "--", "--recipe", "cpu-demo", "--output_dir", "x"]
+        )
+    with pytest.raises(ValueError, match="--plateau_margin=-1.0"):
+        convergence.parse_command_line(["--plateau_margin", "-1", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
 
 
 def test_matmul_rate_is_positive():
