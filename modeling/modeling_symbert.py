@@ -771,6 +771,8 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
 
     @classmethod
     def score_scale(cls, config):
+        # CODEPATH: no_query models take "paper" (1/(2√d), the default) unless the config sets "standard" (1/√d);
+        # a loaded checkpoint takes the setting saved in its config.json.
         return 0.5 if config.no_query_scaling == "paper" else 1.0
 
     def project(self, hidden_states):
