@@ -11,10 +11,11 @@ reference. For one seed every type gets the same initialisation seed, held-out b
 type is compared with the reference on the same seeds (paired). Per run the study reads the eval-loss curve and scores
 the final model and the unigram baseline (training-token frequencies) on the held-out masked tokens, and reports:
 
-- plateau exit: the first evaluated step whose eval loss is below the unigram baseline's by `--plateau_margin`
-  (a model that has learnt only token frequencies sits at the baseline);
-- the first evaluated step at which the eval loss reaches the reference's final eval loss on the same seed
-  (`--target_eval_loss` sets one target for all);
+- plateau exit: the step at which the eval loss first falls `--plateau_margin` below the unigram baseline's (a model
+  that has learnt only token frequencies sits at the baseline), interpolated linearly between the two evaluations
+  around the crossing;
+- the step at which the eval loss first reaches the reference's final eval loss on the same seed
+  (`--target_eval_loss` sets one target for all), interpolated the same way;
 - the final eval loss and top-1 accuracy of the masked tokens.
 
 Each is given as mean ± std over seeds and as the paired difference to the reference: its mean, a 95% confidence
@@ -50,7 +51,6 @@ from symbert.training.reporting import (
     metric_series,
     new_figure,
     save_figure,
-    steps_to_reach,
     write_atomically,
 )
 
@@ -175,8 +175,22 @@ def final_eval_loss(log_history):
     return metric_series(log_history, "eval_loss")[1][-1]
 
 
+def crossing_step(log_history, target_loss):
+    """The step at which the eval loss first falls to `target_loss`, interpolated linearly between the evaluation
+    before and the first one at or below it (an evaluation interval would otherwise be the resolution); None if no
+    evaluation reaches it."""
+    steps, losses = metric_series(log_history, "eval_loss")
+    for index, (step, loss) in enumerate(zip(steps, losses)):
+        if loss <= target_loss:
+            if index == 0:
+                return float(step)
+            previous_step, previous_loss = steps[index - 1], losses[index - 1]
+            return previous_step + (previous_loss - target_loss) / (previous_loss - loss) * (step - previous_step)
+    return None
+
+
 def plateau_exit(log_history, baseline_loss, margin):
-    return steps_to_reach(log_history, baseline_loss - margin)
+    return crossing_step(log_history, baseline_loss - margin)
 
 
 def mean_std(values):
@@ -213,7 +227,7 @@ def summarize(results, specs, seeds, targets, margin):
     per_run = {
         key: {
             "plateau_exit": plateau_exit(history, scores["unigram"]["loss"], margin),
-            "step_to_target": steps_to_reach(history, targets[key[1]]),
+            "step_to_target": crossing_step(history, targets[key[1]]),
             "final_eval_loss": final_eval_loss(history),
             "top1": scores["model"]["accuracy"],
         }
@@ -335,10 +349,11 @@ def main(argv=None):
             f"type); size `{model_args.size}`, {training_args.max_steps} steps, eval every {training_args.eval_steps} "
             f"steps. Unigram baseline (training-token frequencies) on the held-out masked tokens: "
             + ", ".join(f"seed {seed}: {loss:.4f}" for seed, loss in baselines.items())
-            + f". Plateau exit: the first evaluation at least {args.plateau_margin} nats below it. Target: "
+            + f". Plateau exit: where the eval loss first falls {args.plateau_margin} nats below it. Target: "
             f"{target_source}: " + ", ".join(f"seed {seed}: {target:.4f}" for seed, target in targets.items()) + ".",
             "Mean ± std over seeds (a step metric over the seeds that reach it):",
             absolute,
+            "Steps are interpolated linearly between the two evaluations around each crossing. "
             f"Paired against `{reference}` on the same seeds: mean difference (type − {reference}) [95% confidence "
             "interval, Student's t over the per-seed differences], p-value of a two-sided paired t-test. A step "
             "metric is paired over the seeds where both reach it.",

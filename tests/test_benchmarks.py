@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from scipy import stats
 
 from symbert import ATTENTION_TYPES
 from symbert.training import data
@@ -216,27 +217,32 @@ def test_convergence_summary_pairs_each_type_with_original_on_the_same_seeds():
         row["attention_type"]: row
         for row in convergence.summarize(results, ["original", "symmetric"], [1, 2, 3], targets, margin=0.2)
     }
-    # plateau exit: the first eval at or below 6.3 - 0.2 = 6.1
-    assert rows["original"]["plateau_exit"]["per_seed"] == [20, 20, 20]
-    assert rows["symmetric"]["plateau_exit"]["per_seed"] == [10, 30, 10]
+    # plateau exit: where the eval loss falls to 6.3 - 0.2 = 6.1, interpolated between evaluations (every 10 steps)
+    assert rows["original"]["plateau_exit"]["per_seed"] == pytest.approx([15, 10 + 20 / 3, 15])
+    assert rows["symmetric"]["plateau_exit"]["per_seed"] == pytest.approx([29 / 3, 23.75, 29 / 3])
     exit_difference = rows["symmetric"]["plateau_exit"]["vs_reference"]
-    assert exit_difference["mean"] == pytest.approx(-10 / 3) and exit_difference["seeds"] == 3
-    low, high = exit_difference["ci95"]  # differences -10, +10, -10: mean -3.33, sd 11.55, t(0.975, 2) = 4.303
-    assert high - low == pytest.approx(2 * 4.302653 * 11.547005 / 3**0.5, rel=1e-5)
-    assert exit_difference["p"] == pytest.approx(0.6667, abs=1e-3)  # scipy's one-sample t-test of the differences
+    differences = [29 / 3 - 15, 23.75 - 10 - 20 / 3, 29 / 3 - 15]
+    assert exit_difference["mean"] == pytest.approx(sum(differences) / 3) and exit_difference["seeds"] == 3
+    low, high = exit_difference["ci95"]  # t(0.975, 2) = 4.302653 times the standard error of the differences
+    sd = (sum((d - sum(differences) / 3) ** 2 for d in differences) / 2) ** 0.5
+    assert high - low == pytest.approx(2 * 4.302653 * sd / 3**0.5, rel=1e-5)
+    t = (sum(differences) / 3) / (sd / 3**0.5)
+    assert exit_difference["p"] == pytest.approx(2 * stats.t.sf(abs(t), 2))  # two-sided paired t-test
     assert rows["original"]["plateau_exit"]["vs_reference"] is None
     # step to reach original's final loss on the same seed; seed 2 never reaches 5.5
-    assert rows["symmetric"]["step_to_target"]["per_seed"] == [20, None, 20]
+    assert rows["original"]["step_to_target"]["per_seed"] == pytest.approx([30, 30, 30])
+    assert rows["symmetric"]["step_to_target"]["per_seed"] == pytest.approx([10 + 10 / 1.1, None, 10 + 60 / 7])
     assert rows["symmetric"]["step_to_target"]["reached"] == 2
     reach_difference = rows["symmetric"]["step_to_target"]["vs_reference"]  # paired where both reach it
-    assert reach_difference["seeds"] == 2 and reach_difference["mean"] == -10 and reach_difference["p"] is None
+    assert reach_difference["seeds"] == 2
+    assert reach_difference["mean"] == pytest.approx((10 / 1.1 + 60 / 7) / 2 - 20)
     final = rows["symmetric"]["final_eval_loss"]
     assert final["mean_std"]["mean"] == pytest.approx(5.2) and final["mean_std"]["std"] == pytest.approx(0.4)
     assert final["vs_reference"]["mean"] == pytest.approx(-0.1)
     assert rows["symmetric"]["top1"]["vs_reference"]["mean"] == pytest.approx(0.07 / 3)
     absolute, paired = convergence.markdown_tables(list(rows.values()), 3)
-    assert "| symmetric | 17 ± 12 | 20 ± 0 (2/3 seeds) | 5.2000 ± 0.4000 | 21.33% ± 4.04% |" in absolute
-    assert "| symmetric | -3 [-32, +25], p = 0.67 | -10 (2/3 seeds) | -0.1000 [" in paired
+    assert "| symmetric | 14 ± 8 | 19 ± 0 (2/3 seeds) | 5.2000 ± 0.4000 | 21.33% ± 4.04% |" in absolute
+    assert "| symmetric | -1 [-19, +17], p = 0.8 | -11 [-14, -8], p = 0.015 (2/3 seeds) | -0.1000 [" in paired
 
 
 def test_convergence_default_types_are_the_registry_and_its_study_variants():
