@@ -356,7 +356,9 @@ def main(argv=None):
             "Steps are interpolated linearly between the two evaluations around each crossing. "
             f"Paired against `{reference}` on the same seeds: mean difference (type − {reference}) [95% confidence "
             "interval, Student's t over the per-seed differences], p-value of a two-sided paired t-test. A step "
-            "metric is paired over the seeds where both reach it.",
+            "metric is paired over the seeds where both reach it. The p-values are not corrected for the number of "
+            f"comparisons: of these {(len(args.types) - 1) * len(METRICS)}, about one in twenty falls below 0.05 by "
+            "chance alone when there is no effect.",
             paired,
             "![eval loss](convergence.png)",
         ]
