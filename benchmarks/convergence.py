@@ -55,6 +55,7 @@ from symbert.training.reporting import (
 )
 
 SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens
+RUN_RECORD = "convergence_run.json"  # in OUTPUT_DIR: the training run's command, machine, wall time and load
 
 
 def default_types():
@@ -314,15 +315,75 @@ def plot_curves(results, specs, seeds, baselines, path):
     return save_figure(fig, path)
 
 
+def run_facts(run, args, num_runs, train_minutes):
+    parallel = run["parallel"] if run else args.parallel
+    loops = (
+        f"the {num_runs} runs' training loops took {train_minutes:.1f} min together (`train_runtime`, "
+        f"{parallel} at a time, one thread each)"
+    )
+    if run is None:
+        return f"Summary rebuilt with --summarize_only on {describe_machine()}; the training run left no {RUN_RECORD}; {loops}."
+    rebuilt = f" This summary was rebuilt with --summarize_only on {describe_machine()}." if args.summarize_only else ""
+    return (
+        f"Machine: {run['machine']}. Wall time {run['wall_seconds'] / 60:.1f} min; {loops}; load average (1, 5, 15 "
+        f"min) {tuple(round(x, 2) for x in run['load_average_start'])} at the start, "
+        f"{tuple(round(x, 2) for x in run['load_average_end'])} at the end.{rebuilt}"
+    )
+
+
+def plot_differences(results, specs, seeds, path):
+    """Each type's eval loss minus the reference's (the first type) on the same seed and step, mean ± std over seeds:
+    the paired view, where the seed-to-seed spread that both share cancels (a linear step axis: the differences
+    grow late)."""
+    reference = specs[0]
+    fig, ax = new_figure(
+        f"eval loss − {reference}'s (nats)",
+        f"eval loss minus {reference}'s on the same seed, mean ± std over {len(seeds)} seeds",
+    )
+    ax.axhline(0.0, color="gray", linestyle=":", label=reference)
+    colours = matplotlib.colormaps["tab20"]
+    for index, spec in enumerate(specs[1:], start=1):
+        steps = [step for step in metric_series(results[spec, seeds[0]][0], "eval_loss")[0] if step > 0]
+        per_step = []
+        for step in steps:
+            differences = []
+            for seed in seeds:
+                mine = dict(zip(*metric_series(results[spec, seed][0], "eval_loss")))
+                theirs = dict(zip(*metric_series(results[reference, seed][0], "eval_loss")))
+                differences.append(mine[step] - theirs[step])
+            per_step.append(differences)
+        mean = [statistics.fmean(values) for values in per_step]
+        std = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in per_step]
+        colour = colours(index % 20)
+        ax.plot(steps, mean, label=spec, color=colour, linestyle="-" if index < 10 else "--")
+        ax.fill_between(
+            steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], color=colour, alpha=0.1
+        )
+    ax.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args, run_args, model_args, data_args, training_args = parse_command_line(argv)
     summary_dir = Path(args.summary_dir or training_args.output_dir)
     summary_dir.mkdir(parents=True, exist_ok=True)
+    run_record_path = Path(training_args.output_dir) / RUN_RECORD
     load_before = os.getloadavg()
     start = time.perf_counter()
     results = run_all(args, run_args, model_args, data_args, training_args)
-    wall_seconds = time.perf_counter() - start
+    if args.summarize_only:  # the facts of the run that trained them, where it recorded them
+        run = json.loads(run_record_path.read_text()) if run_record_path.is_file() else None
+    else:
+        run = {
+            "command": shlex.join(["python", "benchmarks/convergence.py", *argv]),
+            "parallel": args.parallel,
+            "machine": describe_machine(),
+            "wall_seconds": time.perf_counter() - start,
+            "load_average_start": load_before,
+            "load_average_end": os.getloadavg(),
+        }
+        write_atomically(run_record_path, lambda file: json.dump(run, file, indent=2))
 
     reference = args.types[0]
     if args.target_eval_loss is not None:
@@ -334,17 +395,13 @@ def main(argv=None):
     baselines = {seed: results[reference, seed][1]["unigram"]["loss"] for seed in args.seeds}
     rows = summarize(results, args.types, args.seeds, targets, args.plateau_margin)
     absolute, paired = markdown_tables(rows, len(args.seeds))
-    command = shlex.join(["python", "benchmarks/convergence.py", *argv])
+    command = run["command"] if run else shlex.join(["python", "benchmarks/convergence.py", *argv])
     train_minutes = sum(e["train_runtime"] for h, _ in results.values() for e in h if "train_runtime" in e) / 60
     report = "\n\n".join(
         [
             "# Convergence",
             f"Command: `{command}`",
-            f"Machine: {describe_machine()}. Wall time {wall_seconds / 60:.1f} min"
-            f"{' (summary only)' if args.summarize_only else ''}; the {len(results)} runs' training loops took "
-            f"{train_minutes:.1f} min together (`train_runtime`, {args.parallel} at a time, one thread each); load "
-            f"average (1, 5, 15 min) {tuple(round(x, 2) for x in load_before)} at the start, "
-            f"{tuple(round(x, 2) for x in os.getloadavg())} at the end.",
+            run_facts(run, args, len(results), train_minutes),
             f"Seeds {args.seeds} (each: initialisation, held-out blocks, data order and masks, the same for every "
             f"type); size `{model_args.size}`, {training_args.max_steps} steps, eval every {training_args.eval_steps} "
             f"steps. Unigram baseline (training-token frequencies) on the held-out masked tokens: "
@@ -361,15 +418,14 @@ def main(argv=None):
             "chance alone when there is no effect.",
             paired,
             "![eval loss](convergence.png)",
+            f"![eval loss minus {reference}'s](convergence-difference.png)",
         ]
     )
     write_atomically(summary_dir / "convergence.md", lambda file: file.write(report + "\n"))
     record = {
         "command": command,
-        "machine": describe_machine(),
-        "wall_seconds": wall_seconds,
-        "load_average_start": load_before,
-        "load_average_end": os.getloadavg(),
+        "run": run,
+        "summarized_on": describe_machine(),
         "train_minutes": train_minutes,
         "plateau_margin": args.plateau_margin,
         "unigram_baseline": baselines,
@@ -384,7 +440,8 @@ def main(argv=None):
     }
     write_atomically(summary_dir / "convergence.json", lambda file: json.dump(record, file, indent=2))
     plot_curves(results, args.types, args.seeds, baselines, summary_dir / "convergence.png")
-    print(f"\n{absolute}\n\n{paired}\n\nWall time {wall_seconds / 60:.1f} min. Results in {summary_dir}/convergence.*")
+    plot_differences(results, args.types, args.seeds, summary_dir / "convergence-difference.png")
+    print(f"\n{absolute}\n\n{paired}\n\nResults in {summary_dir}/convergence.*")
 
 
 if __name__ == "__main__":

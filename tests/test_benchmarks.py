@@ -329,7 +329,14 @@ def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
             *pretrain_args,
         ]
     )
-    assert json.loads((again / "convergence.json").read_text())["summary"] == record["summary"]
+    rebuilt = json.loads((again / "convergence.json").read_text())
+    assert rebuilt["summary"] == record["summary"]
+    # the training run's facts come from its record in the output folder, not from the summary-only process
+    run = json.loads((tmp_path / "runs" / "convergence_run.json").read_text())
+    assert rebuilt["run"] == record["run"] == run and run["wall_seconds"] > 0 and run["parallel"] == 1
+    report = (again / "convergence.md").read_text()
+    assert f"Command: `{run['command']}`" in report and "rebuilt with --summarize_only" in report
+    assert (again / "convergence-difference.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_convergence_rejects_bad_arguments():

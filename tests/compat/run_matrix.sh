@@ -8,7 +8,7 @@
 # For each transformers version: a virtual environment /tmp/symbert-compat/venv-VERSION (CPU torch 2.13.0 first, then
 # this project with the pinned transformers), which saves every head and variant; then every environment loads every
 # environment's folders in a fresh process that cannot import the project (trust_remote_code=True), so both
-# same-version and cross-version loading are checked, for the models and their tokenizers (those of the 42 model
+# same-version and cross-version loading are checked, for the models and their tokenizers (those of the model
 # folders and the WordPiece tokenizer pre-training trains: same ids as the saving version, and BERT's token_type_ids
 # for sentence pairs). Prints the Markdown table that README's "Works with" shows.
 set -euo pipefail
