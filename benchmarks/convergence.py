@@ -289,26 +289,28 @@ def markdown_tables(rows, num_seeds):
     return "\n".join(absolute), "\n".join(paired)
 
 
+def plot_mean_and_spread(ax, index, label, steps, per_step):
+    """The mean of each step's values (one per seed) as a line, ±1 std shaded; the index picks the colour."""
+    mean = [statistics.fmean(values) for values in per_step]
+    std = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in per_step]
+    colour = matplotlib.colormaps["tab20"](index % 20)
+    ax.plot(steps, mean, label=label, color=colour, linestyle="-" if index < 10 else "--")
+    low, high = [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
+    ax.fill_between(steps, low, high, color=colour, alpha=0.12)
+
+
 def plot_curves(results, specs, seeds, baselines, path):
     """Mean eval loss per type against the step (log axis, from the first evaluation after step 0), shaded ±1 std
     over seeds, with the unigram baseline."""
     fig, ax = new_figure("eval loss (nats per masked token)", f"eval loss, mean ± std over {len(seeds)} seeds")
     ax.set_xscale("log")
-    colours = matplotlib.colormaps["tab20"]
     for index, spec in enumerate(specs):
         curves = [metric_series(results[spec, seed][0], "eval_loss") for seed in seeds]
         steps = curves[0][0]
         if any(curve_steps != steps for curve_steps, _ in curves):
             raise ValueError(f"{spec}: the seeds were evaluated at different steps; cannot average their curves.")
         per_step = [values for step, values in zip(steps, zip(*(losses for _, losses in curves))) if step > 0]
-        steps = [step for step in steps if step > 0]
-        mean = [statistics.fmean(values) for values in per_step]
-        std = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in per_step]
-        colour = colours(index % 20)
-        ax.plot(steps, mean, label=spec, color=colour, linestyle="-" if index < 10 else "--")
-        ax.fill_between(
-            steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], color=colour, alpha=0.15
-        )
+        plot_mean_and_spread(ax, index, spec, [step for step in steps if step > 0], per_step)
     baseline = statistics.fmean(baselines.values())
     ax.axhline(baseline, color="gray", linestyle=":", label=f"unigram baseline {baseline:.3f} (mean over seeds)")
     ax.legend(fontsize="small")
@@ -341,7 +343,6 @@ def plot_differences(results, specs, seeds, path):
         f"eval loss minus {reference}'s on the same seed, mean ± std over {len(seeds)} seeds",
     )
     ax.axhline(0.0, color="gray", linestyle=":", label=reference)
-    colours = matplotlib.colormaps["tab20"]
     for index, spec in enumerate(specs[1:], start=1):
         steps = [step for step in metric_series(results[spec, seeds[0]][0], "eval_loss")[0] if step > 0]
         per_step = []
@@ -352,13 +353,7 @@ def plot_differences(results, specs, seeds, path):
                 theirs = dict(zip(*metric_series(results[reference, seed][0], "eval_loss")))
                 differences.append(mine[step] - theirs[step])
             per_step.append(differences)
-        mean = [statistics.fmean(values) for values in per_step]
-        std = [statistics.stdev(values) if len(values) > 1 else 0.0 for values in per_step]
-        colour = colours(index % 20)
-        ax.plot(steps, mean, label=spec, color=colour, linestyle="-" if index < 10 else "--")
-        ax.fill_between(
-            steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], color=colour, alpha=0.1
-        )
+        plot_mean_and_spread(ax, index, spec, steps, per_step)
     ax.legend(fontsize="small")
     return save_figure(fig, path)
 
