@@ -374,7 +374,7 @@ def implementation_choices(config):
         for choice in OPEN_CHOICES[config.attention_type]
     ]
     scale = attention_class(config.attention_type).score_scale(config)
-    scaling = "1/√d, as in BERT" if scale == 1 else f"{scale:g}/√d (see above)"
+    scaling = "1/√d, as in BERT" if scale == 1 else f"1/({1 / scale:g}√d) (see above)"
     return items + [f"Every score is scaled by {scaling}, and attention-probability dropout applies as in BERT."]
 
 
