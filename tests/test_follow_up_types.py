@@ -8,6 +8,7 @@ import torch
 
 from conftest import padded_batch, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
+from symbert.hub_cards.card import implementation_choices
 from symbert.symmetry import symmetric_share
 from symbert.training.pretrain import parse_arguments, pretrain
 from test_bert import bert_like
@@ -121,3 +122,11 @@ def test_paper_weight_decay_scales_the_recipes_decay_by_the_types_factor(corpus,
     summary = json.loads((output / "training_summary.json").read_text())
     assert summary["training_arguments"]["weight_decay"] == pytest.approx(0.1 * factor)
     assert summary["model_arguments"]["paper_weight_decay"] is True
+
+
+@pytest.mark.parametrize("scaling, text", [("paper", "scaled by 1/(2√d)"), ("standard", "scaled by BERT's 1/√d")])
+def test_no_query_card_states_its_scaling(scaling, text):
+    choices = implementation_choices(SymBertConfig(attention_type="no_query", no_query_scaling=scaling))
+    assert any(text in choice for choice in choices)
+    last = choices[-1]
+    assert ("1/(2√d)" in last) == (scaling == "paper") and ("1/√d, as in BERT" in last) == (scaling == "standard")
