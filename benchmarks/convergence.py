@@ -1,8 +1,9 @@
 """Convergence of the attention types: pre-train each type with several seeds on one recipe and compare, paired on
 the seeds, how soon each leaves the unigram plateau and reaches the reference type's final eval loss.
 
-    python benchmarks/convergence.py --seeds 1,2,3,4,5 --parallel 2 --summary_dir benchmarks/results/convergence-cpu \
-        -- --recipe cpu-demo --output_dir outputs/convergence --max_steps 800 --eval_steps 40
+    python benchmarks/convergence.py --seeds 1,2,3,4,5 --parallel 2 --plateau_margin 1.0 \
+        --summary_dir benchmarks/results/convergence-cpu -- --recipe cpu-demo --output_dir outputs/convergence \
+        --max_steps 1200 --lr_scheduler_type constant_with_warmup --eval_steps 50 --eval_blocks 400
 
 Everything after `--` goes to `symbert-pretrain` (a recipe and its overrides). `--types` takes attention types,
 optionally with config fields, `TYPE+FIELD=VALUE` (e.g. `pairwise+pairwise_init=identity`); by default every
