@@ -136,11 +136,19 @@ def scores(output_dir):
     """The final model's and the unigram baseline's loss and top-1 accuracy on the run's held-out masked tokens,
     computed once and kept in the run folder."""
     path = Path(output_dir) / SCORES_FILE
-    if path.is_file():
-        return json.loads(path.read_text())
+    if cached := read_json(path):
+        return cached
     comparison = eval_comparison(output_dir)
     write_atomically(path, lambda file: json.dump(comparison, file, indent=2))
     return comparison
+
+
+def read_json(path):
+    """A JSON file this script wrote, or None when it is missing or unreadable (a cache: it is computed again)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def train_one(run_args, model_args, data_args, training_args):
@@ -346,14 +354,12 @@ def plot_differences(results, specs, seeds, path):
     ax.axhline(0.0, color="gray", linestyle=":", label=reference)
     for index, spec in enumerate(specs[1:], start=1):
         steps = [step for step in metric_series(results[spec, seeds[0]][0], "eval_loss")[0] if step > 0]
-        per_step = []
-        for step in steps:
-            differences = []
-            for seed in seeds:
-                mine = dict(zip(*metric_series(results[spec, seed][0], "eval_loss")))
-                theirs = dict(zip(*metric_series(results[reference, seed][0], "eval_loss")))
-                differences.append(mine[step] - theirs[step])
-            per_step.append(differences)
+        curves = [
+            (dict(zip(*metric_series(results[spec, seed][0], "eval_loss"))),
+             dict(zip(*metric_series(results[reference, seed][0], "eval_loss"))))
+            for seed in seeds
+        ]  # fmt: skip
+        per_step = [[mine[step] - theirs[step] for mine, theirs in curves] for step in steps]
         plot_mean_and_spread(ax, index, spec, steps, per_step)
     ax.legend(fontsize="small")
     return save_figure(fig, path)
@@ -369,7 +375,7 @@ def main(argv=None):
     start = time.perf_counter()
     results = run_all(args, run_args, model_args, data_args, training_args)
     if args.summarize_only:  # the facts of the run that trained them, where it recorded them
-        run = json.loads(run_record_path.read_text()) if run_record_path.is_file() else None
+        run = read_json(run_record_path)
     else:
         run = {
             "command": shlex.join(["python", "benchmarks/convergence.py", *argv]),

@@ -782,13 +782,9 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
             self.split_heads(self.value(hidden_states)),
         )
 
-    @classmethod
-    def qkv_parameters(cls, config):
-        return 2 * (config.hidden_size**2 + config.hidden_size)
-
-    @classmethod
-    def projection_macs(cls, config):
-        return 2 * config.hidden_size**2
+    # two h×h projections with biases, as `symmetric`: the same formulas
+    qkv_parameters = SymBertSymmetricSelfAttention.__dict__["qkv_parameters"]
+    projection_macs = SymBertSymmetricSelfAttention.__dict__["projection_macs"]
 
     @classmethod
     def score_forms(cls, weights, num_heads):
