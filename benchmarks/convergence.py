@@ -46,7 +46,9 @@ from scipy import stats
 
 from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
 from symbert.training import data as data_module
-from symbert.training.pretrain import eval_comparison, parse_arguments, pretrain, unknown_name_message
+from symbert.training.arguments import parse_arguments, unknown_name_message
+from symbert.training.evaluation import eval_comparison
+from symbert.training.pretrain import pretrain
 from symbert.training.reporting import (
     load_log_history,
     metric_series,

@@ -1,0 +1,1 @@
+"""`symbert.hub_cards` once installed, so `..` is the package `symbert`: the modeling/ folder (see pyproject.toml)."""

@@ -7,10 +7,11 @@ card's `model-index` (`ModelCardData` + `EvalResult`, the legacy format older to
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub
 import torch
@@ -20,67 +21,24 @@ from huggingface_hub.utils import yaml_dump
 from packaging.requirements import Requirement
 from transformers import TrainingArguments
 
-from .. import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, attention_class
+from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from ..training import glue
-from ..training.glue_data import reported_scores
-
-try:  # the .eval_results/ format; the huggingface_hub 0.x releases that transformers 4.x needs predate it
-    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
-except ImportError:
-    EvalResultEntry = eval_result_entries_to_yaml = parse_eval_result_entries = None
+from ..training.compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
+from ..training.glue_data import glue_mean_tasks, hub_datasets, reported_scores, score_names
 
 TEMPLATE = Path(__file__).with_name("card_template.md")
-GLUE_DATASET = glue.HUB_DATASET  # nyu-mll/glue
 EVAL_RESULTS_FILE = ".eval_results/glue.yaml"
 EVAL_RESULTS_NOTICE = (
     f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so the GLUE results are staged in "
     "the card's model-index only, without .eval_results/glue.yaml (a newer huggingface_hub writes both)."
 )
-GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the mean of the nine scores (no nyu-mll/glue config)
+GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the GLUE score (no nyu-mll/glue config is named so)
 
 
-class _AttentionFacts(Mapping):
-    """attention_type -> one model-card fact of its class, asked when read, so types registered later are included."""
-
-    def __init__(self, fact):
-        self.fact = fact
-
-    def __getitem__(self, attention_type):
-        return self.fact(attention_class(attention_type))
-
-    def __iter__(self):
-        return iter(list(ATTENTION_TYPES))
-
-    def __len__(self):
-        return len(ATTENTION_TYPES)
-
-
-class _Citations(Mapping):
-    """Citation key -> BibTeX, over the papers of every registered attention type."""
-
-    def _all(self):
-        return {key: bibtex for name in ATTENTION_TYPES for key, bibtex in attention_class(name).papers.items()}
-
-    def __getitem__(self, key):
-        return self._all()[key]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self):
-        return len(self._all())
-
-
-FORMULAS = _AttentionFacts(lambda cls: cls.formula)
-# Choices the papers leave open, as this implementation fixes them (see the project's specification).
-OPEN_CHOICES = _AttentionFacts(lambda cls: list(cls.open_choices))
-PAPERS = _AttentionFacts(lambda cls: list(cls.papers))
-CITATIONS = _Citations()
-
-
-def glue_eval_results(results):
+def glue_eval_results(results: dict) -> list[EvalResult]:
     """`EvalResult`s for the model-index: each GLUE task score present in a glue_results.json (mean over seeds, in
-    percent, on the nyu-mll/glue validation split) and, when all nine are there for every seed, the GLUE score."""
+    percent, on the task's Hub dataset's validation split) and, when all GLUE-mean scores are there for every seed, the
+    GLUE score."""
     aggregates = results["aggregates"]
     eval_results = []
     for config, spec, score in reported_scores(glue_mean_only=True):  # the task table (training/glue_data.py)
@@ -91,7 +49,7 @@ def glue_eval_results(results):
             EvalResult(
                 task_type="text-classification",
                 task_name="GLUE",
-                dataset_type=GLUE_DATASET,
+                dataset_type=spec.hub_dataset,
                 dataset_name=f"GLUE {score.display}",
                 dataset_config=config,
                 dataset_split=score.split,
@@ -106,24 +64,25 @@ def glue_eval_results(results):
             EvalResult(
                 task_type="text-classification",
                 task_name="GLUE",
-                dataset_type=GLUE_DATASET,
+                dataset_type=hub_datasets(glue_mean_tasks()),
                 dataset_name="GLUE",
                 dataset_split="validation",
                 metric_type="glue_score",
-                metric_name=f"GLUE score: mean of the 9 task scores (mean of {glue['n_seeds']} seeds)",
+                metric_name=f"GLUE score: mean of the {len(score_names(glue_mean_only=True))} task scores (mean of "
+                f"{glue['n_seeds']} seeds)",
                 metric_value=round(glue["mean"], 2),
             )
         )
     return eval_results
 
 
-def task_id(config, split):
+def task_id(config: str, split: str) -> str:
     """The .eval_results task id of a GLUE score: its nyu-mll/glue config (mnli_matched / mnli_mismatched for MNLI's
     two validation sets, which are configs of their own there)."""
     return f"{config}_{split.removeprefix('validation_')}" if split != "validation" else config
 
 
-def glue_eval_entries(results):
+def glue_eval_entries(results: dict) -> list:
     """`EvalResultEntry`s for .eval_results/glue.yaml: the same numbers as `glue_eval_results`, one entry per task
     score and one for the GLUE score (task id "glue_score"); the format has no metric field, so `notes` names it."""
     if EvalResultEntry is None:
@@ -137,30 +96,44 @@ def glue_eval_entries(results):
         what = f"{score.display} {spec.metric.description}"
         notes = f"{what} in percent on the {score.split} split, mean of {task['n']} seeds"
         entries.append(
-            EvalResultEntry(GLUE_DATASET, task_id(config, score.split), round(task["mean"], 2), date=date, notes=notes)
+            EvalResultEntry(
+                spec.hub_dataset, task_id(config, score.split), round(task["mean"], 2), date=date, notes=notes
+            )
         )
     glue_score = aggregates["glue"]
     if glue_score.get("complete") and glue_score.get("mean") is not None:
-        notes = f"GLUE score: mean of the 9 task scores in percent on the validation splits, mean of {glue_score['n_seeds']} seeds"
+        notes = (
+            f"GLUE score: mean of the {len(score_names(glue_mean_only=True))} task scores in percent on the validation "
+            f"splits, mean of {glue_score['n_seeds']} seeds"
+        )
         entries.append(
-            EvalResultEntry(GLUE_DATASET, GLUE_SCORE_TASK, round(glue_score["mean"], 2), date=date, notes=notes)
+            EvalResultEntry(
+                hub_datasets(glue_mean_tasks()), GLUE_SCORE_TASK, round(glue_score["mean"], 2), date=date, notes=notes
+            )
         )
     return entries
 
 
-def eval_results_yaml(entries):
+def eval_results_yaml(entries: list) -> str:
     """The text of an .eval_results/*.yaml file, serialised by huggingface_hub."""
     return yaml_dump(eval_result_entries_to_yaml(entries), sort_keys=False)
 
 
-def read_eval_results(path):
+def read_eval_results(path: str | Path) -> list:
     """The `EvalResultEntry`s of an .eval_results/*.yaml file, parsed by huggingface_hub."""
     if parse_eval_result_entries is None:
         raise ValueError(f"huggingface_hub {huggingface_hub.__version__} cannot read {path} (no EvalResultEntry)")
     return parse_eval_result_entries(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
 
 
-def card_data(model_name, attention_type, *, eval_results=None, datasets=None, extra_tags=()):
+def card_data(
+    model_name: str,
+    attention_type: str,
+    *,
+    eval_results: list[EvalResult] | None = None,
+    datasets: list[str] | None = None,
+    extra_tags: Iterable[str] = (),
+) -> ModelCardData:
     return ModelCardData(
         language="en",
         license="apache-2.0",
@@ -173,7 +146,7 @@ def card_data(model_name, attention_type, *, eval_results=None, datasets=None, e
     )
 
 
-def paper_protocol():
+def paper_protocol() -> dict:
     """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue.py's `pair_protocol`):
     PAPER_PROTOCOL over TrainingArguments' defaults, symbert-glue's own defaults, one process, the Hub's GLUE data."""
     settings = {**{f.name: f.default for f in fields(TrainingArguments)}, **glue.PAPER_PROTOCOL}
@@ -189,24 +162,24 @@ def paper_protocol():
         "world_size": 1,
         "max_length": glue.GlueArguments.max_length,
         "weight_decay": settings["weight_decay"],
-        "data": glue.HUB_DATASET,
+        "data": hub_datasets(glue.PAPER_TASKS),
         "seeds": [int(seed) for seed in glue.GlueArguments.seeds.split(",")],
         "tasks": list(glue.PAPER_TASKS),
     }
 
 
-def shown(value):
+def shown(value: Any) -> Any:
     """A protocol value for the card: lists joined, a local path by its name only."""
     if isinstance(value, list):
         return ",".join(map(str, value))
     return Path(value).name if isinstance(value, str) and Path(value).is_absolute() else value
 
 
-def comparable(value):
+def comparable(value: Any) -> Any:
     return sorted(value) if isinstance(value, list) else value  # the order seeds or tasks ran in is no deviation
 
 
-def protocol_text(protocol):
+def protocol_text(protocol: dict) -> str:
     """The fine-tuning protocol in words: the paper's, then every setting of this run that differs from it (a value
     equal to the paper's, or one the results file does not record, is not a deviation)."""
     paper = paper_protocol()
@@ -224,7 +197,7 @@ def protocol_text(protocol):
     return text + (f"; this run differs in {', '.join(deviations)}" if deviations else "; no deviation from it")
 
 
-def install_command():
+def install_command() -> str:
     """`pip install` of what the model code needs (transformers, torch), with the project's version ranges."""
     try:
         ranges = {req.name: str(req.specifier) for req in map(Requirement, requires("symbert") or []) if not req.marker}
@@ -233,17 +206,17 @@ def install_command():
     return "pip install " + " ".join(f'"{name}{ranges.get(name, "")}"' for name in ("transformers", "torch"))
 
 
-def parameter_counts(config):
+def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
     """(this model's parameters, `original`'s with the same shape and vocabulary), counted on the meta device."""
     counts = []
-    for attention_type in (config.attention_type, "original"):
+    for attention_type in (config.attention_type, BERT_ATTENTION_TYPE):
         settings = {**config.to_dict(), "attention_type": attention_type}
         with torch.device("meta"):
             counts.append(SymBertForMaskedLM(SymBertConfig(**settings)).num_parameters())
     return tuple(counts)
 
 
-def glue_table(results):
+def glue_table(results: dict) -> str:
     """Markdown: per-task mean ± sample std over the seeds, then the GLUE score."""
     tasks = results["aggregates"]["tasks"]
     rows = ["| task | metric | mean ± std (%) | seeds |", "| --- | --- | ---: | ---: |"]
@@ -260,12 +233,12 @@ def glue_table(results):
     return "\n".join(rows)
 
 
-def render(model_name, data, **template_values):
+def render(model_name: str, data: ModelCardData, **template_values: Any) -> ModelCard:
     """The card: `data` (ModelCardData) as YAML, the body from card_template.md."""
     return ModelCard.from_template(data, template_path=str(TEMPLATE), model_name=model_name, **template_values)
 
 
-def files_named(card_text):
+def files_named(card_text: str) -> list[str]:
     """Relative link and image targets in the card's Markdown: files that must be in the repository."""
     targets = re.findall(r"\]\(([^)\s]+)\)", card_text)
     return sorted({t.split("#")[0] for t in targets if not re.match(r"[a-z]+://|#|mailto:", t)} - {""})
@@ -276,7 +249,7 @@ def files_named(card_text):
 EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
 
 
-def dataset_text(data_arguments):
+def dataset_text(data_arguments: dict) -> tuple[str, str | None]:
     """(description, Hub dataset id or None) of the pre-training data as symbert-pretrain recorded it (its
     DataArguments): a Hub data set, local files, or the embedded corpus."""
     if data_arguments.get("dataset_name"):
@@ -289,7 +262,7 @@ def dataset_text(data_arguments):
     return EMBEDDED_CORPUS, None
 
 
-def checkpoint_eval_loss(eval_losses, step, checkpoint_name):
+def checkpoint_eval_loss(eval_losses: dict[int, float] | None, step: int, checkpoint_name: str) -> str:
     """The eval loss of a checkpoint card: the one logged at `step` ({step: loss} of the checkpoint's own
     trainer_state.json, None without one), else the latest one before it, saying at which step."""
     if eval_losses is None:
@@ -330,55 +303,51 @@ class Training:
     run_steps: int | None = None
     checkpoint_eval_loss: str | None = None
 
-    def at_checkpoint(self, step, eval_losses, checkpoint_name):
+    def at_checkpoint(self, step: int, eval_losses: dict[int, float] | None, checkpoint_name: str) -> "Training":
         """This run's facts as of checkpoint-`step`, with its own eval loss ({step: loss} or None, see
         `checkpoint_eval_loss`)."""
         loss = checkpoint_eval_loss(eval_losses, step, checkpoint_name)
         return replace(self, steps=step, run_steps=self.steps, checkpoint_eval_loss=loss)
 
     @property
-    def tokens(self):
+    def tokens(self) -> int:
         return self.steps * self.global_batch_size * self.max_seq_length
 
     @property
-    def batch_layout(self):
+    def batch_layout(self) -> str:
         return (
             f"{self.per_device_train_batch_size} per device × {self.gradient_accumulation_steps} accumulation steps × "
             f"{self.world_size} processes"
         )
 
     @property
-    def hardware(self):
+    def hardware(self) -> str:
         return self.machine if self.world_size == 1 else f"{self.world_size} × {self.machine}"
 
     @property
-    def runtime(self):
+    def runtime(self) -> str:
         runtime = self.train_runtime
         return "not recorded" if runtime is None else f"{runtime / 3600:.2f} h ({runtime:,.0f} s)"
 
     @property
-    def eval_loss(self):
+    def eval_loss(self) -> str | None:
         return f"{self.final_eval_loss:.4f}" if self.run_steps is None else self.checkpoint_eval_loss
 
 
-def checkpoint_title(name, step):
+def checkpoint_title(name: str, step: int) -> str:
     return f"{name} at step {step}"
 
 
-def implementation_choices(config):
+def implementation_choices(config: SymBertConfig) -> list[str]:
     """What the papers leave open, as this implementation fixes it."""
-    pairwise_init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
-    no_query_scaling = "1/(2√d)" if config.no_query_scaling == "paper" else "BERT's 1/√d"
-    items = [
-        choice.format(pairwise_init=pairwise_init, no_query_scaling=no_query_scaling)
-        for choice in OPEN_CHOICES[config.attention_type]
-    ]
-    scale = attention_class(config.attention_type).score_scale(config)
+    attention = attention_class(config.attention_type)
+    items = attention.implementation_choices(config)
+    scale = attention.score_scale(config)
     scaling = "1/√d, as in BERT" if scale == 1 else f"1/({1 / scale:g}√d) (see above)"
     return items + [f"Every score is scaled by {scaling}, and attention-probability dropout applies as in BERT."]
 
 
-def intended_uses(kind):
+def intended_uses(kind: str) -> list[str]:
     if kind == "tiny_random":
         return [
             "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
@@ -400,11 +369,13 @@ def intended_uses(kind):
     ]
 
 
-def seeds_text(results):
+def seeds_text(results: dict) -> str:
     return ", ".join(map(str, results["protocol"].get("seeds", [])))
 
 
-def limitations(config, kind, training=None, results=None):
+def limitations(
+    config: SymBertConfig, kind: str, training: Training | None = None, results: dict | None = None
+) -> list[str]:
     """The card's limitations; `training` is a `Training`, `results` a glue_results.json (release cards only)."""
     if kind == "tiny_random":
         return [
@@ -446,7 +417,17 @@ def limitations(config, kind, training=None, results=None):
     return items
 
 
-def card_values(config, repo_id, revision, kind, provenance, *, size=None, training=None, results=None):
+def card_values(
+    config: SymBertConfig,
+    repo_id: str,
+    revision: str,
+    kind: str,
+    provenance: dict,
+    *,
+    size: str | None = None,
+    training: Training | None = None,
+    results: dict | None = None,
+) -> dict:
     """Every value card_template.md reads but the GLUE files' names: from the model's config, the repository, the
     provenance record, and for trained models their `Training` and (release cards) their glue_results.json."""
     parameters, original = parameter_counts(config)
@@ -460,8 +441,9 @@ def card_values(config, repo_id, revision, kind, provenance, *, size=None, train
         repo_id=repo_id,
         revision=revision,
         attention_type=config.attention_type,
+        attention_types=[f"`{name}`" for name in ATTENTION_TYPES],
         size=size,
-        formula=FORMULAS[config.attention_type],
+        formula=attention_class(config.attention_type).formula,
         parameters=parameters,
         original_parameters=original,
         parameter_change=change,
@@ -476,7 +458,7 @@ def card_values(config, repo_id, revision, kind, provenance, *, size=None, train
         choices=implementation_choices(config),
         intended_uses=intended_uses(kind),
         install=install_command(),
-        citations="\n\n".join(CITATIONS[key] for key in PAPERS[config.attention_type]),
+        citations="\n\n".join(attention_class(config.attention_type).papers.values()),
         limitations=limitations(config, kind, training, results),
         training=training,
     )

@@ -4,8 +4,10 @@ first lines of the embedded corpus. Same seed, same weights."""
 
 import gzip
 from itertools import islice
+from pathlib import Path
 
 import torch
+from transformers import BertTokenizerFast, PreTrainedTokenizerBase
 
 from .. import SymBertConfig, SymBertForMaskedLM
 from ..training.data import EMBEDDED_CORPUS, train_wordpiece
@@ -17,13 +19,13 @@ SEED = 0
 DATASET = f"tokenizer only: the first {CORPUS_LINES} lines of the embedded corpus of nine public-domain English books"
 
 
-def tiny_tokenizer():
+def tiny_tokenizer() -> BertTokenizerFast:
     with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as corpus:
         texts = list(islice(corpus, CORPUS_LINES))
     return train_wordpiece(texts, VOCAB_SIZE)
 
 
-def save_tiny_random(attention_type, folder, tokenizer):
+def save_tiny_random(attention_type: str, folder: Path, tokenizer: PreTrainedTokenizerBase) -> Path:
     """Save a tiny random `SymBertForMaskedLM` (weights, code, config) and `tokenizer` into `folder`."""
     config = SymBertConfig(
         **SHAPE, attention_type=attention_type, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id

@@ -31,6 +31,9 @@ from .modeling_symbert import (
     unregister_attention,
 )
 
+# The config's default: BERT's own self-attention, the type every other is compared with and a plain BERT's type
+BERT_ATTENTION_TYPE = SymBertConfig().attention_type
+
 AUTO_CLASSES = {
     AutoModel: SymBertModel,
     AutoModelForMaskedLM: SymBertForMaskedLM,
@@ -48,6 +51,7 @@ for auto_class, model_class in AUTO_CLASSES.items():
 
 __all__ = [
     "ATTENTION_TYPES",
+    "BERT_ATTENTION_TYPE",
     "PAIRWISE_INITS",
     "SIZE_PRESETS",
     "SymBertConfig",

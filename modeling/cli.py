@@ -9,7 +9,9 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .modeling_symbert import missing_local_path_message
 
@@ -31,7 +33,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
-def command_parser(description, parser_class=argparse.ArgumentParser, **kwargs):
+def command_parser(
+    description: str | None, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser, **kwargs: Any
+) -> argparse.ArgumentParser:
     """The parser of a `symbert-*` command: `--help` starts with `description` (no usage block, which for the
     Trainer's 100+ arguments runs to pages) and shows every default; a bad argument (unknown option, bad choice,
     value of the wrong type) is a one-line UserError, not argparse's usage and error."""
@@ -46,7 +50,7 @@ def command_parser(description, parser_class=argparse.ArgumentParser, **kwargs):
     return parser
 
 
-def group_arguments(parser, dataclass_type, heading):
+def group_arguments(parser: argparse.ArgumentParser, dataclass_type: type, heading: str) -> None:
     """Move `dataclass_type`'s arguments out of the general options into a group of their own, listed after the
     groups made before it: for the Trainer's 100+ arguments, after ours. (HfArgumentParser groups a dataclass that
     has `_argument_group_name`, which transformers' TrainingArguments has not; argparse has no public way to move
@@ -59,7 +63,7 @@ def group_arguments(parser, dataclass_type, heading):
             group._group_actions.append(action)
 
 
-def run_command(run, argv=None):
+def run_command(run: Callable[[list[str]], Any], argv: list[str] | None = None) -> Any:
     """Call `run(argv)`; a `UserError` becomes `<command>: error: <message>` on stderr and exit status 2, or is
     raised with its traceback when the environment sets SYMBERT_DEBUG (to anything but 0)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -74,7 +78,7 @@ def run_command(run, argv=None):
         raise SystemExit(2) from None
 
 
-def missing_local_path(path):
+def missing_local_path(path: str | Path) -> UserError | None:
     """A UserError for a path that looks local (absolute, ./, ../, ~ or an existing parent) but does not exist;
     None when `path` may be a Hub repository id. Callers use it before asking the Hub, so that a typo in a folder
     name is reported as a missing folder, not as an invalid repository id. (The models' `from_pretrained` makes the

@@ -22,19 +22,21 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 
 class BlockProject:
     """A meta-path finder that makes `symbert` unimportable: a released folder must not need the package."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> None:
         if name == "symbert" or name.startswith("symbert."):
             raise ModuleNotFoundError(f"No module named {name!r} (a released folder must not need the symbert package)")
         return None
 
 
-def parse_arguments(argv):
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="fresh_load.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", help="saved model folders")
     parser.add_argument(
@@ -55,7 +57,7 @@ def parse_arguments(argv):
     return args
 
 
-def load_and_report(folder, auto_class, args, outputs):
+def load_and_report(folder: str, auto_class: str, args: argparse.Namespace, outputs: dict[str, list]) -> dict:
     import torch
     import transformers
     from safetensors.torch import load_file
@@ -91,7 +93,7 @@ def load_and_report(folder, auto_class, args, outputs):
     return report
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     sys.meta_path.insert(0, BlockProject())
     args = parse_arguments(argv)
     import torch
@@ -110,7 +112,7 @@ def main(argv=None):
     print(json.dumps({"models": reports, "symbert_imported": imported}))
 
 
-def load_in_fresh_process(folders, *options, timeout=1800):
+def load_in_fresh_process(folders: list[str | Path], *options: str | Path, timeout: float = 1800) -> dict:
     """The JSON report of this script run on `folders` (with command-line `options`) by a fresh interpreter in an
     empty temporary folder, offline, with its own remote-code cache and no PYTHONPATH."""
     with tempfile.TemporaryDirectory() as elsewhere:

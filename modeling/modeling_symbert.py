@@ -98,7 +98,13 @@ class SymBertEmbeddings(nn.Module):
             "token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False
         )
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         input_shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
         seq_length = input_shape[1]
         max_positions = self.position_embeddings.num_embeddings
@@ -197,7 +203,7 @@ class SymBertSelfAttention(nn.Module):
     # initialisation): benchmarks/convergence.py runs each as a row of its own, besides the default settings.
     study_variants = ()
     # Model-card facts: the compatibility function in words (Markdown), what the paper leaves open as fixed here
-    # ("{pairwise_init}" and "{no_query_scaling}" are filled in), and the papers as citation key -> BibTeX.
+    # (implementation_choices fills in a config's settings), and the papers as citation key -> BibTeX.
     formula = ""
     open_choices = ()
     papers = {}
@@ -217,6 +223,11 @@ class SymBertSelfAttention(nn.Module):
     def score_scale(cls, config):
         """The scores' scale relative to BERT's 1/√d."""
         return 1.0
+
+    @classmethod
+    def implementation_choices(cls, config):
+        """open_choices as `config` sets them, for its model card."""
+        return list(cls.open_choices)
 
     def split_heads(self, x):
         return x.view(*x.shape[:-1], -1, self.attention_head_size).transpose(1, 2)
@@ -259,7 +270,13 @@ class SymBertSelfAttention(nn.Module):
         return None
 
     # trf-ignore: TRF045 (the flag picks the eager function, the only one that returns weights, under any backend)
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False, **kwargs):
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query, key, value = self.project(hidden_states)
         attention_interface = _attention_function(self.config._attn_implementation)
         if output_attentions and attention_interface is not eager_attention_forward:
@@ -512,6 +529,12 @@ class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
         "S_i is unconstrained (not symmetric), one per head and layer.",
         "S_i is initialised {pairwise_init}; the paper's text leaves this open, its own runs used i.i.d. N(0, 1).",
     )
+
+    @classmethod
+    def implementation_choices(cls, config):
+        # CODEPATH: model cards of pairwise models: "normal" (the default) or "identity", as their config sets it
+        init = "i.i.d. N(0, 1)" if config.pairwise_init == "normal" else "to the identity"
+        return [choice.format(pairwise_init=init) for choice in cls.open_choices]
 
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
@@ -770,6 +793,12 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
 
     @classmethod
+    def implementation_choices(cls, config):
+        # CODEPATH: model cards of no_query models: "paper" (the default) or "standard", as their config sets it
+        scaling = "1/(2√d)" if config.no_query_scaling == "paper" else "BERT's 1/√d"
+        return [choice.format(no_query_scaling=scaling) for choice in cls.open_choices]
+
+    @classmethod
     def score_scale(cls, config):
         # CODEPATH: no_query models take "paper" (1/(2√d), the default) unless the config sets "standard" (1/√d);
         # a loaded checkpoint takes the setting saved in its config.json.
@@ -815,7 +844,7 @@ class SymBertSelfOutput(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states, input_tensor):
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
         hidden_states = self.dropout(self.dense(hidden_states))
         return self.LayerNorm(hidden_states + input_tensor)
 
@@ -826,7 +855,9 @@ class SymBertAttention(nn.Module):
         self.self = attention_class(config.attention_type)(config, layer_idx=layer_idx)
         self.output = SymBertSelfOutput(config)
 
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attention_output, attn_weights = self.self(hidden_states, attention_mask, **kwargs)
         return self.output(attention_output, hidden_states), attn_weights
 
@@ -839,7 +870,7 @@ class SymBertIntermediate(nn.Module):
             ACT2FN[config.hidden_act] if isinstance(config.hidden_act, str) else config.hidden_act
         )
 
-    def forward(self, hidden_states):
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
@@ -850,7 +881,7 @@ class SymBertOutput(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states, input_tensor):
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
         hidden_states = self.dropout(self.dense(hidden_states))
         return self.LayerNorm(hidden_states + input_tensor)
 
@@ -862,7 +893,9 @@ class SymBertLayer(GradientCheckpointingLayer):
         self.intermediate = SymBertIntermediate(config)
         self.output = SymBertOutput(config)
 
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attention_output, attn_weights = self.attention(hidden_states, attention_mask, **kwargs)
         layer_output = self.output(self.intermediate(attention_output), attention_output)
         return layer_output, attn_weights
@@ -876,8 +909,13 @@ class SymBertEncoder(nn.Module):
 
     # trf-ignore: TRF045 (flag threading kept: the file also runs under transformers 4.54-4.57, without capture_outputs)
     def forward(
-        self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False, **kwargs
-    ):
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        **kwargs,
+    ) -> BaseModelOutput:
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer_module in self.layer:
@@ -900,7 +938,7 @@ class SymBertPooler(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
 
-    def forward(self, hidden_states):
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(hidden_states[:, 0]))
 
 
@@ -911,7 +949,7 @@ class SymBertPredictionHeadTransform(nn.Module):
         self.transform_act_fn = ACT2FN[config.hidden_act] if isinstance(config.hidden_act, str) else config.hidden_act
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
-    def forward(self, hidden_states):
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
 
 
@@ -926,7 +964,7 @@ class SymBertLMPredictionHead(nn.Module):
     def _tie_weights(self):  # called by transformers 4.x's tie_weights; 5.x ties the bias through _tied_weights_keys
         self.decoder.bias = self.bias
 
-    def forward(self, hidden_states):
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.transform(hidden_states))
 
 
@@ -936,7 +974,7 @@ class SymBertOnlyMLMHead(nn.Module):
         super().__init__()
         self.predictions = SymBertLMPredictionHead(config)
 
-    def forward(self, sequence_output):
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
         return self.predictions(sequence_output)
 
 
@@ -1428,16 +1466,16 @@ class SymBertModel(SymBertPreTrainedModel):
     @auto_docstring
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ):
+    ) -> tuple | BaseModelOutputWithPooling:
         output_attentions, output_hidden_states, return_dict = _resolve_output_flags(
             self.config, output_attentions, output_hidden_states, return_dict
         )
@@ -1506,17 +1544,17 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
     @auto_docstring
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ):
+    ) -> tuple | MaskedLMOutput:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Token ids for the masked positions, -100 elsewhere (ignored by the loss).
@@ -1678,17 +1716,17 @@ class SymBertForSequenceClassification(SymBertPreTrainedModel):
     @auto_docstring
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ):
+    ) -> tuple | SequenceClassifierOutput:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.bert(
             input_ids,
@@ -1742,17 +1780,17 @@ class SymBertForMultipleChoice(SymBertPreTrainedModel):
     @auto_docstring
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ):
+    ) -> tuple | MultipleChoiceModelOutput:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if input_ids is not None:
             _check_tensor("input_ids", input_ids, ("batch", "choices", "sequence"))
@@ -1803,17 +1841,17 @@ class SymBertForTokenClassification(SymBertPreTrainedModel):
     @auto_docstring
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ):
+    ) -> tuple | TokenClassifierOutput:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             One class id per token, -100 for tokens to ignore.
@@ -1857,18 +1895,18 @@ class SymBertForQuestionAnswering(SymBertPreTrainedModel):
     @auto_docstring
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ):
+    ) -> tuple | QuestionAnsweringModelOutput:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.bert(
             input_ids,

@@ -12,7 +12,7 @@ import os
 import warnings
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from .cli import UserError, command_parser, missing_local_path, run_command
 
@@ -22,7 +22,9 @@ INPUT_NAMES = ["input_ids", "attention_mask"]
 TOLERANCE = 1e-4
 
 
-def example_inputs(config, batch, length, seed=0):
+def example_inputs(
+    config: PretrainedConfig, batch: int, length: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random ids with the last rows right-padded, so the exported mask handling is exercised."""
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(1, config.vocab_size, (batch, length), generator=generator)
@@ -32,7 +34,7 @@ def example_inputs(config, batch, length, seed=0):
     return input_ids, attention_mask
 
 
-def export_onnx(model, path, output_names, dynamo=False):
+def export_onnx(model: PreTrainedModel, path: str, output_names: list[str], dynamo: bool = False) -> None:
     """Write `model` (SymBertModel or a task head, in eval mode) to `path` with dynamic batch and sequence axes."""
     model.eval()
     input_ids, attention_mask = example_inputs(model.config, batch=2, length=8)
@@ -68,7 +70,7 @@ def export_onnx(model, path, output_names, dynamo=False):
     os.replace(tmp_path, path)
 
 
-def max_difference(model, path, batch=3, length=13):
+def max_difference(model: PreTrainedModel, path: str, batch: int = 3, length: int = 13) -> float:
     """Largest absolute difference between onnxruntime and PyTorch outputs on a padded [batch, length] input."""
     import onnxruntime
 
@@ -82,7 +84,7 @@ def max_difference(model, path, batch=3, length=13):
     return max((torch.from_numpy(g) - w).abs().max().item() for g, w in zip(got, want))
 
 
-def run(argv):
+def run(argv: list[str]) -> None:
     parser = command_parser(__doc__)
     parser.add_argument("model_dir", help="a saved SymBERT folder (or Hub id)")
     parser.add_argument("output", help="the .onnx file to write")
@@ -107,7 +109,7 @@ def run(argv):
         raise SystemExit(f"max abs diff {difference:.2e} exceeds {TOLERANCE:.0e}")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     return run_command(run, argv)
 
 

@@ -12,13 +12,13 @@ from .configuration_symbert import SIZE_PRESETS, SymBertConfig
 from .modeling_symbert import ATTENTION_TYPES, SymBertForMaskedLM
 
 
-def count_parameters(size, attention_type):
+def count_parameters(size: str, attention_type: str) -> int:
     """SymBertForMaskedLM's parameter count (tied decoder counted once), built on the meta device: no memory used."""
     with torch.device("meta"):
         return SymBertForMaskedLM(SymBertConfig.from_preset(size, attention_type=attention_type)).num_parameters()
 
 
-def run(argv):
+def run(argv: list[str]) -> None:
     parser = command_parser(__doc__)
     parser.add_argument(
         "--sizes", default="tiny,mini,small,base", help=f"comma-separated, from {', '.join(SIZE_PRESETS)}"
@@ -42,7 +42,7 @@ def run(argv):
         print(f"| {kind} | " + " | ".join(cells) + " |")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     return run_command(run, argv)
 
 

@@ -28,7 +28,7 @@ from .cli import UserError, command_parser, missing_local_path, run_command
 from .modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
 
 
-def supported():
+def supported() -> list[str]:
     """The attention types whose score forms the analysis knows (asked of each registered class)."""
     return [
         name
@@ -37,18 +37,18 @@ def supported():
     ]
 
 
-def symmetric_share(matrix):
+def symmetric_share(matrix: torch.Tensor) -> torch.Tensor:
     """||(M + Mᵀ)/2||_F² / ||M||_F² for a square matrix (or a stack of them, over the last two dimensions)."""
     symmetric = (matrix + matrix.transpose(-1, -2)) / 2
     return symmetric.square().sum((-1, -2)) / matrix.square().sum((-1, -2))
 
 
-def score_forms(weights, num_heads, attention_type):
+def score_forms(weights: dict[str, torch.Tensor], num_heads: int, attention_type: str) -> torch.Tensor | None:
     """The per-head matrices M_i [heads, ·, ·] of one layer, from its self-attention tensors (name → tensor)."""
     return SYMBERT_SELF_ATTENTION_CLASSES[attention_type].score_forms(weights, num_heads)
 
 
-def checkpoint_folder(model):
+def checkpoint_folder(model: str) -> Path:
     """A local folder holding config.json and the weights of `model` (a folder, or a Hub id to download)."""
     folder = Path(model)
     if not folder.is_dir():
@@ -64,7 +64,7 @@ def checkpoint_folder(model):
     return folder
 
 
-def read_weights(folder):
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     """Every tensor of the folder's *.safetensors files, or else of its pytorch_model*.bin files. A file that cannot
     be read (cut short by an interrupted save or download, or not a weights file at all) is a UserError naming it."""
     files, load = sorted(folder.glob("*.safetensors")), load_file
@@ -84,7 +84,7 @@ def read_weights(folder):
     return state
 
 
-def read_error(error):
+def read_error(error: Exception) -> str:
     """The gist of a weights file's read error: its first line, up to the first sentence's end when that is long
     (torch's corrupt-zip message runs to several sentences of advice), or the error's type when it says nothing."""
     detail = (str(error).strip().splitlines() or [""])[0]
@@ -93,7 +93,7 @@ def read_error(error):
     return detail or type(error).__name__
 
 
-def read_config(path):
+def read_config(path: Path) -> dict:
     """config.json as a dict; a file that is not a JSON object is a UserError naming it."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -104,7 +104,7 @@ def read_config(path):
     return config
 
 
-def analyse(model):
+def analyse(model: str) -> tuple[torch.Tensor, str]:
     """A [layers, heads] tensor of symmetric shares, and the checkpoint's attention type."""
     folder = checkpoint_folder(model)
     config = read_config(folder / "config.json")
@@ -134,7 +134,7 @@ def analyse(model):
     return shares, attention_type
 
 
-def markdown_table(shares):
+def markdown_table(shares: torch.Tensor) -> str:
     header = "| layer | " + " | ".join(f"head {h}" for h in range(shares.shape[1])) + " | mean |"
     rule = "|---:|" + "---:|" * (shares.shape[1] + 1)
     rows = [
@@ -144,7 +144,7 @@ def markdown_table(shares):
     return "\n".join([header, rule, *rows])
 
 
-def write_outputs(shares, title, output_dir):
+def write_outputs(shares: torch.Tensor, title: str, output_dir: Path) -> tuple[Path, Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,7 +178,7 @@ def write_outputs(shares, title, output_dir):
     return csv_path, png_path
 
 
-def run(argv):
+def run(argv: list[str]) -> None:
     parser = command_parser(__doc__)
     parser.add_argument("model", help="a saved BERT or SymBERT folder, or a Hub id")
     parser.add_argument("--output_dir", help="where to write symmetry.csv and symmetry.png (default: the model folder)")
@@ -201,7 +201,7 @@ def run(argv):
     print(f"\nwrote {csv_path} and {png_path}")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     return run_command(run, argv)
 
 

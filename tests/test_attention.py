@@ -1,4 +1,4 @@
-"""The attention variants against their defining properties (../shared/spec/attention-variants.md)."""
+"""The attention variants against their defining properties, as the papers define them (README's variants table)."""
 
 import logging
 

@@ -15,11 +15,12 @@ from torch import nn
 import symbert
 from conftest import tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
-from symbert.hub_cards import release
+from symbert.hub_cards import release, staging
 from symbert.modeling_symbert import SymBertOriginalSelfAttention
 from symbert.parameter_table import main as parameter_table
 from symbert.symmetry import analyse, symmetric_share
-from symbert.training.pretrain import SymBertPretrainingTrainer, parse_arguments, pretrain
+from symbert.training.arguments import parse_arguments
+from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
 from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -119,7 +120,7 @@ def test_parameter_table_symmetry_and_flops_ask_the_class(registered, tmp_path, 
 
 def test_staged_card_states_the_class_facts(registered, tmp_path):
     args = release.parse_arguments(["--tiny_random", "--namespace", "someone", "--output_dir", str(tmp_path / "out")])
-    stages = release.stage_tiny_random(args, tmp_path / "work")
+    stages = staging.stage_tiny_random(args, tmp_path / "work")
     (stage,) = [s for s in stages if s.repo_id.endswith(f"-{NAME}")]
     card = (stage.folder / "README.md").read_text()
     assert registered.formula in card and registered.open_choices[0] in card and BIBTEX in card

@@ -17,8 +17,9 @@ from huggingface_hub.repocard import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from symbert.hub_cards import card as cards
-from symbert.hub_cards import release
-from symbert.hub_cards.release import Stage, release_command
+from symbert.hub_cards import plan, pushing, validation
+from symbert.hub_cards.plan import Stage
+from symbert.hub_cards.release import release_command
 from symbert.training import data, glue
 from test_release import BASE_SCORES, NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
@@ -91,8 +92,8 @@ def test_each_revision_card_gives_its_own_step_tokens_and_eval_loss(run):
         assert card.data.eval_results is None and not (run.repo / f"step-{step}" / ".eval_results").exists()
     no_state = shutil.copytree(run.folder / "checkpoint-2", run.root / "no-state" / "checkpoint-2")
     (no_state / "trainer_state.json").unlink()
-    assert release.checkpoint_eval_loss(no_state, 2) == "not recorded (checkpoint-2 has no trainer_state.json)"
-    assert release.checkpoint_eval_loss(run.folder / "checkpoint-3", 1) == "none logged by step 1"
+    assert plan.checkpoint_eval_loss(no_state, 2) == "not recorded (checkpoint-2 has no trainer_state.json)"
+    assert plan.checkpoint_eval_loss(run.folder / "checkpoint-3", 1) == "none logged by step 1"
 
 
 def test_cards_have_intended_uses_limitations_and_an_install_line(run):
@@ -165,10 +166,10 @@ def test_eval_results_files_and_model_index_give_the_numbers_of_glue_results_jso
 
     provenance = json.loads((main / "provenance.json").read_text())
     assert provenance["eval_results_sha256"] == {
-        ".eval_results/glue.yaml": release.sha256(main / ".eval_results" / "glue.yaml")
+        ".eval_results/glue.yaml": plan.sha256(main / ".eval_results" / "glue.yaml")
     }
-    assert release.check_safety(main) == [] and release.check_files(run.stages[0]) == []
-    assert ".eval_results/glue.yaml" in release.staged_files(main)  # pushed with the rest
+    assert validation.check_safety(main) == [] and validation.check_files(run.stages[0]) == []
+    assert ".eval_results/glue.yaml" in pushing.staged_files(main)  # pushed with the rest
 
 
 @needs_eval_results
@@ -181,13 +182,13 @@ def test_validation_refuses_changed_eval_results(run, tmp_path):
     stage = Stage(
         run.stages[0].repo_id, "main", folder, run.folder, run.stages[0].eval_results, run.stages[0].eval_entries
     )
-    assert release.check_files(stage) == [
+    assert validation.check_files(stage) == [
         ".eval_results/glue.yaml does not parse back into the GLUE results it was built from",
         "provenance.json's eval_results sha256 does not match the folder's .eval_results files",
     ]
     results_file.write_text("- dataset: [not, a, mapping\n")
     assert (
-        release.check_files(stage)[0]
+        validation.check_files(stage)[0]
         == ".eval_results/glue.yaml does not parse back into the GLUE results it was built from"
     )
 

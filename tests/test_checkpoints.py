@@ -17,20 +17,10 @@ import pytest
 from transformers import modeling_utils
 
 from symbert.cli import UserError
-from symbert.training.pretrain import (
-    FINAL_STAGING_DIR,
-    LOCK_FILE,
-    RECIPES_DIR,
-    STAGING_DIR,
-    SymBertPretrainingTrainer,
-    checkpoint_problem,
-    main,
-    parse_arguments,
-    pretrain,
-    resume_checkpoint,
-    run,
-)
+from symbert.training.arguments import RECIPES_DIR, parse_arguments
+from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
+from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
 from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (corpus is a fixture)
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's

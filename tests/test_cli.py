@@ -13,7 +13,7 @@ import pytest
 from symbert import onnx_export, parameter_table, symmetry
 from symbert.cli import UserError
 from symbert.hub_cards import release
-from symbert.training import glue, pretrain
+from symbert.training import arguments, glue, pretrain
 
 COMMANDS = {
     "symbert-params": parameter_table,
@@ -58,7 +58,7 @@ def test_help_starts_with_description_and_example(monkeypatch, capsys, name):
 
 def test_pretrain_help_lists_recipes_and_shows_their_values(monkeypatch, capsys):
     text = help_text(monkeypatch, capsys, "symbert-pretrain")
-    for path in sorted(pretrain.RECIPES_DIR.glob("*.json")):
+    for path in sorted(arguments.RECIPES_DIR.glob("*.json")):
         comment = json.loads(path.read_text())["_comment"]
         assert re.search(rf"^  {path.stem}: {re.escape(comment.split()[0])}", text, flags=re.M), path.stem
     assert "replace the defaults shown" in text
@@ -70,7 +70,7 @@ def test_pretrain_help_lists_recipes_and_shows_their_values(monkeypatch, capsys)
     )
     assert text.index("Trainer arguments") < text.index("--learning_rate")
     with_recipe = help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe", "cpu-demo")
-    recipe = json.loads((pretrain.RECIPES_DIR / "cpu-demo.json").read_text())
+    recipe = json.loads((arguments.RECIPES_DIR / "cpu-demo.json").read_text())
     assert option_help(with_recipe, "--learning_rate").endswith(f"(default: {recipe['learning_rate']})")
     assert option_help(with_recipe, "--max_seq_length").endswith(f"(default: {recipe['max_seq_length']})")
     assert option_help(help_text(monkeypatch, capsys, "symbert-pretrain", "--recipe=paper-base"), "--size").endswith(
@@ -95,7 +95,7 @@ def test_glue_help_lists_tasks_and_shows_the_protocol_it_applies(monkeypatch, ca
 
 @pytest.mark.parametrize(
     "arguments",
-    [pretrain.RunArguments, pretrain.ModelArguments, pretrain.DataArguments, glue.GlueArguments],
+    [arguments.RunArguments, arguments.ModelArguments, arguments.DataArguments, glue.GlueArguments],
     ids=lambda c: c.__name__,
 )
 def test_every_argument_of_ours_has_help(arguments):

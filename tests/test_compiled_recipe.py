@@ -12,7 +12,8 @@ from torch._dynamo.utils import counters
 
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import pretrain as pretrain_module
-from symbert.training.pretrain import parse_arguments, pretrain, run
+from symbert.training.arguments import parse_arguments
+from symbert.training.pretrain import pretrain, run
 from test_pretrain import assert_same_training, corpus, eval_losses, run_args  # noqa: F401  (corpus is a fixture)
 
 # cpu-demo's overrides, with a cap of 4 masked tokens per 32-token block (about 4.3 on average): about half the

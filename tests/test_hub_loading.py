@@ -8,11 +8,12 @@ import sys
 
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForMaskedLM, Trainer, TrainingArguments
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedTokenizerFast, Trainer, TrainingArguments, pipeline
 
 import symbert
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
-from symbert import ATTENTION_TYPES, fresh_load
+from symbert import ATTENTION_TYPES, SymBertForMaskedLM, fresh_load
 from symbert.fresh_load import load_in_fresh_process
 
 HEADS = {
@@ -163,3 +164,42 @@ def test_trainer_checkpoints_are_hub_folders(tmp_path):
     reloaded = AutoModelForMaskedLM.from_pretrained(checkpoint, trust_remote_code=True)
     for name, tensor in model.state_dict().items():
         assert torch.equal(reloaded.state_dict()[name], tensor), name
+
+
+def word_piece_tokenizer(words):
+    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+    backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+def test_fill_mask_pipeline_from_a_saved_folder(tmp_path):
+    words = "the cat sat on a mat dog ran in park".split()
+    tokenizer = word_piece_tokenizer(words)
+    torch.manual_seed(0)
+    model = SymBertForMaskedLM(tiny_config("pairwise", vocab_size=len(tokenizer)))
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+
+    fill_mask = pipeline("fill-mask", model=str(tmp_path), tokenizer=str(tmp_path), trust_remote_code=True, top_k=3)
+    predictions = fill_mask("the cat sat on the [MASK] .")
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    encoded = tokenizer("the cat sat on the [MASK] .", return_tensors="pt")
+    with torch.no_grad():
+        logits = reloaded(**encoded).logits[0, encoded.input_ids[0].tolist().index(tokenizer.mask_token_id)]
+    top3 = logits.softmax(-1).topk(3)
+    assert [p["token"] for p in predictions] == top3.indices.tolist()
+    assert [p["score"] for p in predictions] == pytest.approx(top3.values.tolist(), abs=1e-6)
+    from_objects = pipeline("fill-mask", model=reloaded, tokenizer=tokenizer, top_k=3)
+    assert from_objects("the cat sat on the [MASK] .") == predictions

@@ -451,3 +451,17 @@ def test_label_checks_do_not_break_a_compiled_graph(model_class):
     labels = torch.tensor([0, 2, 1]) if model_class is SymBertForSequenceClassification else IDS % 3
     explanation = torch._dynamo.explain(model)(IDS, attention_mask=MASK, labels=labels)
     assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_corrupt_weights_file_is_named(tmp_path, damage):
+    SymBertForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    if damage == "truncate":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        weights.write_bytes(b"not a safetensors file")
+    with pytest.raises(OSError, match=rf"Cannot read {weights}: the file is truncated or corrupt"):
+        AutoModelForMaskedLM.from_pretrained(tmp_path)
+    with pytest.raises(OSError, match=rf"Cannot read {weights}"):
+        AutoModelForMaskedLM.from_pretrained(tmp_path, trust_remote_code=True)

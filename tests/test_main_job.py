@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from symbert.training import data
-from symbert.training.pretrain import FILL_MASK_SENTENCES, eval_comparison, main, set_torch_threads
-from symbert.training.reporting import masked_token_scores, unigram_baseline
+from symbert.training.evaluation import FILL_MASK_SENTENCES, eval_comparison, masked_token_scores, unigram_baseline
+from symbert.training.pretrain import main, set_torch_threads
 
 
 def test_unigram_baseline_by_hand():
@@ -49,7 +49,19 @@ def test_masked_token_scores_by_hand():
         assert scores["masked_tokens"] == 3
 
 
-def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
+def test_masked_token_scores_skip_the_padding_rows_of_a_fixed_prediction_count():
+    # max_predictions_per_seq: the masked positions' rows first, in order, then rows of ignored positions
+    labels = torch.tensor([[-100, 0, -100], [1, -100, -100]])
+    at_masked = torch.tensor([[5.0, 0.0, 0.0], [0.0, 5.0, 0.0]])  # both right
+    padded = torch.cat([at_masked, torch.full((2, 3), float("nan"))])
+    for logits in (at_masked, padded):
+        scores = masked_token_scores(FixedLogits(logits), [{"input_ids": labels.clamp(min=0), "labels": labels}])
+        assert scores["loss"] == pytest.approx(-math.log(math.e**5 / (math.e**5 + 2)), abs=1e-6)
+        assert scores["accuracy"] == 1.0 and scores["masked_tokens"] == 2
+
+
+def train_main_job(tmp_path):
+    """The main job (cpu-demo recipe) on a tiny corpus and tokenizer, 6 steps; returns its output folder."""
     words = "the a river man house walked slowly along bank old night water road looked said went came saw".split()
     rng = random.Random(0)
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
@@ -88,6 +100,11 @@ def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
             "true",
         ]
     )
+    return output_dir
+
+
+def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
+    output_dir = train_main_job(tmp_path)
     printed = capsys.readouterr().out
     comparison = eval_comparison(output_dir)
     # one eval batch of 8 blocks: the Trainer's eval loss is the mean over its masked tokens, as the report's is
@@ -121,3 +138,19 @@ def test_torch_threads_are_the_idle_cores(monkeypatch, load, threads):
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_report_scores_what_training_built(tmp_path, monkeypatch):
+    """The end-of-run report takes the tokenizer, blocks and masks that training built: the corpus is read and
+    tokenised once (only the fill-mask check loads the saved folder, in a fresh process)."""
+    calls = {"load_tokenizer": 0, "load_blocks": 0}
+    for name in calls:
+        original = getattr(data, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(data, name, counted)
+    train_main_job(tmp_path)
+    assert calls == {"load_tokenizer": 1, "load_blocks": 1}

@@ -5,7 +5,7 @@ import torch
 from transformers import BertConfig, BertModel
 
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
-from symbert import SymBertForMaskedLM, SymBertForMultipleChoice, SymBertModel
+from symbert import SymBertForMaskedLM, SymBertForMultipleChoice, SymBertForSequenceClassification, SymBertModel
 from symbert.modeling_symbert import TRANSFORMERS_V5
 
 IDS = torch.randint(1, VOCAB_SIZE, (2, 5), generator=torch.Generator().manual_seed(0))
@@ -128,3 +128,41 @@ def test_well_formed_variants_are_accepted():
         with pytest.raises(ValueError, match=rf"attention_mask has shape \[3, 1, {length}, {length}\]"):
             model(input_ids, attention_mask=four_d)
     assert model(torch.tensor([[7]])).last_hidden_state.shape == (1, 1, 128)
+
+
+@pytest.mark.parametrize("bad_id, shown", [(VOCAB_SIZE, str(VOCAB_SIZE)), (-1, "-1")])
+def test_input_ids_outside_the_vocabulary(bad_id, shown):
+    model = SymBertForMaskedLM(tiny_config())
+    with pytest.raises(
+        ValueError, match=rf"input_ids contains {shown}, outside \[0, {VOCAB_SIZE - 1}\] \(vocab_size={VOCAB_SIZE}\)"
+    ):
+        model(torch.tensor([[1, 2, bad_id]]))
+
+
+def test_token_type_ids_outside_range():
+    model = SymBertForSequenceClassification(tiny_config())
+    with pytest.raises(ValueError, match=r"token_type_ids contains 2, outside \[0, 1\] \(type_vocab_size=2\)"):
+        model(torch.tensor([[1, 2, 3]]), token_type_ids=torch.tensor([[0, 1, 2]]))
+
+
+def test_sequence_longer_than_max_positions():
+    model = SymBertForMaskedLM(tiny_config(max_position_embeddings=16))
+    with pytest.raises(ValueError, match="Sequence length 17 exceeds max_position_embeddings=16"):
+        model(torch.ones(1, 17, dtype=torch.long))
+    assert model(torch.ones(1, 16, dtype=torch.long)).logits.shape == (1, 16, VOCAB_SIZE)
+
+
+def test_input_ids_and_inputs_embeds_are_exclusive():
+    model = SymBertForMaskedLM(tiny_config())
+    with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
+        model(torch.tensor([[1, 2]]), inputs_embeds=torch.zeros(1, 2, 128))
+
+
+def test_inputs_embeds_match_input_ids():
+    model = SymBertForMaskedLM(tiny_config("mhe_mul")).eval()
+    input_ids, attention_mask = padded_batch()
+    embeds = model.bert.embeddings.word_embeddings(input_ids)
+    torch.testing.assert_close(
+        model(inputs_embeds=embeds, attention_mask=attention_mask).logits,
+        model(input_ids, attention_mask=attention_mask).logits,
+    )

@@ -18,15 +18,9 @@ from scipy.stats import binom
 from conftest import file_names, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import data
-from symbert.training.pretrain import (
-    STAGING_DIR,
-    SymBertPretrainingTrainer,
-    checkpoint_problem,
-    main,
-    model_config,
-    parse_arguments,
-    run,
-)
+from symbert.training.arguments import model_config, parse_arguments
+from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
+from symbert.training.run_folder import STAGING_DIR, checkpoint_problem
 from test_parameter_counts import EXPECTED
 
 WORDS = (

@@ -16,7 +16,8 @@ from transformers import TrainingArguments
 
 from symbert.cli import UserError
 from symbert.training import data
-from symbert.training.pretrain import argument_names, main, model_config, optimizer_for, parse_arguments
+from symbert.training.arguments import argument_names, model_config, optimizer_for, parse_arguments
+from symbert.training.pretrain import main
 
 WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()
 

@@ -26,8 +26,10 @@ from conftest import file_names
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
-from symbert.hub_cards import release
-from symbert.hub_cards.release import Stage, parse_arguments, release_command
+from symbert.hub_cards import plan as plans
+from symbert.hub_cards import pushing, release, staging, validation
+from symbert.hub_cards.plan import Stage
+from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.training import data
 from symbert.training.pretrain import main as pretrain
@@ -267,7 +269,7 @@ def test_stages_each_model_and_checkpoint(family):
         == family.results["pairwise"]["model"]["weights_sha256"]
     )
     assert provenance["dataset"] == "local files: train.txt"  # as symbert-pretrain recorded it
-    project_code = {name: sha256(path) for name, path in release.code_files().items()}
+    project_code = {name: sha256(path) for name, path in staging.code_files().items()}
     assert provenance["code_sha256"] == project_code == {name: sha256(main / name) for name in project_code}
 
 
@@ -364,7 +366,7 @@ def test_validation_catches_a_tampered_staged_folder(family, tmp_path):
     main = family.stages[2]
     stage = Stage(main.repo_id, "main", folder, family.runs / "pairwise", main.eval_results, main.eval_entries)
     with pytest.raises(UserError) as error:
-        release.validate([stage])
+        validation.validate([stage])
     message = str(error.value)
     assert "Validation failed; nothing was pushed." in message and str(folder) in message
     assert "does not reproduce the logits of" in message
@@ -396,7 +398,7 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
         None  # weights without a single model.safetensors: skipped when found in a folder
     )
     (tmp_path / "sweep" / "bert" / "step-1" / "glue_results.json").write_text(json.dumps(sharded))
-    (plan,) = release.plan_models(
+    (plan,) = plans.plan_models(
         parse_arguments([str(pairwise), "--results", str(pairwise_results), str(sweep.parents[2]), *base])
     )
     assert plan[3] == pairwise_results.resolve()
@@ -545,28 +547,28 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
 
     api = RecordingHfApi(remote={repo: {"main": {**staged, "README.md": b"an older card"}}})
     with pytest.raises(UserError, match=f"These repositories exist with different content: {repo}. Pass --force"):
-        release.push_or_explain(stages, api, args)
+        pushing.push_or_explain(stages, api, args)
     assert api.calls == []  # nothing written
 
     api = RecordingHfApi(remote={repo: {"main": {**staged, ".gitattributes": b"*.safetensors filter=lfs"}}})
-    release.push_or_explain(stages, api, args)
+    pushing.push_or_explain(stages, api, args)
     assert api.of("create_commit") == [] and "already holds exactly these files" in capsys.readouterr().out
 
     args.force = True
     api = RecordingHfApi(remote={repo: {"main": {**staged, "old.bin": b"stale"}}})
-    release.push_or_explain(stages, api, args)
+    pushing.push_or_explain(stages, api, args)
     ((_, revision, added, deleted),) = api.of("create_commit")
     assert revision == "main" and added == staged and deleted == ["old.bin"]
 
     args.force = False
     api = RecordingHfApi(remote={repo: {"main": {".gitattributes": b"*.bin filter=lfs"}}})  # created, never filled
-    release.push_or_explain(stages, api, args)
+    pushing.push_or_explain(stages, api, args)
     assert [call[:2] for call in api.of("create_commit")] == [(repo, "main")]
 
     args.force = True
     api = RecordingHfApi(remote={repo: {"main": {"README.md": b"x"}}}, tags=["v0.1.0"])
     with pytest.raises(UserError, match="already has the tag 'v0.1.0'; pass a new --tag"):
-        release.push_or_explain(stages, api, args)
+        pushing.push_or_explain(stages, api, args)
     assert api.calls == []
 
 

@@ -25,8 +25,9 @@ from transformers import TrainingArguments
 
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
-from symbert.hub_cards import release
-from symbert.hub_cards.release import Stage, release_command
+from symbert.hub_cards import plan, pushing, release, staging, validation
+from symbert.hub_cards.plan import Stage
+from symbert.hub_cards.release import release_command
 from symbert.training import data
 from symbert.training.reporting import write_metrics
 from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
@@ -227,7 +228,7 @@ def test_invalid_repository_id_is_refused_on_the_dry_run(run, tmp_path):
 
 def test_staging_folder_stays_inside_output_dir(tmp_path):
     output = tmp_path / "staged"
-    staging = release.Staging(output_dir=str(output), name_template="{size}")
+    staging = plan.Staging(output_dir=str(output), name_template="{size}")
     assert staging.folder(f"{NAMESPACE}/symbert-tiny", "step-1") == output / "symbert-tiny" / "step-1"
     outside = tmp_path / "outside"
     (outside / "main").mkdir(parents=True)
@@ -260,7 +261,7 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     (folders["pickled"] / "logs" / "state.json").write_bytes(pickle.dumps([1, 2]))  # a pickle by content
     # the provenance records the staged code; here it agrees, so the code check alone must catch the change
     provenance = json.loads((folders["changed"] / "provenance.json").read_text())
-    provenance["code_sha256"]["modeling_symbert.py"] = release.sha256(modeling)
+    provenance["code_sha256"]["modeling_symbert.py"] = plan.sha256(modeling)
     (folders["changed"] / "provenance.json").write_text(json.dumps(provenance))
     main_stage = staged.stages[0]
     stages = [
@@ -268,9 +269,9 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
         for folder in folders.values()
     ]
     with pytest.raises(UserError) as error:
-        release.validate(stages)
+        validation.validate(stages)
     message = str(error.value)
-    project = release.code_files()["modeling_symbert.py"]
+    project = staging.code_files()["modeling_symbert.py"]
     assert f"{folders['changed']}:\n  - modeling_symbert.py differs from the project's {project}" in message
     assert (
         f"{folders['extra-code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message
@@ -281,7 +282,7 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     assert "training_args.bin is a pickle, which a release never holds" in message
     assert "logs/state.json is a pickle, which a release never holds" in message
     assert message.count("so it was not loaded, nor its code run") == 3
-    release.validate(staged.stages)  # the untouched staged folders pass
+    validation.validate(staged.stages)  # the untouched staged folders pass
 
 
 def test_validation_refuses_a_changed_config(run, staged, tmp_path):
@@ -310,7 +311,7 @@ def test_validation_refuses_a_changed_config(run, staged, tmp_path):
         for folder in folders.values()
     ]
     with pytest.raises(UserError) as error:
-        release.validate(stages)
+        validation.validate(stages)
     message = str(error.value)
     source = run.folder / "config.json"
     assert (
@@ -328,8 +329,8 @@ def test_validation_refuses_a_changed_config(run, staged, tmp_path):
     assert message.count("so it was not loaded, nor its code run") == 4
     # the stage's own record of what it wrote is what counts: a config staging meant to change passes
     intended = {**main_stage.config, "trust_me": True}
-    release.validate([dataclasses.replace(main_stage, folder=folders["added"], config=intended)])
-    release.validate(staged.stages)  # the untouched staged folders (main and step-1) pass
+    validation.validate([dataclasses.replace(main_stage, folder=folders["added"], config=intended)])
+    validation.validate(staged.stages)  # the untouched staged folders (main and step-1) pass
 
 
 def test_push_that_stops_part_way_says_what_was_pushed(staged):
@@ -339,7 +340,7 @@ def test_push_that_stops_part_way_says_what_was_pushed(staged):
 
     args = SimpleNamespace(force=False, tag="v0.1.0", private=False, collection=None, namespace=NAMESPACE)
     with pytest.raises(UserError) as error:
-        release.push_or_explain(staged.stages, LosesTheNetwork(), args)
+        pushing.push_or_explain(staged.stages, LosesTheNetwork(), args)
     assert str(error.value) == (
         f"cannot reach the Hugging Face Hub ({release.constants.ENDPOINT}: ConnectionError: [Errno 101] Network is "
         f"unreachable): pushed before it stopped: created {NAMESPACE}/symbert-tiny-original."
@@ -394,7 +395,7 @@ def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, m
     # and should the Hub go offline between that check and the push, huggingface_hub's own refusal is one line too
     args = SimpleNamespace(force=False, tag="v0.1.0", private=False, collection=None, namespace=NAMESPACE)
     with pytest.raises(UserError) as error:
-        release.push_or_explain(staged.stages, HfApi(token="hf_notARealToken"), args)
+        pushing.push_or_explain(staged.stages, HfApi(token="hf_notARealToken"), args)
     # huggingface_hub 0.x reads offline mode once, so it tries the network and fails to connect instead
     hub = re.escape(release.constants.ENDPOINT)
     assert re.match(

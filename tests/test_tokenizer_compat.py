@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 from conftest import tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.training import data
-from symbert.training.pretrain import DataArguments
+from symbert.training.arguments import DataArguments
 
 # classes that transformers 4.x (as BertTokenizerFast, from tokenizer.json) and 5.x both have; 5.x's
 # "TokenizersBackend" (what a plain PreTrainedTokenizerFast saves as) is unknown to 4.x

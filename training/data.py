@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, count
@@ -13,13 +14,15 @@ import fsspec
 import numpy as np
 import pyarrow.parquet as pq
 import torch
-from datasets import IterableDataset, Value, load_dataset
+from datasets import Dataset, IterableDataset, Value, load_dataset
 from filelock import FileLock
 from fsspec.utils import infer_compression
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, BertTokenizerFast, DataCollatorForLanguageModeling
+from transformers import AutoTokenizer, BertTokenizerFast, DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
+from .. import SymBertConfig
 from ..cli import UserError, missing_local_path
+from .arguments import DataArguments
 
 EMBEDDED_CORPUS = Path(__file__).parent / "corpus" / "english_prose.txt.gz"
 DEFAULT_TOKENIZER = "bert-base-uncased"
@@ -34,15 +37,15 @@ class MissingFileError(UserError, FileNotFoundError):
     """A file the user named does not exist."""
 
 
-def cache_dir():
+def cache_dir() -> Path:
     return Path(os.environ.get("SYMBERT_CACHE", Path.home() / ".cache" / "symbert"))
 
 
-def uses_embedded_corpus(data_args):
+def uses_embedded_corpus(data_args: DataArguments) -> bool:
     return data_args.dataset_name is None and not data_args.train_files
 
 
-def load_texts(data_args):
+def load_texts(data_args: DataArguments) -> Dataset | IterableDataset:
     """The raw texts: a Hub dataset, local files, or the embedded corpus."""
     if uses_embedded_corpus(data_args):
         if not EMBEDDED_CORPUS.is_file():
@@ -71,7 +74,7 @@ def load_texts(data_args):
     return dataset
 
 
-def not_text_error(data_args, type_name):
+def not_text_error(data_args: DataArguments, type_name: str) -> UserError:
     """A text column that holds other values than strings; for local files, the file and line that do."""
     for file in map(Path, data_args.train_files or []):
         if data_args.dataset_name is None and (problem := file_problem(file, data_args.text_column, limit=None)):
@@ -82,11 +85,11 @@ def not_text_error(data_args, type_name):
     )
 
 
-def local_format(path):
+def local_format(path: Path) -> str | None:
     return LOCAL_FORMATS.get(path.suffixes[0] if path.suffixes else "")
 
 
-def load_local_files(data_args):
+def load_local_files(data_args: DataArguments) -> Dataset | IterableDataset:
     """`train_files` as one dataset, each file checked first (its first CHECKED_BYTES) and named in read errors."""
     files = [Path(f) for f in data_args.train_files]
     if folders := [str(f) for f in files if f.is_dir()]:
@@ -118,14 +121,14 @@ def load_local_files(data_args):
         return load_dataset(builder, data_files=[str(f) for f in files], split="train")
 
 
-def stream_files(files, builder, text_column):
+def stream_files(files: list[str], builder: str, text_column: str) -> Iterator[dict]:
     for file in files:
         with errors_named_by_file([Path(file)], text_column):
             yield from load_dataset(builder, data_files=file, split="train", streaming=True)
 
 
 @contextmanager
-def errors_named_by_file(files, text_column):
+def errors_named_by_file(files: list[Path], text_column: str) -> Iterator[None]:
     """A read error (datasets' DatasetGenerationError, a UnicodeDecodeError, a truncated archive, bad JSON) becomes a
     UserError naming the file and the problem, found by reading the files through; other errors pass unchanged."""
     try:
@@ -139,7 +142,7 @@ def errors_named_by_file(files, text_column):
         raise
 
 
-def file_problem(path, text_column, limit, require_text=False):
+def file_problem(path: Path, text_column: str, limit: int | None, require_text: bool = False) -> str | None:
     """What is wrong with a local corpus file, judged on its first `limit` bytes of text (all for None), or None.
     With `require_text`, a record without a text (no `text_column` field, or null) is a problem too."""
     if path.stat().st_size == 0:
@@ -173,7 +176,7 @@ def file_problem(path, text_column, limit, require_text=False):
     return None
 
 
-def json_document_problem(path, text_column):
+def json_document_problem(path: Path, text_column: str) -> str | None:
     """A .json file holding one JSON document, an array of records: the first record without a text, if any."""
     try:
         with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8") as file:
@@ -186,7 +189,7 @@ def json_document_problem(path, text_column):
     return None
 
 
-def missing_text_problem(where, record, text_column):
+def missing_text_problem(where: str, record: dict, text_column: str) -> str:
     has = f"null in field {text_column!r}" if text_column in record else f"no field {text_column!r}"
     fields = ", ".join(map(repr, list(record)[:8])) + (", ..." if len(record) > 8 else "")
     return (
@@ -195,7 +198,9 @@ def missing_text_problem(where, record, text_column):
     )
 
 
-def line_problem(line, number, json_lines, text_column, require_text=False):
+def line_problem(
+    line: bytes, number: int, json_lines: bool | None, text_column: str, require_text: bool = False
+) -> str | None:
     if b"\0" in line:
         return f"is not text: line {number} holds a NUL byte (binary data, or UTF-16 text); only UTF-8 text is read."
     try:
@@ -224,14 +229,14 @@ def line_problem(line, number, json_lines, text_column, require_text=False):
     return None
 
 
-def is_json_object(line):
+def is_json_object(line: bytes) -> bool:
     try:
         return isinstance(json.loads(line), dict)
     except ValueError:  # not JSON, or not UTF-8
         return False
 
 
-def parquet_problem(path, text_column, require_text=False, whole=False):
+def parquet_problem(path: Path, text_column: str, require_text: bool = False, whole: bool = False) -> str | None:
     """What is wrong with a Parquet file, from its footer; with `require_text`, a null text found by the footer's
     statistics (or, `whole`, by reading the column)."""
     try:
@@ -263,7 +268,7 @@ def parquet_problem(path, text_column, require_text=False, whole=False):
     return None
 
 
-def missing_text_error(data_args, record_index=None):
+def missing_text_error(data_args: DataArguments, record_index: int | None = None) -> UserError:
     """A record without a text (no `text_column` field, or null): for local files the file and its first such line or
     record, found by reading the files through; otherwise the record's number in the dataset."""
     if data_args.dataset_name is None:
@@ -278,7 +283,7 @@ def missing_text_error(data_args, record_index=None):
     )
 
 
-def describe_source(data_args):
+def describe_source(data_args: DataArguments) -> str:
     if uses_embedded_corpus(data_args):
         return "the embedded corpus"
     if data_args.dataset_name is not None:
@@ -293,7 +298,7 @@ def describe_source(data_args):
 BERT_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
 
 
-def keep_token_type_ids(tokenizer):
+def keep_token_type_ids(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
     """`tokenizer`, set to save its model_input_names in tokenizer_config.json when they include token_type_ids
     (BERT's do), so that every transformers that loads the saved folder returns token_type_ids for sentence pairs."""
     if "token_type_ids" in tokenizer.model_input_names:
@@ -301,7 +306,7 @@ def keep_token_type_ids(tokenizer):
     return tokenizer
 
 
-def train_wordpiece(texts, vocab_size):
+def train_wordpiece(texts: Iterable[str], vocab_size: int) -> BertTokenizerFast:
     """An uncased BERT-style WordPiece tokenizer trained on `texts` (an iterable of strings), as a BertTokenizerFast:
     saved, its tokenizer_config.json names `BertTokenizer`, which transformers 4.x (as BertTokenizerFast) and 5.x both
     load from its tokenizer.json. (A plain PreTrainedTokenizerFast saves as `TokenizersBackend` under 5.x, a class
@@ -332,7 +337,7 @@ def train_wordpiece(texts, vocab_size):
     )
 
 
-def load_tokenizer(data_args):
+def load_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
     """The named tokenizer; for the embedded corpus (and no name given), one trained on it and cached."""
     if data_args.tokenizer is None and uses_embedded_corpus(data_args):
         return keep_token_type_ids(cached_wordpiece(data_args.tokenizer_vocab_size))  # caches from before the pin too
@@ -370,7 +375,7 @@ TOKENIZER_FILES = (
 MLM_SPECIAL_TOKENS = ("cls_token", "sep_token", "mask_token", "pad_token")  # BERT's [CLS] [SEP] [MASK] [PAD]
 
 
-def checked_tokenizer(tokenizer, name):
+def checked_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> PreTrainedTokenizerBase:
     """`tokenizer`, if masked-language-model pre-training can use it: a vocabulary, and the special tokens that wrap
     each text ([CLS] ... [SEP]), replace masked tokens ([MASK]) and pad batches ([PAD]), each in the vocabulary."""
     if len(tokenizer) == 0:
@@ -393,7 +398,7 @@ def checked_tokenizer(tokenizer, name):
     return tokenizer
 
 
-def cached_wordpiece(vocab_size):
+def cached_wordpiece(vocab_size: int) -> PreTrainedTokenizerBase:
     """The WordPiece tokenizer trained on the embedded corpus, from the cache, (re)trained and cached if missing or
     unreadable. The folder appears whole (written under a temporary name, then renamed); the lock makes parallel runs
     on one machine train it once."""
@@ -426,7 +431,7 @@ def cached_wordpiece(vocab_size):
     return AutoTokenizer.from_pretrained(folder)
 
 
-def group_into_blocks(batch, block_size):
+def group_into_blocks(batch: Mapping[str, list], block_size: int) -> dict[str, list[list[int]]]:
     """Concatenate the batch's token lists and cut them into full blocks of `block_size` (the tail is dropped)."""
     ids = list(chain.from_iterable(batch["input_ids"]))
     usable = len(ids) // block_size * block_size
@@ -437,7 +442,7 @@ def group_into_blocks(batch, block_size):
 SKIPPED_IN_STREAMS = {}
 
 
-def skipped_in_stream_message(data_args):
+def skipped_in_stream_message(data_args: DataArguments) -> str | None:
     """The line that says how many records without a text a streamed run skipped; None if none (or not streamed)."""
     skipped = SKIPPED_IN_STREAMS.get(describe_source(data_args)) if data_args.streaming else None
     if not skipped:
@@ -448,7 +453,9 @@ def skipped_in_stream_message(data_args):
     )
 
 
-def load_blocks(data_args, tokenizer, seed=0, report_skipped=True):
+def load_blocks(
+    data_args: DataArguments, tokenizer: PreTrainedTokenizerBase, seed: int = 0, report_skipped: bool = True
+) -> tuple[Dataset | IterableDataset, Dataset | IterableDataset]:
     """(train, eval) datasets of `max_seq_length`-token blocks; eval holds `eval_blocks` blocks out of training.
     A record without a text is an error naming it, unless data_args.skip_records_without_text (then their number
     is printed, unless not `report_skipped`; for a stream, by skipped_in_stream_message)."""
@@ -521,7 +528,7 @@ class ResumableMLMCollator(DataCollatorForLanguageModeling):
     mask_seed: int = 0
     max_predictions_per_seq: int | None = None
 
-    def torch_call(self, examples):
+    def torch_call(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         ids = np.asarray([example["input_ids"] for example in examples], dtype=np.int64)
         digest = hashlib.blake2b(ids.tobytes(), digest_size=8, key=self.mask_seed.to_bytes(8, "little")).digest()
         self.generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
@@ -531,7 +538,7 @@ class ResumableMLMCollator(DataCollatorForLanguageModeling):
         return batch
 
 
-def cap_predictions(batch, cap, generator):
+def cap_predictions(batch: dict[str, torch.Tensor], cap: int, generator: torch.Generator) -> None:
     """Unmask a random subset of `batch`'s masked positions (labels != -100) beyond `cap`, in place: each gets its
     original id back (its label) and the label -100, so the model sees and predicts it as an ordinary token."""
     input_ids, labels = batch["input_ids"].view(-1), batch["labels"].view(-1)
@@ -542,3 +549,9 @@ def cap_predictions(batch, cap, generator):
     unmasked = masked[torch.randperm(masked.numel(), generator=generator)[:extra]]
     input_ids[unmasked] = labels[unmasked]
     labels[unmasked] = -100
+
+
+def prediction_cap(config: SymBertConfig) -> int | None:
+    """The collator's cap on masked positions per block: the model's max_predictions_per_seq, which its sparse
+    prediction uses (and refuses a batch above); None without sparse prediction."""
+    return config.max_predictions_per_seq if config.sparse_prediction else None

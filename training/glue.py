@@ -5,8 +5,8 @@
     symbert-glue --pretraining_dirs runs/original runs/pairwise --steps 10000,30000,65000 --output_dir glue/sweep
 
 Defaults are the paper's protocol (PAPER_PROTOCOL), as shown below: 5 epochs, lr 1e-5, linear schedule, warm-up
-ratio 0.1, batch 16, max length 128, weight decay 0, seeds 1-5, the eight tasks; the final model is scored on the
-dev sets. Any Trainer argument (listed last) can be overridden (e.g. `--max_steps 10`, `--bf16 true`).
+ratio 0.1, batch 16, max length 128, weight decay 0, seeds 1-5, the GLUE-score tasks (all but wnli); the final model
+is scored on the dev sets. Any Trainer argument (listed last) can be overridden (e.g. `--max_steps 10`, `--bf16 true`).
 
 Output folder: `runs/<task>/seed-<n>.json` (one per finished pair, written atomically; a rerun skips them while
 the model's weights, the protocol and the task data's contents (sha256, whatever path names them) are the same),
@@ -19,15 +19,18 @@ import csv
 import json
 import statistics
 import textwrap
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+from datasets import Dataset, DatasetDict
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 from huggingface_hub.utils.sha import sha_fileobj
+from numpy.typing import ArrayLike
 from safetensors import safe_open
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
@@ -37,17 +40,21 @@ from transformers import (
     AutoTokenizer,
     DataCollatorWithPadding,
     HfArgumentParser,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
     Trainer,
     TrainingArguments,
     set_seed,
 )
 
+from .. import BERT_ATTENTION_TYPE
 from ..cli import UserError, command_parser, group_arguments, missing_local_path, run_command
-from .glue_data import HUB_DATASET, TASKS, data_sha256, load_task, score_names
+from .compat import trainer_argument_names, warmup_ratio
+from .glue_data import TASKS, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
 from .reporting import new_figure, save_figure, write_atomically
 
 SCHEMA_VERSION = 1
-PAPER_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
+PAPER_TASKS = glue_mean_tasks()  # the tasks of the GLUE score: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte
 PAPER_PROTOCOL = {
     "num_train_epochs": 5,
     "learning_rate": 1e-5,
@@ -77,7 +84,7 @@ class GlueArguments:
     seeds: str = field(default="1,2,3,4,5", metadata={"help": "comma-separated integers"})
     data_dir: str | None = field(
         default=None,
-        metadata={"help": f"local GLUE data (TSV files or save_to_disk folders); default: the Hub's {HUB_DATASET}"},
+        metadata={"help": f"local GLUE data (TSV files or save_to_disk folders); default: the Hub's {hub_datasets()}"},
     )
     max_length: int = field(default=128, metadata={"help": "tokens per example (truncated beyond)"})
     pretraining_dirs: list[str] | None = field(
@@ -95,25 +102,19 @@ class GlueArguments:
     )
 
 
-def protocol_defaults():
-    """PAPER_PROTOCOL in this transformers' names: 4.x has `warmup_ratio` and `group_by_length`, 5.x takes the ratio
-    in `warmup_steps` and has `train_sampling_strategy`."""
-    names = {f.name: f for f in fields(TrainingArguments)}
-    defaults = dict(PAPER_PROTOCOL)
-    if "train_sampling_strategy" not in names:
-        defaults["group_by_length"] = defaults.pop("train_sampling_strategy") == "group_by_length"
-    if names["warmup_steps"].type in (int, "int"):
-        defaults["warmup_ratio"] = defaults.pop("warmup_steps")
-    return defaults
+def protocol_defaults() -> dict:
+    """PAPER_PROTOCOL in this transformers' names (compat.trainer_argument_names)."""
+    return trainer_argument_names(PAPER_PROTOCOL)
 
 
-def task_list():
+def task_list() -> str:
     """The tasks --tasks knows, for --help."""
-    names = ", ".join(f"{name} ({task.tsv_folder})" for name, task in TASKS.items())
-    return textwrap.fill(f"Tasks (--tasks; default: the paper's eight): {names}.", width=110)
+    names = ", ".join(f"{name}\0({task.tsv_folder})" for name, task in TASKS.items())  # \0: a task is never split
+    text = f"Tasks (--tasks; default: the paper's {len(PAPER_TASKS)}): {names}."
+    return textwrap.fill(text, width=110).replace("\0", " ")
 
 
-def argument_parser():
+def argument_parser() -> HfArgumentParser:
     """Our arguments, then the Trainer's under their own heading, with the paper's protocol as their defaults."""
     parser = command_parser(
         f"{__doc__}\n{task_list()}", parser_class=HfArgumentParser, dataclass_types=(GlueArguments, TrainingArguments)
@@ -130,7 +131,7 @@ def argument_parser():
     return parser
 
 
-def parse_arguments(argv):
+def parse_arguments(argv: list[str]) -> tuple[GlueArguments, TrainingArguments, list[str], list[int]]:
     """The paper's protocol as defaults; the command line wins."""
     try:
         glue_args, training_args = argument_parser().parse_args_into_dataclasses(list(argv))
@@ -142,7 +143,7 @@ def parse_arguments(argv):
     return glue_args, training_args, tasks, seeds
 
 
-def check_arguments(glue_args, training_args):
+def check_arguments(glue_args: GlueArguments, training_args: TrainingArguments) -> tuple[list[str], list[int]]:
     tasks = [task.strip() for task in glue_args.tasks.split(",") if task.strip()]
     unknown = [task for task in tasks if task not in TASKS]
     if unknown or not tasks:
@@ -165,7 +166,7 @@ def check_arguments(glue_args, training_args):
 # Scoring: the spec's formulas on scikit-learn's and scipy's metrics. Metrics are fractions, scores percent.
 
 
-def correlation(function):
+def correlation(function: Callable) -> Callable[[ArrayLike, ArrayLike], float]:
     """scipy's correlation as a metric(labels, predictions). Constant predictions have no correlation: 0, as
     scikit-learn's Matthews gives, instead of scipy's NaN."""
     return lambda labels, predictions: np.nan_to_num(function(predictions, labels)[0])
@@ -180,12 +181,12 @@ METRICS = {  # the raw metrics a task's Metric names (glue_data.py) -> metric(la
 }
 
 
-def split_metrics(task, predictions, labels):
+def split_metrics(task: str, predictions: ArrayLike, labels: ArrayLike) -> dict[str, float]:
     """The task's metrics on one dev split, from predicted classes (or similarities, for stsb) and gold labels."""
     return {name: float(METRICS[name](labels, predictions)) for name in TASKS[task].metric.names}
 
 
-def task_scores(task, metrics):
+def task_scores(task: str, metrics: dict[str, float]) -> dict[str, float]:
     """{score name: percent} for one (task, seed): per dev split, the mean of the task's metrics (mnli gives mnli-m
     and mnli-mm, every other task one score)."""
     spec = TASKS[task]
@@ -196,7 +197,7 @@ def task_scores(task, metrics):
     return scores
 
 
-def run_metrics(task, per_split):
+def run_metrics(task: str, per_split: dict[str, tuple[ArrayLike, ArrayLike]]) -> dict[str, float]:
     """A pair's raw metrics from {split: (predictions, labels)}; with several dev splits the keys name the split
     (mnli's accuracy_matched), with one the pair's `score` is added."""
     spec = TASKS[task]
@@ -210,21 +211,21 @@ def run_metrics(task, per_split):
     return metrics
 
 
-def glue_score(scores):
-    """One seed's GLUE score: the plain mean of the nine scores (mnli counts twice; wnli never)."""
+def glue_score(scores: dict[str, float]) -> float:
+    """One seed's GLUE score: the plain mean of the GLUE-mean scores (mnli counts twice; wnli never)."""
     names = score_names(glue_mean_only=True)
     missing = [name for name in names if name not in scores]
     if missing:
-        raise ValueError(f"The GLUE score needs all nine scores; missing: {', '.join(missing)}.")
+        raise ValueError(f"The GLUE score needs all {len(names)} scores; missing: {', '.join(missing)}.")
     return statistics.fmean(scores[name] for name in names)
 
 
-def mean_and_std(values):
+def mean_and_std(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (ddof 1; 0.0 for a single value)."""
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def aggregate(scores, seeds):
+def aggregate(scores: dict[str, dict[str, float]], seeds: list[int]) -> dict:
     """`aggregates` of the results file from {score name: {seed: percent}} and the protocol's seeds."""
     tasks = {}
     for name, by_seed in scores.items():
@@ -245,7 +246,7 @@ def aggregate(scores, seeds):
 # Fine-tuning
 
 
-def tokenize(task, data, tokenizer, max_length):
+def tokenize(task: str, data: DatasetDict, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict[str, Dataset]:
     text_columns = TASKS[task].text_columns
 
     def encode(batch):
@@ -261,7 +262,15 @@ def tokenize(task, data, tokenizer, max_length):
     }
 
 
-def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_args):
+def fine_tune(
+    model_name: str,
+    revision: str | None,
+    task: str,
+    tokenized: dict[str, Dataset],
+    tokenizer: PreTrainedTokenizerBase,
+    seed: int,
+    training_args: TrainingArguments,
+) -> dict[str, float]:
     """Fine-tune a fresh copy of the model on the task's train split with `seed`; the pair's metrics on its dev splits."""
     spec = TASKS[task]
     set_seed(seed)  # the classifier head is initialised here, before the Trainer seeds anything
@@ -294,7 +303,7 @@ def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_a
 # The suite: one model, tasks × seeds, restartable
 
 
-def check_model(name, revision=None):
+def check_model(name: str, revision: str | None = None) -> PretrainedConfig:
     """The model's config, or a clear error when `name` is neither a local model folder nor a loadable Hub model."""
     path = Path(name)
     if path.exists() and not (path / "config.json").is_file():
@@ -308,7 +317,7 @@ def check_model(name, revision=None):
         raise UserError(f"Model {name!r} not found: not a local folder nor a loadable Hub model ({error}).") from None
 
 
-def model_info(name, revision, config):
+def model_info(name: str, revision: str | None, config: PretrainedConfig) -> dict:
     """The `model` entry of the results file: its weights file's sha256 identifies exactly what was scored."""
     if Path(name).is_dir():
         weights = Path(name) / "model.safetensors"
@@ -329,15 +338,14 @@ def model_info(name, revision, config):
         "name_or_path": name,
         "revision": revision,
         "weights_sha256": sha256,
-        "attention_type": getattr(config, "attention_type", "original"),  # a plain BERT is the original attention
+        "attention_type": getattr(config, "attention_type", BERT_ATTENTION_TYPE),  # a plain BERT's
         "num_parameters": num_parameters,
     }
 
 
-def pair_protocol(glue_args, training_args):
+def pair_protocol(glue_args: GlueArguments, training_args: TrainingArguments) -> dict:
     """Everything that makes one (task, seed) result: a finished pair is reused only when all of it matches."""
-    warmup = training_args.warmup_steps
-    ratio = getattr(training_args, "warmup_ratio", None) or (warmup if warmup < 1 else None)  # 4.x: warmup_ratio
+    warmup, ratio = training_args.warmup_steps, warmup_ratio(training_args)
     return {
         "epochs": training_args.num_train_epochs,
         "max_steps": training_args.max_steps,
@@ -350,21 +358,21 @@ def pair_protocol(glue_args, training_args):
         "world_size": training_args.world_size,
         "max_length": glue_args.max_length,
         "weight_decay": training_args.weight_decay,
-        "data": glue_args.data_dir or HUB_DATASET,  # for the reader; pairs are matched on the data's contents
+        "data": glue_args.data_dir or hub_datasets(),  # for the reader; pairs are matched on the data's contents
     }
 
 
-def write_json(path, value):
+def write_json(path: Path, value: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda file: file.write(json.dumps(value, indent=2) + "\n"))
 
 
-def identity(model):
+def identity(model: dict) -> str:
     """The weights' sha256 (the same weights moved to another folder are the same model), else the name."""
     return model["weights_sha256"] or model["name_or_path"]
 
 
-def read_runs(output_dir, model, protocol):
+def read_runs(output_dir: Path, model: dict, protocol: dict) -> dict[tuple[str, int], dict]:
     """The finished pairs under `output_dir/runs`: {(task, seed): record}; all must be of this model and protocol."""
     runs = {}
     for path in sorted((output_dir / "runs").glob("*/seed-*.json")):
@@ -384,7 +392,7 @@ def read_runs(output_dir, model, protocol):
     return runs
 
 
-def mismatches(saved_model, saved_protocol, model, protocol):
+def mismatches(saved_model: dict, saved_protocol: dict, model: dict, protocol: dict) -> list[str]:
     """'field: saved value vs this run's value' for each way a saved pair differs from this run. The data are
     compared by their contents (data_sha256), not by the `data` path that names them."""
     found = []
@@ -400,7 +408,7 @@ def mismatches(saved_model, saved_protocol, model, protocol):
     return found
 
 
-def drop_stale(runs, task, seeds, sha256, source):
+def drop_stale(runs: dict[tuple[str, int], dict], task: str, seeds: list[int], sha256: str, source: str) -> None:
     """Forget the task's pairs scored on other data than `source` holds now (a file edited in place): the requested
     ones are recomputed, the others left out of the results."""
     stale = [key for key, record in runs.items() if key[0] == task and record.get("data_sha256") != sha256]
@@ -418,7 +426,14 @@ def drop_stale(runs, task, seeds, sha256, source):
     )
 
 
-def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
+def run_suite(
+    model_name: str,
+    glue_args: GlueArguments,
+    training_args: TrainingArguments,
+    tasks: list[str],
+    seeds: list[int],
+    output_dir: str | Path,
+) -> dict:
     """Fine-tune and score `model_name` on tasks × seeds into `output_dir`; returns the results (glue_results.json)."""
     output_dir = Path(output_dir)
     config = check_model(model_name, glue_args.revision)
@@ -478,7 +493,9 @@ def run_suite(model_name, glue_args, training_args, tasks, seeds, output_dir):
     return results
 
 
-def build_results(model, protocol, runs, tasks, seeds):
+def build_results(
+    model: dict, protocol: dict, runs: dict[tuple[str, int], dict], tasks: list[str], seeds: list[int]
+) -> dict:
     """The results file from the finished pairs (this command's and earlier ones' in the same folder)."""
     tasks = list(dict.fromkeys([*tasks, *(task for task, _ in runs)]))
     seeds = sorted({*seeds, *(seed for _, seed in runs)})
@@ -500,14 +517,14 @@ def build_results(model, protocol, runs, tasks, seeds):
     }
 
 
-def package_version(package):
+def package_version(package: str) -> str | None:
     try:
         return version(package)
     except PackageNotFoundError:
         return None
 
 
-def results_markdown(results):
+def results_markdown(results: dict) -> str:
     """glue_results.md: the paper's Table 3 layout (mean (sample std) over seeds), then every seed's scores."""
     scores, aggregates, seeds = results["scores"], results["aggregates"], results["protocol"]["seeds"]
     glue = aggregates["glue"]
@@ -537,7 +554,7 @@ def results_markdown(results):
                 f"# GLUE: {results['model']['name_or_path']}",
                 "",
                 f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. GLUE is the mean of "
-                f"the nine scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
+                f"the {len(score_names(glue_mean_only=True))} scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
                 "GLUE scores.",
                 "",
                 table(
@@ -554,13 +571,13 @@ def results_markdown(results):
     )
 
 
-def table(header, rows):
+def table(header: list[str], rows: list[list[str]]) -> str:
     """A Markdown table: the first column left-aligned, the numbers right-aligned."""
     alignment = ["---"] + ["---:"] * (len(header) - 1)
     return "\n".join("| " + " | ".join(row) + " |" for row in [header, alignment, *rows])
 
 
-def write_results(output_dir, results):
+def write_results(output_dir: Path, results: dict) -> None:
     write_json(output_dir / "glue_results.json", results)
     write_atomically(output_dir / "glue_results.md", lambda file: file.write(results_markdown(results)))
 
@@ -568,7 +585,7 @@ def write_results(output_dir, results):
 # The sweep: the suite on checkpoints along pre-training (the paper's Figure 3)
 
 
-def sweep_checkpoints(pretraining_dirs, steps):
+def sweep_checkpoints(pretraining_dirs: list[str], steps: str | None) -> dict[str, dict[int, Path]]:
     """{model name: {step: checkpoint folder}}, every folder checked before any training."""
     names = [Path(folder).name for folder in pretraining_dirs]
     if len(set(names)) != len(names):
@@ -593,8 +610,8 @@ def sweep_checkpoints(pretraining_dirs, steps):
     return checkpoints
 
 
-def seed_averaged_score(results):
-    """The sweep's score of one checkpoint: the GLUE mean when all nine scores are there, otherwise the same mean
+def seed_averaged_score(results: dict) -> float:
+    """The sweep's score of one checkpoint: the GLUE mean when all its scores are there, otherwise the same mean
     (over seeds of the per-seed mean) over the scores that are (e.g. rte alone)."""
     glue_mean = score_names(glue_mean_only=True)
     scores = {name: by_seed for name, by_seed in results["scores"].items() if name in glue_mean}
@@ -602,7 +619,7 @@ def seed_averaged_score(results):
     return statistics.fmean(statistics.fmean(s[seed] for s in scores.values() if seed in s) for seed in seeds)
 
 
-def crossing_step(steps, scores, fraction=SWEEP_FRACTION):
+def crossing_step(steps: list[int], scores: list[float], fraction: float = SWEEP_FRACTION) -> float | None:
     """The step, linearly interpolated, at which `scores` first reaches `fraction` of its last value; None if never."""
     target = fraction * scores[-1]
     first = next((i for i, score in enumerate(scores) if score >= target), None)
@@ -611,7 +628,9 @@ def crossing_step(steps, scores, fraction=SWEEP_FRACTION):
     return float(np.interp(target, scores[first - 1 : first + 1], steps[first - 1 : first + 1]))
 
 
-def run_sweep(glue_args, training_args, tasks, seeds):
+def run_sweep(
+    glue_args: GlueArguments, training_args: TrainingArguments, tasks: list[str], seeds: list[int]
+) -> list[dict]:
     output_dir = Path(training_args.output_dir)
     checkpoints = sweep_checkpoints(glue_args.pretraining_dirs, glue_args.steps)
     rows = []
@@ -638,15 +657,17 @@ def run_sweep(glue_args, training_args, tasks, seeds):
     }
     summary = sweep_markdown(curves, tasks)
     write_atomically(output_dir / "glue_vs_step.md", lambda file: file.write(summary))
-    all_eight = set(PAPER_TASKS) <= set(tasks)
+    all_paper_tasks = set(PAPER_TASKS) <= set(tasks)
     plot_sweep(
-        curves, output_dir / "glue_vs_step.png", "GLUE score" if all_eight else f"mean score of {', '.join(tasks)}"
+        curves,
+        output_dir / "glue_vs_step.png",
+        "GLUE score" if all_paper_tasks else f"mean score of {', '.join(tasks)}",
     )
     print(f"\n{summary}\nSweep in {output_dir}: glue_vs_step.csv, glue_vs_step.md, glue_vs_step.png")
     return rows
 
 
-def sweep_markdown(curves, tasks):
+def sweep_markdown(curves: dict[str, tuple[list[int], list[float]]], tasks: list[str]) -> str:
     percent = f"{SWEEP_FRACTION:.0%}"
     header = ["model", "final step", "final score", f"{percent} of final", f"step reaching {percent} (interpolated)"]
     rows = []
@@ -663,12 +684,15 @@ def sweep_markdown(curves, tasks):
             ]
         )
     return (
-        f"Score along pre-training (tasks {', '.join(tasks)}; GLUE when all eight tasks are run, otherwise the "
+        f"Score along pre-training (tasks {', '.join(tasks)}; GLUE when all {len(PAPER_TASKS)} paper tasks are run, "
+        "otherwise the "
         "mean of the scores run), mean over seeds.\n\n" + table(header, rows) + "\n"
     )
 
 
-def plot_sweep(curves, path, score_name="GLUE score"):
+def plot_sweep(
+    curves: dict[str, tuple[list[int], list[float]]], path: str | Path, score_name: str = "GLUE score"
+) -> Path:
     """GLUE score against pre-training step, one line per model, with its 95%-of-final line and crossing step."""
     fig, ax = new_figure(f"{score_name} (dev, %)", "GLUE along pre-training")
     for name, (steps, scores) in curves.items():
@@ -682,11 +706,11 @@ def plot_sweep(curves, path, score_name="GLUE score"):
     return save_figure(fig, path)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     run_command(run, argv)
 
 
-def run(argv):
+def run(argv: list[str]) -> None:
     glue_args, training_args, tasks, seeds = parse_arguments(argv)
     if glue_args.pretraining_dirs:
         run_sweep(glue_args, training_args, tasks, seeds)

@@ -1,4 +1,5 @@
-"""GLUE data: the nine tasks with nyu-mll/glue's column names, label ids and splits, from the Hub or from a local folder.
+"""GLUE data: the tasks of the table TASKS, with nyu-mll/glue's column names, label ids and splits, from the Hub or
+from a local folder.
 
 A local `--data_dir` holds either one `save_to_disk` DatasetDict per task (`DIR/rte/dataset_dict.json`, ...) or the
 original GLUE TSV files in their official layout (`DIR/RTE/train.tsv`, `DIR/RTE/dev.tsv`, `DIR/MNLI/dev_matched.tsv`,
@@ -12,6 +13,7 @@ GLUE metadata (hub_cards/card.py) all follow from it.
 
 import csv
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +21,6 @@ import numpy as np
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
 from ..cli import UserError
-
-HUB_DATASET = "nyu-mll/glue"
 
 
 @dataclass(frozen=True)
@@ -61,21 +61,22 @@ class GlueTask:
     label_range: tuple[float, float] | None = None  # regression labels' bounds, both included
     tsv_fields: tuple[str, ...] | None = None  # the fields of a headerless TSV (CoLA); None: line 1 is the header
     in_glue_mean: bool = True  # False for wnli: scored, never part of the GLUE score
+    hub_dataset: str = "nyu-mll/glue"  # the Hub dataset with a config of the task's TASKS key
 
     @property
-    def eval_splits(self):
+    def eval_splits(self) -> tuple[str, ...]:
         return tuple(score.split for score in self.scores)
 
     @property
-    def num_labels(self):
+    def num_labels(self) -> int:
         return 1 if self.label_names is None else len(self.label_names)
 
-    def metric_key(self, name, split):
+    def metric_key(self, name: str, split: str) -> str:
         """A raw metric's key in a run's metrics: with several dev splits (mnli) it names the split (accuracy_matched)."""
         return name if len(self.scores) == 1 else f"{name}_{split.removeprefix('validation_')}"
 
 
-def one_score(name, display):
+def one_score(name: str, display: str) -> tuple[GlueScore]:
     return (GlueScore(name, display),)
 
 
@@ -164,9 +165,9 @@ TSV_FILES = {
 }
 
 
-def reported_scores(glue_mean_only=False):
+def reported_scores(glue_mean_only: bool = False) -> list[tuple[str, GlueTask, GlueScore]]:
     """(task name, task, score) for every score the table reports, in its order (mnli gives two); with
-    `glue_mean_only`, the nine whose plain mean is a seed's GLUE score (all but wnli's)."""
+    `glue_mean_only`, those whose plain mean is a seed's GLUE score (all but wnli's)."""
     return [
         (name, task, score)
         for name, task in TASKS.items()
@@ -175,12 +176,22 @@ def reported_scores(glue_mean_only=False):
     ]
 
 
-def score_names(glue_mean_only=False):
+def glue_mean_tasks() -> tuple[str, ...]:
+    """The tasks whose scores make the GLUE score, in the table's order: the paper's tasks."""
+    return tuple(name for name, task in TASKS.items() if task.in_glue_mean)
+
+
+def hub_datasets(tasks: Iterable[str] | None = None) -> str:
+    """The Hub datasets that `tasks` (default: all) come from, comma-separated: nyu-mll/glue."""
+    return ", ".join(sorted({TASKS[name].hub_dataset for name in tasks or TASKS}))
+
+
+def score_names(glue_mean_only: bool = False) -> tuple[str, ...]:
     """The names of `reported_scores` (glue_results.json "scores" keys): cola, sst2, ..., mnli-m, mnli-mm, ..."""
     return tuple(score.name for _, _, score in reported_scores(glue_mean_only))
 
 
-def task_files(task, data_dir):
+def task_files(task: str, data_dir: str | Path) -> tuple[str, Path | dict[str, Path]]:
     """Where a local `data_dir` holds the task: ("saved", its save_to_disk folder) or ("tsv", {split: TSV file})."""
     spec = TASKS[task]
     saved, tsv = Path(data_dir) / task, Path(data_dir) / spec.tsv_folder
@@ -198,7 +209,7 @@ def task_files(task, data_dir):
     return "tsv", files
 
 
-def data_sha256(task, data_dir=None):
+def data_sha256(task: str, data_dir: str | Path | None = None) -> str:
     """What the task's data are, whatever path names them: sha256 over its files' contents (the TSV files read, or
     every file of its save_to_disk folder), or over the Hub dataset's fingerprints (they follow its cached files)."""
     digest = hashlib.sha256()
@@ -214,21 +225,22 @@ def data_sha256(task, data_dir=None):
     return digest.hexdigest()
 
 
-def load_hub(task):
+def load_hub(task: str) -> DatasetDict:
+    dataset = TASKS[task].hub_dataset
     try:
-        return load_dataset(HUB_DATASET, task)
+        return load_dataset(dataset, task)
     except OSError as error:  # offline and not in the cache, or the Hub unreachable
         raise UserError(
-            f"{HUB_DATASET} {task} could not be loaded ({error}); pass --data_dir with the GLUE data on disk."
+            f"{dataset} {task} could not be loaded ({error}); pass --data_dir with the GLUE data on disk."
         ) from None
 
 
-def load_task(task, data_dir=None, skip_malformed_rows=False):
+def load_task(task: str, data_dir: str | Path | None = None, skip_malformed_rows: bool = False) -> DatasetDict:
     """The task's train and eval splits as a DatasetDict, checked (splits, columns, labels) before any training."""
     spec = TASKS[task]
     splits = ("train", *spec.eval_splits)
     if data_dir is None:
-        source, data = HUB_DATASET, load_hub(task)
+        source, data = spec.hub_dataset, load_hub(task)
     else:
         kind, where = task_files(task, data_dir)
         if kind == "tsv":
@@ -249,7 +261,7 @@ def load_task(task, data_dir=None, skip_malformed_rows=False):
     return data
 
 
-def read_tsv(task, path, skip_malformed_rows=False):
+def read_tsv(task: str, path: str | Path, skip_malformed_rows: bool = False) -> Dataset:
     """One GLUE TSV file (UTF-8, a byte-order mark allowed) as a Dataset with nyu-mll/glue's columns; label strings
     become the Hub's label ids. A row with the wrong number of fields is an error, or with `skip_malformed_rows` is
     dropped with a notice (the official QQP train.tsv holds a few such rows, which nyu-mll/glue drops)."""
@@ -264,7 +276,7 @@ def read_tsv(task, path, skip_malformed_rows=False):
         ) from None
 
 
-def tsv_dataset(task, spec, path, skip_malformed_rows):
+def tsv_dataset(task: str, spec: GlueTask, path: str | Path, skip_malformed_rows: bool) -> Dataset:
     # utf-8-sig: a UTF-8 byte-order mark (as some editors and spreadsheet exports write) is dropped, not read as part
     # of the first column's name, as transformers' GLUE processors read these files; a file without one reads the same.
     with open(path, encoding="utf-8-sig", newline="") as file:
@@ -303,27 +315,27 @@ def tsv_dataset(task, spec, path, skip_malformed_rows):
     return Dataset.from_dict(columns)
 
 
-def tsv_position(path, header, source):
+def tsv_position(path: str | Path, header: Sequence[str], source: str) -> int:
     """The index of a TSV column in the header (line 1) or, for a headerless TSV (CoLA), in the task's tsv_fields."""
     if source not in header:
         raise UserError(f"{path}, line 1: column {source!r} missing from the header; its columns are {list(header)}.")
     return header.index(source)
 
 
-def width_problem(header, row):
+def width_problem(header: Sequence[str], row: list[str]) -> str:
     """Which column a row with the wrong number of fields lacks (too few) or overflows (too many)."""
     if len(row) < len(header):
         return f"column {header[len(row)]!r} (field {len(row) + 1}) and after are missing"
     return f"fields after the last column {header[-1]!r} (a tab inside a field?)"
 
 
-def allowed_labels(spec):
+def allowed_labels(spec: GlueTask) -> str:
     if spec.label_names is None:
         return f"a similarity in [{spec.label_range[0]:g}, {spec.label_range[1]:g}]"
     return f"0..{spec.num_labels - 1} or {', '.join(spec.label_names)}"
 
 
-def parse_label(spec, value):
+def parse_label(spec: GlueTask, value: str) -> int | float:
     """A TSV label (a class name, a class id or stsb's similarity) as the Hub's value; ValueError when out of range."""
     if spec.label_names is None:
         try:
@@ -340,7 +352,7 @@ def parse_label(spec, value):
     raise ValueError(f"label {value!r} is not allowed{hint}; allowed: {allowed_labels(spec)}")
 
 
-def check_split(task, name, dataset):
+def check_split(task: str, name: str, dataset: Dataset) -> None:
     """Columns present and every label in the task's range: classes 0..n-1, or stsb's 0-5 similarity. `name` says
     which data (a folder or the Hub dataset, and the split) the messages are about."""
     spec = TASKS[task]

@@ -9,9 +9,11 @@ import csv
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
-import torch
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from transformers import TrainerCallback
@@ -40,7 +42,7 @@ class MetricsLogCallback(TrainerCallback):
             write_metrics(state.log_history, args.output_dir)
 
 
-def write_metrics(log_history, output_dir):
+def write_metrics(log_history: list[dict], output_dir: str | Path) -> None:
     """Rewrites `metrics.csv` and `metrics.json` in `output_dir` from the whole history.
 
     Rewriting rather than appending keeps the files right after a resume, since the Trainer restores log_history;
@@ -63,7 +65,7 @@ def write_metrics(log_history, output_dir):
     write_atomically(output_dir / "metrics.json", lambda file: json.dump(log_history, file, indent=2))
 
 
-def one_row_per_step_and_metrics(log_history):
+def one_row_per_step_and_metrics(log_history: list[dict]) -> list[dict]:
     """`log_history` without the entries that a later entry of the same step and the same metrics replaces."""
     seen, kept = set(), []
     for entry in reversed(log_history):
@@ -74,7 +76,7 @@ def one_row_per_step_and_metrics(log_history):
     return kept[::-1]
 
 
-def plot_losses(log_history, path, title=None):
+def plot_losses(log_history: list[dict], path: str | Path, title: str | None = None) -> Path:
     """Saves a PNG of the train and eval loss against step; returns `path`."""
     fig, ax = new_figure("loss", title)
     for key, label, marker in (("loss", "train loss", None), ("eval_loss", "eval loss", "o")):
@@ -86,7 +88,9 @@ def plot_losses(log_history, path, title=None):
     return save_figure(fig, path)
 
 
-def plot_comparison(runs, path, target_loss=None, title=None):
+def plot_comparison(
+    runs: dict[str, list[dict]], path: str | Path, target_loss: float | None = None, title: str | None = None
+) -> Path:
     """Saves a PNG of the eval-loss curves of several runs ({name: log_history}) on one figure; returns `path`."""
     fig, ax = new_figure("eval loss", title)
     for name, log_history in runs.items():
@@ -98,7 +102,7 @@ def plot_comparison(runs, path, target_loss=None, title=None):
     return save_figure(fig, path)
 
 
-def steps_to_reach(log_history, target_loss):
+def steps_to_reach(log_history: list[dict], target_loss: float) -> int | None:
     """The first step at which `eval_loss <= target_loss`, or None."""
     for entry in log_history:
         if "eval_loss" in entry and entry["eval_loss"] <= target_loss:
@@ -106,7 +110,7 @@ def steps_to_reach(log_history, target_loss):
     return None
 
 
-def comparison_table(runs, target_loss):
+def comparison_table(runs: dict[str, list[dict]], target_loss: float) -> str:
     """A Markdown table of the final and best eval loss of each run and the step at which it reaches `target_loss`."""
     rows = [
         f"| run | final eval loss | best eval loss | step to reach {target_loss:.4g} |",
@@ -120,7 +124,7 @@ def comparison_table(runs, target_loss):
     return "\n".join(rows)
 
 
-def load_log_history(output_dir):
+def load_log_history(output_dir: str | Path) -> list[dict]:
     """The `log_history` of `output_dir/trainer_state.json`, else of its newest `checkpoint-N` folder."""
     output_dir = Path(output_dir)
     candidates = [output_dir / "trainer_state.json"]
@@ -138,12 +142,12 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def metric_series(log_history, key):
+def metric_series(log_history: list[dict], key: str) -> tuple[list[int], list[float]]:
     entries = [e for e in log_history if key in e]
     return [e["step"] for e in entries], [e[key] for e in entries]
 
 
-def write_atomically(path, write, binary=False):
+def write_atomically(path: Path, write: Callable[[IO], object], binary: bool = False) -> None:
     """Writes through a temporary file in the same folder, so a killed run never leaves a half-written file."""
     temporary = path.with_name(f".{path.name}.tmp")
     try:
@@ -155,7 +159,7 @@ def write_atomically(path, write, binary=False):
         raise
 
 
-def new_figure(ylabel, title):
+def new_figure(ylabel: str, title: str | None) -> tuple[Figure, Axes]:
     # A bare Figure on the Agg canvas: no pyplot global state, no display needed.
     fig = Figure(figsize=FIGURE_SIZE, dpi=FIGURE_DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -168,41 +172,8 @@ def new_figure(ylabel, title):
     return fig, ax
 
 
-def save_figure(fig, path):
+def save_figure(fig: Figure, path: str | Path) -> Path:
     """Writes the PNG atomically (write_atomically)."""
     path = Path(path)
     write_atomically(path, lambda file: fig.savefig(file, format="png"), binary=True)
     return path
-
-
-def unigram_baseline(token_counts, labels):
-    """Cross-entropy (nats per token) and top-1 accuracy of predicting each of `labels` (token ids) from token
-    frequencies alone: `token_counts[i]` is how often token i occurs in the training set. Add-one smoothing keeps
-    a token unseen in training at a finite loss. Returns {"loss", "accuracy", "masked_tokens"}."""
-    counts = torch.as_tensor(token_counts, dtype=torch.float64)
-    labels = torch.as_tensor(labels).flatten()
-    log_probabilities = ((counts + 1) / (counts.sum() + len(counts))).log()
-    return {
-        "loss": -log_probabilities[labels].mean().item(),
-        "accuracy": (labels == counts.argmax()).double().mean().item(),
-        "masked_tokens": labels.numel(),
-    }
-
-
-@torch.no_grad()
-def masked_token_scores(model, batches):
-    """The model's cross-entropy (nats per masked token) and top-1 accuracy over every masked token of `batches`
-    (dicts of model inputs with `labels`, -100 where nothing is masked). Returns {"loss", "accuracy",
-    "masked_tokens"}. Works with logits at every position or, with sparse_prediction, at the masked ones only."""
-    model.eval()
-    loss = correct = count = 0
-    for batch in batches:
-        labels = batch["labels"]
-        logits = model(**batch).logits
-        if logits.shape[:-1] == labels.shape:  # dense: one row of logits per position
-            logits = logits[labels != -100]
-        labels = labels[labels != -100]
-        loss += torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum").item()
-        correct += (logits.argmax(-1) == labels).sum().item()
-        count += labels.numel()
-    return {"loss": loss / count, "accuracy": correct / count, "masked_tokens": count}

@@ -10,7 +10,7 @@
 # environment's folders in a fresh process that cannot import the project (trust_remote_code=True), so both
 # same-version and cross-version loading are checked, for the models and their tokenizers (those of the model
 # folders and the WordPiece tokenizer pre-training trains: same ids as the saving version, and BERT's token_type_ids
-# for sentence pairs). Prints the Markdown table that README's "Works with" shows.
+# for sentence pairs). Prints the Markdown table that docs/integrations.md shows.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=${SYMBERT_COMPAT_DIR:-/tmp/symbert-compat}

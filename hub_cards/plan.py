@@ -1,0 +1,432 @@
+"""What a release publishes: the models found under the given folders, each with its training summary, GLUE
+results (matched by the sha256 of its weights), checkpoints and repository id, checked before anything is staged."""
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub.utils import validate_repo_id
+from huggingface_hub.utils.sha import sha_fileobj
+
+from .. import SymBertConfig
+from ..cli import UserError
+from ..training.compat import warmup_steps_counted
+from . import card as cards
+
+RESULTS_FILE = "glue_results.json"
+GLUE_PLOT = "glue_vs_step.png"
+MODEL_FILES = ("config.json", "model.safetensors")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "added_tokens.json",
+)
+TRAINING_FILES = ("trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")  # JSON and CSV only
+REQUIRED_TRAINING_FILES = ("trainer_state.json", "training_summary.json")
+# What the card needs from training_summary.json, and from its "training_arguments" (TrainingArguments.to_dict()).
+SUMMARY_KEYS = (
+    "steps",
+    "global_batch_size",
+    "max_seq_length",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "final_eval_loss",
+    "training_arguments",
+)
+TRAINING_ARGUMENT_KEYS = (
+    "learning_rate",
+    "warmup_steps",
+    "lr_scheduler_type",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "bf16",
+    "fp16",
+    "seed",
+    "use_cpu",
+)
+# Names that torch.save / pickle files go by (training_args.bin, optimizer.pt, rng_state.pth, pytorch_model.bin, ...).
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
+LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
+# Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
+CHECK_TEXTS = ["The old man walked slowly along the {mask} of the river.", "She {mask} the letter twice before night."]
+
+
+@dataclass
+class Stage:
+    """One revision (`main` or `step-N`) of one repository, staged in `folder`."""
+
+    repo_id: str
+    revision: str
+    folder: Path
+    source: Path  # the model folder whose outputs the staged one must reproduce
+    eval_results: list = field(default_factory=list)  # what the card's model-index must parse back into
+    eval_entries: list = field(default_factory=list)  # what .eval_results/glue.yaml must parse back into
+    config: dict | None = None  # what staging wrote as config.json; None: the source's config.json, as copied
+
+    def intended_config(self) -> dict:
+        """The config.json staging means the folder to hold (staging copies the source's, unchanged)."""
+        return self.config if self.config is not None else read_json(self.source / "config.json")
+
+
+def sha256(path: str | Path) -> str:
+    with open(path, "rb") as file:
+        return sha_fileobj(file).hex()
+
+
+def read_json(path: str | Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path} is not valid JSON ({error}).") from None
+
+
+def read_summary(model: Path) -> dict:
+    """training_summary.json, refused unless it holds everything the card needs, "training_arguments" included
+    (outputs of an older symbert-pretrain kept those only in the training_args.bin pickle, which is never loaded)."""
+    path = model / "training_summary.json"
+    summary = read_json(path)
+    if not isinstance(summary, dict) or not isinstance(summary.get("training_arguments", {}), dict):
+        raise UserError(f'{path} is not a training summary: a JSON object whose "training_arguments" is an object.')
+    missing = [key for key in SUMMARY_KEYS if key not in summary]
+    if not missing:
+        missing = [
+            f"training_arguments.{key}" for key in TRAINING_ARGUMENT_KEYS if key not in summary["training_arguments"]
+        ]
+    if missing:
+        raise UserError(
+            f"{path} lacks {', '.join(map(repr, missing))}: it is the output of an older symbert-pretrain (the release "
+            "reads the training arguments from this JSON file, never from the training_args.bin pickle); add the run's "
+            'TrainingArguments.to_dict() under "training_arguments" or pre-train again.'
+        )
+    return summary
+
+
+def eval_losses(log_history: list[dict]) -> dict[int, float]:
+    """{step: eval loss} of a Trainer's log history."""
+    return {entry["step"]: entry["eval_loss"] for entry in log_history if "eval_loss" in entry and "step" in entry}
+
+
+def logged_eval_losses(folder: str | Path) -> dict[int, float] | None:
+    """{step: eval loss} of the Trainer's log in folder/trainer_state.json; None when there is none."""
+    state = Path(folder) / "trainer_state.json"
+    return eval_losses(read_json(state)["log_history"]) if state.is_file() else None
+
+
+@dataclass(frozen=True)
+class PretrainingRun:
+    """A symbert-pretrain output folder as the release reads it, once: training_summary.json (the run's
+    TrainingArguments.to_dict() under "training_arguments", its DataArguments under "data_arguments") and the
+    Trainer's log in trainer_state.json. Nothing is unpickled."""
+
+    folder: Path
+    summary: dict
+    log_history: list
+
+    @classmethod
+    def read(cls, folder: Path) -> "PretrainingRun":
+        for name in REQUIRED_TRAINING_FILES:
+            if not (folder / name).is_file():
+                raise UserError(f"{folder} lacks {name}: is it a symbert-pretrain output folder?")
+        return cls(folder, read_summary(folder), read_json(folder / "trainer_state.json")["log_history"])
+
+    @property
+    def training_arguments(self) -> dict:
+        return self.summary["training_arguments"]
+
+    @property
+    def steps(self) -> int:
+        return self.summary["steps"]
+
+    @property
+    def size(self) -> str | None:
+        return self.summary.get("size")
+
+    @property
+    def eval_losses(self) -> dict[int, float]:
+        """{step: eval loss} as the Trainer logged them."""
+        return eval_losses(self.log_history)
+
+    @property
+    def runtime(self) -> float | None:
+        """Seconds of training: symbert-pretrain's record, else the Trainer's own; None if neither has it."""
+        runtime = self.summary.get("train_runtime")
+        if runtime is None:
+            runtime = next((e["train_runtime"] for e in reversed(self.log_history) if "train_runtime" in e), None)
+        return runtime
+
+    def data(self, dataset: str | None = None) -> tuple[str, str | None]:
+        """(description, Hub dataset id or None) of the pre-training data: `dataset` (--dataset), else as recorded."""
+        if dataset:
+            return dataset, dataset if "/" in dataset else None  # Hub ids have a namespace
+        if self.summary.get("data_arguments") is None:
+            raise UserError(
+                f"{self.folder}/training_summary.json does not record the pre-training data (an older output); pass --dataset."
+            )
+        return cards.dataset_text(self.summary["data_arguments"])
+
+    def training(self, dataset: str | None = None, hardware: str | None = None) -> cards.Training:
+        """The card's `Training` facts; `dataset` and `hardware` (--dataset, --hardware) override what was recorded."""
+        summary, arguments = self.summary, self.training_arguments
+        machine = hardware or summary.get("hardware") or ("CPU" if arguments["use_cpu"] else "GPU (model not recorded)")
+        return cards.Training(
+            dataset=self.data(dataset)[0],
+            steps=summary["steps"],
+            global_batch_size=summary["global_batch_size"],
+            max_seq_length=summary["max_seq_length"],
+            per_device_train_batch_size=summary["per_device_train_batch_size"],
+            gradient_accumulation_steps=summary["gradient_accumulation_steps"],
+            world_size=summary.get("world_size", 1),
+            learning_rate=arguments["learning_rate"],
+            warmup_steps=warmup_steps_counted(arguments, summary["steps"]),
+            lr_scheduler_type=arguments["lr_scheduler_type"],
+            weight_decay=arguments["weight_decay"],
+            adam_beta1=arguments["adam_beta1"],
+            adam_beta2=arguments["adam_beta2"],
+            adam_epsilon=arguments["adam_epsilon"],
+            precision="bf16" if arguments["bf16"] else "fp16" if arguments["fp16"] else "fp32",
+            seed=arguments["seed"],
+            machine=machine,
+            train_runtime=self.runtime,
+            final_eval_loss=summary["final_eval_loss"],
+        )
+
+
+def checkpoint_eval_loss(checkpoint: Path, step: int) -> str:
+    """The card's eval loss of checkpoint-`step`, from its own trainer_state.json."""
+    return cards.checkpoint_eval_loss(logged_eval_losses(checkpoint), step, checkpoint.name)
+
+
+def find_models(paths: list[str | Path], staging_dir: str | Path) -> list[Path]:
+    """Pre-training output folders: each path itself, or every folder below it holding a training_summary.json
+    (outside checkpoints and outside the staging folder)."""
+    models, staging_dir = [], Path(staging_dir).resolve()
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise UserError(f"model folder {str(path)!r} does not exist.")
+        if (path / "config.json").is_file():
+            models.append(path)
+            continue
+        found = sorted(
+            p.parent
+            for p in path.rglob("training_summary.json")
+            if not p.parent.name.startswith("checkpoint-") and staging_dir not in p.resolve().parents
+        )
+        if not found:
+            raise UserError(
+                f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
+                "(no training_summary.json below it)."
+            )
+        models += found
+    return models
+
+
+def read_results_files(paths: list[str | Path]) -> dict[Path, dict]:
+    """{path: results} for every glue_results.json given or below the given folders, checked against the schema."""
+    files, given = [], set()
+    for path in map(Path, paths):
+        if path.is_file():
+            given.add(path.resolve())
+            files.append(path.resolve())
+        elif path.is_dir():
+            files += sorted(p.resolve() for p in path.rglob(RESULTS_FILE))
+        else:
+            raise UserError(f"results path {str(path)!r} does not exist.")
+    results = {}
+    for path in files:
+        try:
+            data = read_json(path)
+            sha = data["model"]["weights_sha256"]
+            data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (keys read later)
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise UserError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
+        if data.get("schema_version") != 1:
+            raise UserError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
+        if sha is None and path not in given:  # measured on sharded or .bin weights: matches no model.safetensors
+            continue
+        if not isinstance(sha, str) or len(sha) != 64:
+            raise UserError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
+        results[path] = data
+    return results
+
+
+def match_results(model: Path, weights_sha256: str, candidates: dict[Path, dict]) -> Path:
+    """The results file measured on these weights (of several, the one with the most runs), else a clear error."""
+    matching = [path for path, data in candidates.items() if data["model"]["weights_sha256"] == weights_sha256]
+    if matching:  # e.g. a sweep that ended on the final checkpoint next to the full suite: take the fuller one
+        runs = {path: sum(len(by_seed) for by_seed in candidates[path]["scores"].values()) for path in matching}
+        fullest = [path for path in matching if runs[path] == max(runs.values())]
+        if len(fullest) == 1:
+            return fullest[0]
+        raise UserError(
+            f"Several GLUE results files with as many runs are for the weights of {model}: "
+            f"{', '.join(map(str, fullest))}; pass the one to release with --results."
+        )
+    others = "".join(
+        f"\n  {path}: weights_sha256 {data['model']['weights_sha256'][:16]}… ({data['model'].get('name_or_path')})"
+        for path, data in candidates.items()
+    )
+    raise UserError(
+        f"No GLUE results file for {model} (its model.safetensors has sha256 {weights_sha256[:16]}…). Run "
+        f"`symbert-glue --model {model}` and pass its output with --results."
+        + (f" Results files found are for other weights:{others}" if others else "")
+    )
+
+
+def check_model_folder(folder: Path) -> SymBertConfig:
+    """The files a release needs from a model folder; raises naming what is missing."""
+    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if not (folder / "tokenizer_config.json").is_file() or not any(
+        (folder / n).is_file() for n in ("tokenizer.json", "vocab.txt")
+    ):
+        missing.append("tokenizer (tokenizer_config.json and tokenizer.json or vocab.txt)")
+    if missing:
+        raise UserError(f"{folder} lacks {', '.join(missing)}.")
+    config = read_json(folder / "config.json")
+    if config.get("model_type") != "symbert" or "auto_map" not in config:
+        raise UserError(
+            f"{folder}/config.json is not a SymBERT config with an auto_map (model_type={config.get('model_type')!r})."
+        )
+    return SymBertConfig.from_dict(config)
+
+
+def plan_models(
+    args: argparse.Namespace,
+) -> list[tuple[PretrainingRun, SymBertConfig, str, Path, dict, list[Path], Path | None]]:
+    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None)] for every
+    model; every input is checked before any work is done."""
+    staging = Staging(args.output_dir, args.name_template)
+    models = find_models(args.models, args.output_dir)
+    extra_files = [Path(p).resolve() for p in args.results if Path(p).is_file()]
+    candidates = read_results_files([*args.results, *models])
+    steps = [int(s) for s in args.checkpoints.split(",")] if args.checkpoints else []
+    plans, repos, used = [], {}, set()
+    for model in models:
+        config = check_model_folder(model)
+        run = PretrainingRun.read(model)
+        results = match_results(model, sha256(model / "model.safetensors"), candidates)
+        if candidates[results]["model"].get("attention_type") not in (None, config.attention_type):
+            raise UserError(
+                f"{results} says attention_type={candidates[results]['model']['attention_type']!r} but {model} is "
+                f"{config.attention_type!r}."
+            )
+        used.add(results)
+        run.data(args.dataset)  # recorded, or given
+        size = run.summary.get("size", "custom")
+        repo_id = release_repo_id(args.namespace, args.name_template, model, size, config.attention_type)
+        if repo_id in repos:
+            raise UserError(
+                f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template."
+            )
+        repos[repo_id] = model
+        staging.folder(repo_id, "main")
+        checkpoints = []
+        for step in steps:
+            staging.folder(repo_id, f"step-{step}")
+            checkpoint = model / f"checkpoint-{step}"
+            if not checkpoint.is_dir():
+                available = sorted(
+                    int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit()
+                )
+                raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
+            check_model_folder(checkpoint)
+            checkpoints.append(checkpoint)
+        glue_plot = find_glue_plot(args.glue_vs_step, args.results, results, model)
+        plans.append((run, config, repo_id, results, candidates[results], checkpoints, glue_plot))
+    for path in extra_files:
+        if path not in used:
+            data = candidates[path]["model"]
+            raise UserError(
+                f"{path} is the GLUE result of other weights (weights_sha256 {data['weights_sha256'][:16]}…, model "
+                f"{data.get('name_or_path')!r}) than any model being released."
+            )
+    return plans
+
+
+def checked_repo_id(repo_id: str, origin: str) -> str:
+    """`repo_id`, refused (naming `origin`, where its parts come from) unless the Hub accepts it as a repository id:
+    a value such as ".." or "a/../b" never becomes a repository or a folder name."""
+    try:
+        validate_repo_id(repo_id)
+    except ValueError as error:  # huggingface_hub's HFValidationError
+        raise UserError(
+            f"{origin} gives the repository id {repo_id!r}, which the Hub does not accept: {error}"
+        ) from None
+    return repo_id
+
+
+def release_repo_id(namespace: str, name_template: str, model: Path, size: str | None, attention_type: str) -> str:
+    """`--namespace`/`--name_template` filled in with the model's size (from training_summary.json) and type."""
+    name = name_template.format(size=str(size), attention_type=attention_type)  # as parse_arguments checked it
+    origin = (
+        f"size={size!r} (from {model}/training_summary.json) with --name_template {name_template!r} and "
+        f"--namespace {namespace!r}"
+    )
+    return checked_repo_id(f"{namespace}/{name}", origin)
+
+
+@dataclass(frozen=True)
+class Staging:
+    """Where revisions are staged: --output_dir/<repo name>/<revision> (`name_template` names the repositories'
+    origin in errors)."""
+
+    output_dir: str
+    name_template: str
+
+    def folder(self, repo_id: str, revision: str) -> Path:
+        """output_dir/<repo name>/<revision>, where staging replaces whatever is there: refused unless it resolves to
+        a folder two levels inside output_dir (no "..", no link out) that is either absent or staged before."""
+        root, folder = Path(self.output_dir).resolve(), Path(self.output_dir) / repo_id.split("/")[-1] / revision
+        resolved = folder.resolve()
+        if not resolved.is_relative_to(root) or len(resolved.relative_to(root).parts) != 2:
+            raise UserError(
+                f"{repo_id!r} (from --name_template {self.name_template!r}) would be staged in {str(resolved)!r}, which "
+                f"is not a folder inside --output_dir {str(root)!r}; nothing was written."
+            )
+        if resolved.exists() and not (resolved / "provenance.json").is_file():
+            raise UserError(
+                f"{str(folder)!r} exists and was not staged by symbert-release (no provenance.json), so it is not "
+                "replaced: move it or choose another --output_dir; nothing was written."
+            )
+        return folder
+
+    def write(self, repo_id: str, revision: str, copies: dict[str, Path], texts: dict[str, str]) -> Path:
+        """Stage a revision: build its folder (checked by `folder`) from copied files ({name: source path}) and
+        written ones ({name: str}) next to it, then move it into place: an interrupted staging never leaves a
+        half-written folder."""
+        folder = self.folder(repo_id, revision)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        for name, source in copies.items():
+            shutil.copyfile(source, building / name)
+        for name, text in texts.items():
+            (building / name).parent.mkdir(parents=True, exist_ok=True)
+            (building / name).write_text(text, encoding="utf-8")
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(building, folder)
+        return folder
+
+
+def find_glue_plot(
+    glue_vs_step: str | None, results_paths: list[str | Path], results_path: Path, model: Path
+) -> Path | None:
+    """`glue_vs_step` (--glue_vs_step), else the sweep plot next to the results file, in the model folder, or under
+    the `results_paths` folders (--results)."""
+    if glue_vs_step:
+        if not Path(glue_vs_step).is_file():
+            raise UserError(f"--glue_vs_step {glue_vs_step!r} does not exist.")
+        return Path(glue_vs_step)
+    nearby = [results_path.parent / GLUE_PLOT, model / GLUE_PLOT]
+    under_results = [
+        p for folder in map(Path, results_paths) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))
+    ]
+    return next((p for p in [*nearby, *under_results] if p.is_file()), None)

@@ -1,0 +1,203 @@
+"""Staging: each planned model written as a Hub repository folder (weights, config, code, tokenizer, card, GLUE
+results, provenance), or a tiny random model per attention type."""
+
+import argparse
+import hashlib
+import json
+import subprocess
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from .. import ATTENTION_TYPES, SymBertConfig, modeling_symbert
+from ..training.reporting import plot_losses
+from . import card as cards
+from . import tiny_random
+from .plan import (
+    GLUE_PLOT,
+    LIBRARIES,
+    MODEL_FILES,
+    RESULTS_FILE,
+    TOKENIZER_FILES,
+    TRAINING_FILES,
+    PretrainingRun,
+    Stage,
+    Staging,
+    checked_repo_id,
+    logged_eval_losses,
+    read_json,
+    sha256,
+)
+
+
+def code_files() -> dict[str, Path]:
+    """The model code shipped with every release: this project's, the code the provenance commit names."""
+    modeling = Path(modeling_symbert.__file__)
+    return {"modeling_symbert.py": modeling, "configuration_symbert.py": modeling.with_name("configuration_symbert.py")}
+
+
+def code_hashes(files: dict[str, Path]) -> dict[str, str]:
+    """{name: sha256} of code files ({name: path})."""
+    return {name: sha256(path) for name, path in sorted(files.items())}
+
+
+def text_hashes(texts: dict[str, str]) -> dict[str, str]:
+    """{name: sha256} of files to be written ({name: text}), as `sha256` will read them back."""
+    return {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(texts.items())}
+
+
+def model_files(folder: Path) -> dict[str, Path]:
+    files = {name: folder / name for name in (*MODEL_FILES, *TOKENIZER_FILES) if (folder / name).is_file()}
+    return {**files, **code_files()}
+
+
+def git_commit() -> str:
+    """The project's commit, with "-dirty" when the shipped model code differs from it; "unknown" outside a checkout."""
+    code = [str(path.resolve()) for path in code_files().values()]
+
+    def git(*arguments):
+        return subprocess.run(["git", *arguments], cwd=Path(code[0]).parent, capture_output=True, text=True, timeout=10)
+
+    try:
+        head, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", *code)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
+
+
+def library_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def provenance(folder_files: dict[str, Path], dataset: str, **extra: Any) -> dict:
+    tokenizer_file = folder_files.get("tokenizer.json") or folder_files["vocab.txt"]
+    return {
+        "git_commit": git_commit(),
+        "library_versions": library_versions(),
+        "dataset": dataset,
+        "tokenizer_sha256": sha256(tokenizer_file),
+        "weights_sha256": sha256(folder_files["model.safetensors"]),
+        "code_sha256": code_hashes({name: path for name, path in folder_files.items() if name.endswith(".py")}),
+        **extra,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def stage_model(
+    run: PretrainingRun,
+    config: SymBertConfig,
+    repo_id: str,
+    results_path: Path,
+    results: dict,
+    checkpoints: list[Path],
+    glue_plot: Path | None,
+    *,
+    staging: Staging,
+    tag: str,
+    dataset: str | None,
+    hardware: str | None,
+    workdir: str | Path,
+) -> list[Stage]:
+    """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s. `dataset` and `hardware`
+    (--dataset, --hardware) override what symbert-pretrain recorded; `tag` is the revision the card pins."""
+    name, model = repo_id.split("/")[1], run.folder
+    training = run.training(dataset, hardware)
+    dataset, hub_dataset = run.data(dataset)
+    datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
+    files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
+    files["loss.png"] = model / "loss.png"
+    if not files["loss.png"].is_file():  # an output from before the plot existed: draw it from the log
+        files["loss.png"] = plot_losses(
+            run.log_history, Path(workdir) / f"{name}-loss.png", title=config.attention_type
+        )
+    files[RESULTS_FILE] = results_path
+    if results_path.with_suffix(".md").is_file():
+        files["glue_results.md"] = results_path.with_suffix(".md")
+    if glue_plot is not None:
+        files[GLUE_PLOT] = glue_plot
+
+    eval_results, eval_entries = cards.glue_eval_results(results), cards.glue_eval_entries(results)
+    eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
+    prov = provenance(
+        files,
+        dataset,
+        glue_results_sha256=sha256(results_path),
+        eval_results_sha256=text_hashes(eval_texts),
+        training_steps=run.steps,
+    )
+    data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
+    values = cards.card_values(
+        config,
+        repo_id,
+        tag,
+        "release",
+        prov,
+        size=run.size,
+        training=training,
+        results=results,
+    )
+    card = cards.render(
+        name,
+        data,
+        **values,
+        loss_plot="loss.png",
+        glue_plot=GLUE_PLOT if glue_plot else None,
+        eval_results_file=next(iter(eval_texts), None),
+    )
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
+    main = staging.write(repo_id, "main", files, texts)
+    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, read_json(files["config.json"]))]
+
+    for checkpoint in checkpoints:
+        step = int(checkpoint.name.split("-")[1])
+        branch = f"step-{step}"
+        run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
+        own_files = (
+            {"trainer_state.json": checkpoint / "trainer_state.json"}
+            if (checkpoint / "trainer_state.json").is_file()
+            else {}
+        )
+        checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
+        prov = provenance(checkpoint_files, dataset, training_steps=step)
+        data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
+        at_step = training.at_checkpoint(step, logged_eval_losses(checkpoint), checkpoint.name)
+        values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
+        card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
+        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+        folder = staging.write(repo_id, branch, checkpoint_files, texts)
+        stages.append(Stage(repo_id, branch, folder, checkpoint, config=read_json(checkpoint_files["config.json"])))
+    return stages
+
+
+def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Stage]:
+    """One tiny random model per attention type, saved in `workdir` and staged from there."""
+    repo_ids = {
+        kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
+        for kind in ATTENTION_TYPES
+    }
+    staging = Staging(args.output_dir, args.name_template)
+    for repo_id in repo_ids.values():
+        staging.folder(repo_id, "main")  # every folder checked before the first is written
+    tokenizer = tiny_random.tiny_tokenizer()
+    stages = []
+    for attention_type, repo_id in repo_ids.items():
+        source = tiny_random.save_tiny_random(attention_type, Path(workdir) / attention_type, tokenizer)
+        config = SymBertConfig.from_pretrained(source)
+        name = repo_id.split("/")[1]
+        files = model_files(source)
+        prov = provenance(files, tiny_random.DATASET, seed=tiny_random.SEED)
+        data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
+        card = cards.render(name, data, **cards.card_values(config, repo_id, args.tag, "tiny_random", prov))
+        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+        folder = staging.write(repo_id, "main", files, texts)
+        stages.append(Stage(repo_id, "main", folder, source, config=read_json(files["config.json"])))
+    return stages

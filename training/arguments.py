@@ -1,0 +1,492 @@
+"""The arguments of symbert-pretrain: our three dataclasses and the Trainer's, recipes as their defaults, and the
+checks that refuse a bad value with one line naming it and what is allowed, before anything is read or written."""
+
+import difflib
+import json
+import math
+import os
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import torch
+from transformers import (
+    HfArgumentParser,
+    PreTrainedTokenizerBase,
+    TrainingArguments,
+)
+
+from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
+from ..cli import UserError, command_parser, group_arguments
+from .compat import TRAINER_HAS_OVERWRITE
+
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+@dataclass
+class RunArguments:
+    """What to run and how: the recipe, a comparison of attention types, the batch over all processes, precision."""
+
+    _argument_group_name = "Run arguments"
+
+    recipe: str | None = field(default=None, metadata={"help": "recipe name (training/recipes/NAME.json) or path"})
+    compare: str | None = field(
+        default=None,
+        metadata={
+            "help": "comma-separated attention types: train each (same seed and data order) into OUTPUT_DIR/<type>"
+        },
+    )
+    target_eval_loss: float | None = field(
+        default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
+    )
+    global_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
+            "(per-device batch × processes)"
+        },
+    )
+    precision: str = field(
+        default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"}
+    )
+    if not TRAINER_HAS_OVERWRITE:  # transformers 4.x's TrainingArguments has its own --overwrite_output_dir
+        overwrite_output_dir: bool = field(
+            default=False,
+            metadata={
+                "help": "train from scratch into an output folder that already holds a finished run (its "
+                "checkpoints are deleted); without it such a folder is an error, and an unfinished run resumes"
+            },
+        )
+
+
+@dataclass
+class ModelArguments:
+    """The model trained: its size preset, attention type and config changes."""
+
+    _argument_group_name = "Model arguments"
+
+    size: str = field(default="tiny", metadata={"help": f"size preset: {', '.join(SIZE_PRESETS)}"})
+    attention_type: str = field(default=BERT_ATTENTION_TYPE, metadata={"help": f"one of {', '.join(ATTENTION_TYPES)}"})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": 'JSON object of SymBertConfig fields, e.g. \'{"pairwise_init": "identity"}\''}
+    )
+    pad_vocab_to_multiple_of: int | None = field(
+        default=None,
+        metadata={
+            "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
+            "the extra ids are never input. Default: the tokenizer's size"
+        },
+    )
+    paper_weight_decay: bool = field(
+        default=False,
+        metadata={
+            "help": "multiply --weight_decay by the factor the attention type's paper trains it with ("
+            + "; ".join(
+                f"{name}: {attention_class(name).paper_weight_decay_factor:g}"
+                for name in ATTENTION_TYPES
+                if attention_class(name).paper_weight_decay_factor != 1
+            )
+            + "; the other types: 1)"
+        },
+    )
+
+
+@dataclass
+class DataArguments:
+    """The texts trained on, their tokenizer, blocks and masking."""
+
+    _argument_group_name = "Data arguments"
+
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset id; default: the embedded corpus"})
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name"})
+    dataset_split: str = field(default="train", metadata={"help": "split of --dataset_name to train on"})
+    train_files: list[str] | None = field(default=None, metadata={"help": "local .txt, .jsonl/.json or .parquet files"})
+    text_column: str = field(default="text", metadata={"help": "column of the texts (.jsonl/.json/.parquet, Hub data)"})
+    skip_records_without_text: bool = field(
+        default=False,
+        metadata={
+            "help": "skip the records that have no text_column field (or null there), and say how many; without it "
+            "such a record is an error naming its file and line"
+        },
+    )
+    streaming: bool = field(default=False, metadata={"help": "stream the dataset instead of downloading it whole"})
+    tokenizer: str | None = field(
+        default=None,
+        metadata={
+            "help": "tokenizer name or path; default: bert-base-uncased, or for the embedded corpus a WordPiece "
+            "tokenizer trained on it"
+        },
+    )
+    tokenizer_vocab_size: int = field(
+        default=8192, metadata={"help": "vocabulary of the tokenizer trained on the corpus"}
+    )
+    max_seq_length: int = field(default=512, metadata={"help": "tokens per block"})
+    eval_blocks: int = field(
+        default=200, metadata={"help": "held-out blocks for the eval loss (the paper's recipes: 10,000)"}
+    )
+    mlm_probability: float = field(default=0.15, metadata={"help": "share of tokens masked, in (0, 1)"})
+
+
+ARGUMENT_DATACLASSES = (RunArguments, ModelArguments, DataArguments, TrainingArguments)  # parse_arguments' order
+
+
+def recipe_path(recipe: str) -> Path:
+    path = Path(recipe)
+    if path.suffix == ".json" and path.is_file():
+        return path
+    path = RECIPES_DIR / f"{recipe}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
+        raise UserError(f"Unknown recipe {recipe!r}: not a .json file and not one of {', '.join(known)}.")
+    return path
+
+
+def unknown_name_message(kind: str, name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    return f"unknown {kind} {name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+
+
+def read_recipe(recipe: str) -> list[str]:
+    """The recipe's settings as command-line arguments; keys starting with "_" are comments."""
+    path = recipe_path(recipe)
+    try:
+        settings = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"Recipe {path} is not valid JSON: {error}.") from None
+    if not isinstance(settings, dict):
+        raise UserError(
+            f"Recipe {path} must hold a JSON object of argument names and values, not a {type(settings).__name__}."
+        )
+    known = [f.name for dataclass in ARGUMENT_DATACLASSES for f in fields(dataclass)]
+    arguments = []
+    for key, value in settings.items():
+        if key.startswith("_"):
+            continue
+        if key not in known:
+            raise UserError(f"Recipe {path}: {unknown_name_message('argument', key, known)}.")
+        values = value if isinstance(value, list) else [value]
+        arguments += [f"--{key}", *(json.dumps(v) if isinstance(v, (dict, bool)) else str(v) for v in values)]
+    return arguments
+
+
+TRAINER_HEADING = (
+    "Trainer arguments (transformers.TrainingArguments; see its documentation; mixed precision comes from "
+    "--precision above)"
+)
+
+
+def recipe_list() -> str:
+    """Each recipe of training/recipes/ with its _comment, for --help."""
+    lines = []
+    for path in sorted(RECIPES_DIR.glob("*.json")):
+        comment = json.loads(path.read_text()).get("_comment", "")
+        lines.append(
+            textwrap.fill(f"{path.stem}: {comment}", width=110, initial_indent="  ", subsequent_indent="      ")
+        )
+    return "Recipes (--recipe NAME):\n" + "\n".join(lines)
+
+
+def argument_parser(usage: str = "") -> HfArgumentParser:
+    """Our arguments first, each dataclass under its heading, then the Trainer's under theirs."""
+    parser = command_parser(
+        f"{usage}\n{recipe_list()}",
+        parser_class=HfArgumentParser,
+        dataclass_types=ARGUMENT_DATACLASSES,
+    )
+    group_arguments(parser, TrainingArguments, TRAINER_HEADING)
+    return parser
+
+
+def recipe_named(argv: list[str]) -> str | None:
+    """The value of the last --recipe in `argv` (the last one wins, as argparse has it), or None."""
+    recipe = None
+    for index, arg in enumerate(argv):
+        if arg == "--recipe":
+            if index + 1 >= len(argv):
+                raise UserError("--recipe needs a name or a path to a JSON recipe file.")
+            recipe = argv[index + 1]
+        elif arg.startswith("--recipe="):
+            recipe = arg.removeprefix("--recipe=")
+    return recipe
+
+
+def parse_arguments(
+    argv: list[str], usage: str = ""
+) -> tuple[RunArguments, ModelArguments, DataArguments, TrainingArguments]:
+    """(run, model, data, Trainer) arguments. A recipe's values become the parser's defaults (so --help shows
+    them), and the command line wins."""
+    parser = argument_parser(usage)
+    recipe = recipe_named(argv)
+    recipe_args = []
+    if recipe is not None:
+        recipe_args = read_recipe(recipe)
+        try:
+            settings, _ = parser.parse_known_args(recipe_args)
+        except UserError as error:
+            raise UserError(f"Recipe {recipe_path(recipe)}: {error}") from None
+        names = {arg[2:] for arg in recipe_args if arg.startswith("--")}
+        parser.set_defaults(**{name: getattr(settings, name) for name in names})
+    try:
+        run_args, model_args, data_args, training_args = parser.parse_args_into_dataclasses(argv)
+    except ValueError as error:  # TrainingArguments' own checks (e.g. warmup_steps < 0), arguments left unparsed
+        if isinstance(error, UserError):
+            raise
+        raise UserError(" ".join(str(error).split())) from error
+    named = argument_names([*recipe_args, *argv])
+    model_args = settle_attention_type(run_args, model_args, named)
+    return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args, named)
+
+
+def settle_attention_type(run_args: RunArguments, model_args: ModelArguments, named: set[str]) -> ModelArguments:
+    """One attention type per run: an attention_type in --config_overrides becomes the run's when neither
+    --attention_type nor --compare is given; otherwise it must equal the type (each compared type), or the run is
+    refused naming both."""
+    overridden = config_overrides(model_args).get("attention_type")
+    if overridden is None:
+        return model_args
+    if run_args.compare:
+        for kind in run_args.compare.split(","):
+            if kind != overridden:
+                raise UserError(
+                    f"config_overrides sets attention_type={overridden!r} but --compare trains {kind!r}; with "
+                    "--compare, leave attention_type out of --config_overrides."
+                )
+        return replace(model_args, attention_type=overridden)
+    if "attention_type" not in named:
+        return replace(model_args, attention_type=overridden)
+    if overridden != model_args.attention_type:
+        raise UserError(
+            f"config_overrides sets attention_type={overridden!r} but --attention_type is "
+            f"{model_args.attention_type!r}; name the type once (--attention_type), or the same in both."
+        )
+    return model_args
+
+
+def argument_names(argv: list[str]) -> set[str]:
+    """The names of the options in `argv` (a command line or a recipe's arguments): {"optim"} for ["--optim", "sgd"]
+    or ["--optim=sgd"]."""
+    return {arg[2:].partition("=")[0] for arg in argv if arg.startswith("--")}
+
+
+def min_block_length(mlm_probability: float) -> int:
+    """The shortest block with at least one masked token on average: (length - 2) × p ≥ 1, the 2 for a text's
+    [CLS] and [SEP]. Shorter blocks leave eval batches with nothing masked, and a NaN eval loss."""
+    return 2 + math.ceil(1 / mlm_probability - 1e-9)
+
+
+def finite_above_zero(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def finite_at_least_zero(value: float) -> bool:
+    return math.isfinite(value) and value >= 0
+
+
+def at_least_one(value: int) -> bool:
+    return value > 0
+
+
+# Numbers TrainingArguments accepts but that make no training, or NaN losses: (argument, rule, what is allowed). An
+# argument that is None (an optional one not given) is not checked.
+NUMBER_RULES = (
+    ("mlm_probability", lambda value: 0 < value < 1, "strictly between 0 and 1"),
+    ("learning_rate", finite_above_zero, "a finite number above 0"),
+    ("weight_decay", finite_at_least_zero, "a finite number ≥ 0"),
+    ("warmup_steps", finite_at_least_zero, "a finite number ≥ 0"),
+    ("adam_beta1", lambda value: 0 <= value < 1, "in [0, 1)"),
+    ("adam_beta2", lambda value: 0 <= value < 1, "in [0, 1)"),
+    ("adam_epsilon", finite_at_least_zero, "a finite number ≥ 0"),
+    ("max_grad_norm", finite_at_least_zero, "a finite number ≥ 0 (0: no clipping)"),
+    (
+        "max_steps",
+        lambda value: value > 0 or value == -1,
+        "a positive number of steps, or -1 to train num_train_epochs",
+    ),
+    ("per_device_train_batch_size", at_least_one, "at least 1"),
+    ("per_device_eval_batch_size", at_least_one, "at least 1"),
+    ("gradient_accumulation_steps", at_least_one, "at least 1"),
+    ("seed", lambda value: value >= 0, "an integer ≥ 0"),
+    ("global_batch_size", at_least_one, "at least 1"),
+)
+# Checked only where they are used: epochs without max_steps, a step interval with its strategy set to "steps"
+EPOCHS_RULE = ("num_train_epochs", finite_above_zero, "a finite number above 0 (or set max_steps)")
+INTERVALS = (("eval_strategy", "eval_steps"), ("save_strategy", "save_steps"), ("logging_strategy", "logging_steps"))
+
+
+def check_numbers(run_args: RunArguments, data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Each number of NUMBER_RULES (and those that apply of the others) must follow its rule; the first that does not
+    is named with its value and what is allowed."""
+    rules = list(NUMBER_RULES)
+    if training_args.max_steps == -1:
+        rules.append(EPOCHS_RULE)
+    for strategy, steps in INTERVALS:
+        if getattr(training_args, strategy) == "steps":
+            rules.append((steps, finite_above_zero, f"above 0 with {strategy}=steps"))
+    for name, rule, allowed in rules:
+        holder = next(args for args in (data_args, run_args, training_args) if hasattr(args, name))
+        value = getattr(holder, name)
+        if value is not None and not rule(value):
+            raise UserError(f"{name}={value} is not allowed; it must be {allowed}.")
+    shortest = min_block_length(data_args.mlm_probability)
+    if data_args.max_seq_length < shortest:
+        raise UserError(
+            f"max_seq_length={data_args.max_seq_length} is too short to mask: with mlm_probability="
+            f"{data_args.mlm_probability} a block needs (max_seq_length - 2) × mlm_probability ≥ 1 masked token on "
+            f"average (2 for [CLS] and [SEP]), so max_seq_length ≥ {shortest}."
+        )
+    if data_args.streaming and training_args.max_steps <= 0:
+        raise UserError("streaming=True needs --max_steps: a stream has no length to count num_train_epochs in.")
+
+
+def check_arguments(
+    run_args: RunArguments,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    named: set[str] | frozenset[str] = frozenset(),
+) -> TrainingArguments:
+    """Validate, then derive accumulation from the global batch, and mixed precision and the optimizer from the
+    hardware. `named`: the arguments the command line or the recipe gave (the others have their defaults)."""
+    for kind in [model_args.attention_type, *(run_args.compare or "").split(",")]:
+        if kind and kind not in ATTENTION_TYPES:
+            raise UserError(f"attention type {kind!r} is not supported; allowed: {', '.join(ATTENTION_TYPES)}.")
+    if run_args.compare is not None:
+        kinds = run_args.compare.split(",")
+        if "" in kinds:
+            raise UserError(
+                f"compare={run_args.compare!r} has an empty entry; give attention types separated by commas, e.g. "
+                f"{','.join(list(ATTENTION_TYPES)[:2])}."
+            )
+        if twice := sorted({kind for kind in kinds if kinds.count(kind) > 1}):
+            raise UserError(
+                f"compare={run_args.compare!r} names {', '.join(map(repr, twice))} more than once; name each type "
+                "once (each trains into OUTPUT_DIR/<type>)."
+            )
+    if model_args.size not in SIZE_PRESETS:
+        raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
+    if run_args.precision not in ("auto", "bf16", "fp16", "fp32"):
+        raise UserError(f"precision {run_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
+    for name in ("max_seq_length", "eval_blocks", "tokenizer_vocab_size"):
+        if getattr(data_args, name) <= 0:
+            raise UserError(f"{name}={getattr(data_args, name)} must be positive.")
+    if run_args.target_eval_loss is not None and not math.isfinite(run_args.target_eval_loss):
+        raise UserError(f"target_eval_loss={run_args.target_eval_loss} is not allowed; it must be a finite number.")
+    multiple = model_args.pad_vocab_to_multiple_of
+    if multiple is not None and (type(multiple) is not int or multiple <= 0):  # bool is an int subclass: refused
+        raise UserError(
+            f"pad_vocab_to_multiple_of={multiple!r} is not allowed; it must be a positive integer (e.g. 64), or unset "
+            "for a vocab_size of exactly the tokenizer's size."
+        )
+    check_numbers(run_args, data_args, training_args)
+    check_output_dir(training_args.output_dir)
+    config = model_config(model_args)  # validates the size and overrides before any data is read
+    if data_args.max_seq_length > config.max_position_embeddings:
+        raise UserError(
+            f"max_seq_length={data_args.max_seq_length} is above the model's max_position_embeddings="
+            f"{config.max_position_embeddings}; use at most {config.max_position_embeddings} or raise "
+            "max_position_embeddings in --config_overrides."
+        )
+
+    updates = {}
+    if run_args.global_batch_size is not None:
+        per_step = training_args.per_device_train_batch_size * training_args.world_size
+        if run_args.global_batch_size % per_step:
+            raise UserError(
+                f"global_batch_size={run_args.global_batch_size} is not a multiple of per-device batch "
+                f"{training_args.per_device_train_batch_size} × {training_args.world_size} processes."
+            )
+        updates["gradient_accumulation_steps"] = run_args.global_batch_size // per_step
+    on_gpu = torch.cuda.is_available() and not training_args.use_cpu
+    precision = run_args.precision
+    if precision == "auto":
+        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
+    updates["bf16"], updates["fp16"] = precision == "bf16", precision == "fp16"
+    updates["optim"] = optimizer_for("cuda" if on_gpu else "cpu", training_args.optim, "optim" in named)
+    return replace(training_args, **updates)
+
+
+def check_output_dir(output_dir: str | Path) -> None:
+    """The output folder, or the nearest of its parents that exists, must be a folder: not a file, nor a link to
+    nothing (a folder that is not there, on a drive not mounted...)."""
+    path = Path(output_dir)
+    for folder in [path, *path.parents]:
+        if folder.is_symlink() and not folder.exists():
+            raise UserError(
+                f"output_dir={output_dir!r}: {folder} is a symbolic link to {os.readlink(folder)}, which does not "
+                "exist; create that folder, remove the link, or choose another --output_dir."
+            )
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(
+                    f"output_dir={output_dir!r}: {folder} is a file, not a folder; choose another --output_dir."
+                )
+            return
+
+
+FUSED_ADAMW = "adamw_torch_fused"
+
+
+def optimizer_for(device_type: str, optim: str, optim_named: bool) -> str:
+    """The optimizer: fused AdamW on CUDA (one kernel for all parameters) unless --optim or the recipe names one;
+    elsewhere `optim` as it is, so CPU runs keep their results. The Trainer's own default is fused AdamW only with
+    torch ≥ 2.8 (so in transformers 4.54 as in 5.x), plain AdamW before."""
+    if device_type == "cuda" and not optim_named:
+        return FUSED_ADAMW
+    return optim
+
+
+def padded_vocab_size(tokens: int, multiple: int | None) -> int:
+    """`tokens` rounded up to a multiple of `multiple`; `tokens` itself for None."""
+    return tokens if multiple is None else -(-tokens // multiple) * multiple
+
+
+def config_overrides(model_args: ModelArguments) -> dict:
+    """--config_overrides as a dict of config fields ({} when not given)."""
+    try:
+        overrides = json.loads(model_args.config_overrides) if model_args.config_overrides else {}
+    except json.JSONDecodeError as error:
+        raise UserError(f"config_overrides={model_args.config_overrides!r} is not a JSON object: {error}") from None
+    if not isinstance(overrides, dict):
+        raise UserError(f"config_overrides={model_args.config_overrides!r} must be a JSON object of config fields.")
+    return overrides
+
+
+def model_config(model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase | None = None) -> SymBertConfig:
+    """The preset, the attention type and the overrides; vocabulary (the tokenizer's size, rounded up to a multiple
+    of pad_vocab_to_multiple_of if set) and padding id from the tokenizer when given."""
+    overrides = config_overrides(model_args)
+    if overrides.get("attention_type", model_args.attention_type) != model_args.attention_type:
+        raise UserError(
+            f"config_overrides sets attention_type={overrides['attention_type']!r} but the run trains "
+            f"attention_type={model_args.attention_type!r}; name the type once, or the same in both."
+        )
+    known = list(SymBertConfig().to_dict())
+    for key in overrides:
+        if key not in known:
+            raise UserError(f"config_overrides: {unknown_name_message('SymBertConfig field', key, known)}.")
+    settings = {"attention_type": model_args.attention_type, **overrides}
+    if tokenizer is not None:
+        multiple = model_args.pad_vocab_to_multiple_of
+        expected = padded_vocab_size(len(tokenizer), multiple)
+        vocab_size = settings.setdefault("vocab_size", expected)
+        if vocab_size != expected:
+            if multiple is None:
+                rule = (
+                    "they must be equal (with --pad_vocab_to_multiple_of N, vocab_size is the tokenizer's size rounded "
+                    "up to a multiple of N)"
+                )
+            else:
+                rule = (
+                    f"with pad_vocab_to_multiple_of={multiple} it must be {expected}, {len(tokenizer)} rounded up to a "
+                    f"multiple of {multiple}"
+                )
+            raise UserError(
+                f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; {rule}: drop "
+                "vocab_size from --config_overrides or pass a matching --tokenizer."
+            )
+        settings.setdefault("pad_token_id", tokenizer.pad_token_id)
+    try:
+        return SymBertConfig.from_preset(model_args.size, **settings)
+    except ValueError as error:  # the config's own checks name the field and what is allowed
+        raise UserError(f"config_overrides: {error}") from None

@@ -1,0 +1,335 @@
+"""The run folder of symbert-pretrain: its lock, the staging folders that make every checkpoint and the final model
+appear complete or not at all, which checkpoint a rerun resumes from (damaged ones skipped), what --overwrite_output_dir
+deletes, what a failed run leaves, and whether a folder holds a finished run to reuse."""
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+import safetensors.torch
+import torch
+from filelock import FileLock, Timeout
+from transformers import TrainingArguments
+from transformers.trainer import (
+    OPTIMIZER_NAME,
+    SCHEDULER_NAME,
+    TRAINER_STATE_NAME,
+    safe_globals,  # defined there in 4.x, re-exported there in 5.x
+)
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
+
+from .. import SymBertConfig
+from ..cli import UserError
+from .arguments import DataArguments, ModelArguments, RunArguments
+from .compat import overwrite_requested
+
+STAGING_DIR = ".checkpoint-in-progress"  # not "checkpoint-*": neither resume nor save_total_limit counts it
+
+
+FINAL_STAGING_DIR = ".final-model-in-progress"  # the final model, before it is moved into the output folder
+
+
+LOCK_FILE = ".pretrain.lock"
+
+
+def resume_checkpoint(run_args: RunArguments, training_args: TrainingArguments) -> str | None:
+    """The checkpoint to resume from, or None for a fresh run; raises (and writes nothing) if the output folder
+    holds a finished run and neither resume nor overwrite was asked, or if the checkpoint asked for is damaged."""
+    if training_args.resume_from_checkpoint:
+        checkpoint = Path(training_args.resume_from_checkpoint)
+        if not (checkpoint / TRAINER_STATE_NAME).is_file():
+            raise UserError(f"resume_from_checkpoint={str(checkpoint)!r} is not a Trainer checkpoint folder.")
+        if problem := checkpoint_problem(checkpoint):
+            raise UserError(f"resume_from_checkpoint={str(checkpoint)!r} cannot be resumed from: {problem}.")
+        return str(checkpoint)
+    output_dir = Path(training_args.output_dir)
+    if overwrite_requested(run_args, training_args) or not output_dir.is_dir():
+        return None
+    if (output_dir / "training_summary.json").is_file():
+        raise UserError(
+            f"output_dir={str(output_dir)!r} already holds a finished run; pass --overwrite_output_dir true to train "
+            "again from scratch there, --resume_from_checkpoint DIR to continue one, or choose another folder."
+        )
+    return last_complete_checkpoint(output_dir)  # an interrupted run resumes by itself
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> str | None:
+    """The newest checkpoint-N folder of `output_dir` that can be resumed from, saying which newer ones it skips."""
+    checkpoints = [
+        path for path in Path(output_dir).iterdir() if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)
+    ]
+    for checkpoint in sorted(checkpoints, key=lambda path: int(path.name.split("-")[1]), reverse=True):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return str(checkpoint)
+        print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, or a damaged file).")
+    return None
+
+
+def checkpoint_problem(checkpoint: str | Path) -> str | None:
+    """Why `checkpoint` cannot be resumed from (a part missing or unreadable), or None when every part loads as the
+    Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code."""
+
+    def load_state(path):
+        with safe_globals():  # RNG states hold numpy arrays, which the Trainer allows the same way
+            torch.load(path, map_location="cpu", weights_only=True)
+
+    checkpoint = Path(checkpoint)
+    rng_states = sorted(path.name for path in checkpoint.glob("rng_state*.pth")) or ["rng_state.pth"]
+    parts = {
+        TRAINER_STATE_NAME: lambda path: json.loads(path.read_text()),
+        CONFIG_NAME: lambda path: json.loads(path.read_text()),
+        SAFE_WEIGHTS_NAME: safetensors.torch.load_file,
+        OPTIMIZER_NAME: load_state,
+        SCHEDULER_NAME: load_state,
+        **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
+    }
+    for name, load in parts.items():
+        if not (checkpoint / name).is_file():
+            return f"{name} is missing"
+        try:
+            load(checkpoint / name)
+        except Exception as error:  # whatever a damaged file raises: name the file and say why
+            reason = " ".join(str(error).split())[:200]
+            return f"{name} is unreadable ({type(error).__name__}: {reason})"
+    return None
+
+
+# Config fields that say how a config was saved, not what model it describes (use_cache: a decoder's runtime flag,
+# which the Trainer turns off while it trains): a resumed run may differ in these only
+BOOKKEEPING_CONFIG_FIELDS = frozenset(
+    {"architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "model_type"}
+    | {"use_cache"}
+)
+
+
+def check_checkpoint_matches(checkpoint: str | Path, config: SymBertConfig) -> None:
+    """A resumed run must train the same model as the checkpoint: every field of its config but the bookkeeping ones
+    (activation, sizes, dropout, attention type, initialisation, ...) as this run's; each that differs is named, with
+    both values, before anything is trained."""
+    try:
+        saved = SymBertConfig.from_pretrained(checkpoint).to_dict()
+    except (OSError, ValueError) as error:  # a config this version cannot read, or one its checks refuse
+        raise UserError(f"Cannot resume from {checkpoint}: its {CONFIG_NAME} cannot be read ({error}).") from None
+    ours = config.to_dict()
+    differences = [
+        f"its {name} is {saved.get(name)!r} but this run's is {ours.get(name)!r}"
+        for name in sorted(set(saved) | set(ours), key=lambda name: (name != "attention_type", name))
+        if name not in BOOKKEEPING_CONFIG_FIELDS and saved.get(name) != ours.get(name)
+    ]
+    if differences:
+        raise UserError(
+            f"Cannot resume from {checkpoint}: {'; '.join(differences)}. Use the same arguments as the interrupted "
+            "run, or another output_dir."
+        )
+
+
+# What a run writes into its output folder, besides checkpoint-N folders: --overwrite_output_dir deletes these and
+# nothing else (a user's notes.txt or checkpoint-backup/ stays).
+RUN_FILES = (
+    "training_summary.json",
+    "metrics.csv",
+    "metrics.json",
+    "loss.png",
+    TRAINER_STATE_NAME,
+    # the final model: weights, config, code, tokenizer (transformers 4.x adds special_tokens_map.json and vocab.txt)
+    SAFE_WEIGHTS_NAME,
+    CONFIG_NAME,
+    "configuration_symbert.py",
+    "modeling_symbert.py",
+    "training_args.bin",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "added_tokens.json",
+)
+
+
+def run_file_names() -> set[str]:
+    """The files and folders a run writes into its output folder, its temporary files and staging folder
+    included."""
+    return {*RUN_FILES, *(f".{name}.tmp" for name in RUN_FILES), STAGING_DIR, FINAL_STAGING_DIR}
+
+
+def remove_stale_checkpoints(output_dir: str | Path) -> list[str]:
+    """With --overwrite_output_dir, the old run's files must go: its checkpoints, or a later automatic resume would
+    pick them up; its summary, which marks the folder as holding a finished run; its metrics, plot and final model.
+    Only what a run writes goes (folders named checkpoint-<digits>, the files of RUN_FILES); returns their names."""
+    deleted = []
+    names = run_file_names()
+    for path in sorted(Path(output_dir).iterdir()):
+        ours = path.name in names or re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", path.name)
+        if ours:
+            remove_path(path)
+            deleted.append(path.name)
+    return deleted
+
+
+@contextmanager
+def output_folder_lock(output_dir: str | Path) -> Iterator[None]:
+    """Holds OUTPUT_DIR/.pretrain.lock while the run uses the folder, so that a second run into it is refused at
+    once. It is an OS lock (flock): a killed run releases it. A run that fails leaves no lock file, and a folder it
+    did not change, or in which it saved no checkpoint, as it found it (remove_failed_run_leftovers)."""
+    output_dir = Path(output_dir)
+    lock_path = output_dir / LOCK_FILE
+    new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    found = folder_state(output_dir)
+    if lock_path.is_dir() and not lock_path.is_symlink():
+        raise UserError(
+            f"{lock_path} is a folder, where the run keeps its lock file; move it away (it is no run's) and run again."
+        )
+    lock = FileLock(lock_path)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise UserError(
+            f"output_dir={str(output_dir)!r} is in use by another run (it holds {lock_path}); wait for that run to "
+            "end or choose another --output_dir."
+        ) from None
+    try:
+        yield
+    except BaseException:
+        remove_failed_run_leftovers(output_dir, found, new_folder, new_lock)
+        raise
+    finally:
+        lock.release()
+
+
+def folder_state(folder: str | Path) -> dict[str, tuple[int, int]]:
+    """{name: (modification time, size)} of what `folder` holds, its lock file aside: what a run changed there."""
+    state = {}
+    for name in os.listdir(folder):
+        if name != LOCK_FILE:
+            try:
+                status = os.lstat(os.path.join(folder, name))
+            except FileNotFoundError:
+                continue
+            state[name] = (status.st_mtime_ns, status.st_size)
+    return state
+
+
+def remove_failed_run_leftovers(
+    output_dir: Path, found: dict[str, tuple[int, int]], new_folder: bool, new_lock: bool
+) -> None:
+    """After a run that failed (a user error, a divergence, an interrupt): a folder it did not change (`found`: its
+    folder_state before) stays as it was, lock file included; otherwise its lock file goes, and if no checkpoint is
+    left to resume from, so does every file of a run that it added there (metrics, TensorBoard logs...), and the
+    folder itself if the run made it."""
+    now = folder_state(output_dir)
+    if now == found and not new_lock:
+        return
+    if not any(re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", name) for name in now):
+        for name in (set(now) - set(found)) & (run_file_names() | {"runs"}):
+            remove_path(output_dir / name)
+    (output_dir / LOCK_FILE).unlink(missing_ok=True)
+    if new_folder and not any(output_dir.iterdir()):
+        output_dir.rmdir()
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, link or folder at `path`, if there is one (a staging folder a killed run left, or a file
+    there in its place)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def write_error(error: OSError, path: Path, what: str) -> UserError:
+    """A write that failed (OSError: a full disk, a read-only folder...), as one line naming the path, the error and the
+    free space on its disk."""
+    folder = next((parent for parent in [path, *path.parents] if parent.is_dir()), Path("."))
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**30:.2f} GiB free on its disk"
+    except OSError:
+        free = "free space unknown"
+    reason = error.strerror or str(error) or type(error).__name__
+    return UserError(
+        f"Cannot write {what}: {path}: {reason} ({free}); nothing in place was replaced and the checkpoints are kept: "
+        "free some space (or fix the cause) and run the same command again to finish."
+    )
+
+
+def training_finished_at(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
+    """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
+    checkpoint's own state gives."""
+    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+    last_step = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
+    return last_step > 0 and state["global_step"] >= last_step
+
+
+# Training arguments that change what a run trains: a finished run of a comparison is reused only if they are the same
+COMPARED_TRAINING_ARGUMENTS = (
+    "max_steps",
+    "num_train_epochs",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "optim",
+    "per_device_train_batch_size",
+    "per_device_eval_batch_size",
+    "gradient_accumulation_steps",
+    "eval_steps",
+    "seed",
+    "data_seed",
+    "bf16",
+    "fp16",
+)
+
+
+def finished_comparison_run(
+    run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
+) -> bool:
+    """Whether the output folder of one type of a comparison holds a finished run of the same settings (to reuse);
+    False with --overwrite_output_dir or without training_summary.json. A finished run of other settings is refused,
+    naming each that differs with both values."""
+    path = Path(training_args.output_dir) / "training_summary.json"
+    if overwrite_requested(run_args, training_args) or not path.is_file():
+        return False
+    try:
+        summary = json.loads(path.read_text())
+        saved = {
+            **{f"model_arguments.{k}": v for k, v in summary["model_arguments"].items()},
+            **{f"data_arguments.{k}": v for k, v in summary["data_arguments"].items()},
+            **{f"run_arguments.{k}": v for k, v in summary["run_arguments"].items()},
+            **{name: summary["training_arguments"].get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+        }
+    except (ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
+        raise UserError(
+            f"{path} is not a training summary ({type(error).__name__}: {error}); delete it, or pass "
+            "--overwrite_output_dir true to train every type of the comparison again."
+        ) from None
+    arguments = json.loads(json.dumps(training_args.to_dict(), default=str))
+    current = {
+        **{f"model_arguments.{k}": v for k, v in asdict(model_args).items()},
+        **{f"data_arguments.{k}": v for k, v in asdict(data_args).items()},
+        # the list of types compared and the target may change between the runs of a comparison
+        **{f"run_arguments.{k}": v for k, v in asdict(run_args).items() if k not in ("compare", "target_eval_loss")},
+        **{name: arguments.get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+    }
+    differences = [
+        f"{name} is {saved.get(name)!r} there but {value!r} here"
+        for name, value in current.items()
+        if name != "run_arguments.overwrite_output_dir" and saved.get(name) != value
+    ]
+    if differences:
+        raise UserError(
+            f"{training_args.output_dir} holds a finished run of other settings than this comparison: "
+            f"{'; '.join(differences)}. Pass --overwrite_output_dir true to train every type again, or choose another "
+            "--output_dir."
+        )
+    return True
