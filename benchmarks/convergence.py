@@ -21,7 +21,7 @@ the final model and the unigram baseline (training-token frequencies) on the hel
 
 Each is given as mean ± std over seeds and as the paired difference to the reference: its mean, a 95% confidence
 interval (Student's t over the seeds' differences) and the two-sided p-value of a paired t-test. Each run is
-`symbert.training.pretrain.pretrain` in its own folder `OUTPUT_DIR/seed-S/TYPE`; a rerun reuses the finished ones.
+`symbert.training.pretrain.train_in_output_folder` in its own folder `OUTPUT_DIR/seed-S/TYPE`; a rerun reuses the finished ones.
 `--parallel N` trains N runs at once, each in its own process with one thread; `--summarize_only` rebuilds the
 summary from the runs already in OUTPUT_DIR.
 """
@@ -47,8 +47,8 @@ from scipy import stats
 from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
 from symbert.training import data as data_module
 from symbert.training.arguments import parse_arguments, unknown_name_message
-from symbert.training.evaluation import eval_comparison
-from symbert.training.pretrain import pretrain
+from symbert.training.evaluation import eval_comparison, held_out_scores
+from symbert.training.pretrain import TrainedRun, train_in_output_folder
 from symbert.training.reporting import (
     load_log_history,
     metric_series,
@@ -134,13 +134,17 @@ def run_dir(training_args, spec, seed):
     return Path(training_args.output_dir) / f"seed-{seed}" / spec
 
 
-def scores(output_dir):
+def scores(output_dir, trained: TrainedRun | None = None):
     """The final model's and the unigram baseline's loss and top-1 accuracy on the run's held-out masked tokens,
-    computed once and kept in the run folder."""
+    computed once and kept in the run folder: from what training built when `trained` holds it, else from the
+    saved folder."""
     path = Path(output_dir) / SCORES_FILE
     if cached := read_json(path):
         return cached
-    comparison = eval_comparison(output_dir)
+    if trained is not None and trained.model is not None:
+        comparison = held_out_scores(trained.model, trained.held_out)
+    else:
+        comparison = eval_comparison(output_dir)
     write_atomically(path, lambda file: json.dump(comparison, file, indent=2))
     return comparison
 
@@ -155,8 +159,8 @@ def read_json(path):
 
 def train_one(run_args, model_args, data_args, training_args):
     torch.set_num_threads(1)  # one core per run: --parallel N uses N cores
-    log_history = pretrain(run_args, model_args, data_args, training_args)
-    return log_history, scores(training_args.output_dir)
+    trained = train_in_output_folder(run_args, model_args, data_args, training_args)
+    return trained.log_history, scores(training_args.output_dir, trained)
 
 
 def run_all(args, run_args, model_args, data_args, training_args):
