@@ -21,7 +21,8 @@ the final model and the unigram baseline (training-token frequencies) on the hel
 
 Each is given as mean ± std over seeds and as the paired difference to the reference: its mean, a 95% confidence
 interval (Student's t over the seeds' differences) and the two-sided p-value of a paired t-test. Each run is
-`symbert.training.pretrain.train_in_output_folder` in its own folder `OUTPUT_DIR/seed-S/TYPE`; a rerun reuses the finished ones.
+`symbert.training.pretrain.train_in_output_folder` in its own folder `OUTPUT_DIR/seed-S/TYPE`; a rerun reuses the
+finished ones.
 `--parallel N` trains N runs at once, each in its own process with one thread; `--summarize_only` rebuilds the
 summary from the runs already in OUTPUT_DIR.
 """

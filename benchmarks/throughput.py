@@ -16,17 +16,18 @@ The eager and compiled forms of a model, and its full and sparse heads, share on
 Every model is warmed up (in compiled mode at least one step, which compiles it: the first step's wall time is
 reported as the compile time), then all are timed interleaved (one round = every model on every path once, in a
 rotating order, plus one large matrix product): the median over rounds of
-- training step: forward + backward + AdamW step on a masked-LM batch (exactly round(0.15 × seq_len) labelled
-  positions per sequence, at most M), tokens/s;
+- training step: forward + backward + fused AdamW step (the Trainer's default) on a masked-LM batch (exactly
+  round(0.15 × seq_len) labelled positions per sequence, at most M), tokens/s;
 - inference: forward under `torch.inference_mode`, tokens/s (no labels: the full-logits path whatever the head, so
   a sparse-head model's inference is its full-head model's, timed once);
 - memory: on CUDA the allocator's peak during one training step (plus the model's weights and Adam state, as if it
   were alone on the GPU); on CPU, which has no allocator statistics, weights + gradients + Adam state + the tensors
   autograd saves for the backward pass (the part of the peak that differs between the types), counted exactly;
 - MFU: analytic training FLOPs per token × tokens/s over the measured matrix-product rate of the same precision.
-Ratios: `vs original` to `original` on the same path (mode, head); `vs BERT` to BERT with the same mode (full head);
-`vs BERT run_mlm` to BERT eager with the full head, as transformers' run_mlm.py example trains it. `expected` is the
-FLOP ratio original / type on the same path: the speed-up the type's saving allows if time followed FLOPs.
+Ratios: `vs original` to `original` on the same path (mode, head), with its range within single rounds (`per
+round`); `vs BERT` to BERT with the same mode (full head); `vs BERT run_mlm` to BERT eager with the full head, as
+transformers' run_mlm.py example trains it. `expected` is the FLOP ratio original / type on the same path: the
+speed-up the type's saving allows if time followed FLOPs.
 Targets: every type's `vs original` ≥ expected − 0.02; `original` ≥ 0.98 × BERT on the full head in the same mode;
 memory of shared, mhe_add and mhe_mul below original's; on CUDA also each class's `train_speed_target` against BERT
 (same mode, full head, base size).
@@ -183,7 +184,8 @@ def model_config(size, attention_type, vocab_size, implementation, **overrides):
 
 
 def build_models(size, types, vocab_size, implementation, device):
-    """BERT (transformers' own) and each SymBERT type, same sizes and attention implementation, with an AdamW each."""
+    """BERT (transformers' own) and each SymBERT type, same sizes and attention implementation, each with a fused
+    AdamW: the Trainer's default optimizer (adamw_torch_fused) on a CPU as on CUDA with torch >= 2.8."""
     reference = model_config(size, "original", vocab_size, implementation)
     bert_fields = {key: value for key, value in reference.to_dict().items() if key in BertConfig().to_dict()}
     models = {BERT: BertForMaskedLM(BertConfig(**bert_fields, attn_implementation=implementation))}
@@ -192,7 +194,7 @@ def build_models(size, types, vocab_size, implementation, device):
     optimizers = {}
     for name, model in models.items():
         model.to(device)
-        optimizers[name] = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+        optimizers[name] = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     return models, optimizers
 
 
@@ -526,6 +528,10 @@ def add_ratios_and_targets(rows, device):
         if row["model"] == BERT:  # BERT's own path is the full head
             original = by_path.get((REFERENCE, mode, "full"))
         row["train_ratio_original"] = ratio(row, "train_tokens_per_s", original)
+        # the same ratio within each round (the two ran back to back): how far the noise moves it
+        row["train_ratio_original_rounds"] = (
+            None if original is None else [o / t for o, t in zip(original["train_seconds"], row["train_seconds"])]
+        )
         row["inference_ratio_original"] = ratio(row, "inference_tokens_per_s", original)
         row["memory_ratio_original"] = ratio(row, "memory_bytes", original)
         row["train_ratio_bert"] = ratio(row, "train_tokens_per_s", bert)
@@ -634,6 +640,11 @@ def target_text(threshold, met, form="≥ {:.2f}"):
     return f"{form.format(threshold) if threshold is not None else ''} {'met' if met else 'missed'}".strip()
 
 
+def rounds_text(row):
+    ratios = row["train_ratio_original_rounds"]
+    return "" if not ratios or row["model"] == REFERENCE else f"{min(ratios):.3f}–{max(ratios):.3f}"
+
+
 def head_text(row):
     return row["head"] if row["max_predictions_per_seq"] is None else f"sparse (M {row['max_predictions_per_seq']})"
 
@@ -657,6 +668,7 @@ def format_table(rows, cuda=False):
         ("model", "---", lambda r: r["model"]),
         ("train tok/s", "---:", lambda r: f"{r['train_tokens_per_s']:,.0f}"),
         ("vs original", "---:", lambda r: ratio_text(r["train_ratio_original"])),
+        ("per round (min–max)", "---:", rounds_text),
         ("expected (FLOPs)", "---:", lambda r: ratio_text(r["expected_train_ratio"])),
         ("speed target", "---", lambda r: target_text(r["speed_target"], r["meets_speed_target"])),
         ("vs BERT (same mode, full head)", "---:", lambda r: ratio_text(r["train_ratio_bert"])),
@@ -672,7 +684,7 @@ def format_table(rows, cuda=False):
     ]
     if cuda:
         columns.insert(
-            14,
+            15,
             ("target vs BERT (class)", "---", lambda r: target_text(r["train_target"], r["meets_target"])),
         )
     lines = [
@@ -722,9 +734,10 @@ def describe_run(args, device):
         f"Median of {args.rounds} interleaved rounds of {args.steps_per_round} step(s) after {warmup} warm-up training "
         f"step(s) per model (and {warmup if compiled else args.warmup} inference); {args.tokens_per_batch} tokens per "
         f"batch, {round(MASK_RATE * 100)}% of each sequence's positions labelled (at most M); vocabulary "
-        f"{args.vocab_size}. Modes: {modes}. Heads: {heads}. A model's paths share its weights and AdamW; a sparse "
+        f"{args.vocab_size}. Modes: {modes}. Heads: {heads}. A model's paths share its weights and fused AdamW; a sparse "
         "head's inference (no labels: full logits) is its full-head model's. `vs original`: training tokens/s over "
-        "`original`'s on the same path (mode, head); `expected`: `original`'s training FLOPs over the type's on that "
+        "`original`'s on the same path (mode, head), with the range of that ratio within single rounds, where the two "
+        "ran back to back (`per round`: how far the noise moves it); `expected`: `original`'s training FLOPs over the type's on that "
         "path (sparse: the head transform and decoder on batch × M rows); `speed target`: vs original ≥ expected − "
         f"{SPEED_TOLERANCE}; `vs BERT`: over transformers' BertForMaskedLM with the same mode and the full head; "
         f"`original vs BERT target`: ≥ {BERT_TARGET} on the full head; `vs BERT run_mlm`: over BERT eager with the "

@@ -1589,11 +1589,10 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             # batch, not per micro-batch. Unlike `self.loss_function` it takes the logits in their own dtype, as BERT
             # does: that function's fp32 copy of bf16 logits cost ~1 GB and 2-5% of a training step on an H200
             # (benchmarks/results/throughput-cuda.md).
-            loss = fixed_cross_entropy(
-                prediction_scores.view(-1, self.config.vocab_size),
-                labels.view(-1).to(prediction_scores.device),
-                kwargs.get("num_items_in_batch"),
+            logits, targets = _rows_to_score(
+                prediction_scores.view(-1, self.config.vocab_size), labels.view(-1).to(prediction_scores.device)
             )
+            loss = fixed_cross_entropy(logits, targets, kwargs.get("num_items_in_batch"))
         output = MaskedLMOutput(
             loss=loss, logits=prediction_scores, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -1615,6 +1614,18 @@ def _labelled_positions(hidden_states, labels, max_predictions_per_seq):
         _check_prediction_count(labelled, predicted, max_predictions_per_seq)
     positions = torch.argsort(labelled.to(torch.int8), descending=True, stable=True)[:predicted]
     return hidden_states[positions], labels[positions]
+
+
+def _rows_to_score(logits, labels):
+    """The rows of `logits` [n, vocab] and `labels` [n] that the loss reads. The same loss and gradients either way:
+    ignored rows (label -100) add nothing to either. In eager mode on a CPU only the labelled rows go through the
+    log-softmax over the vocabulary, which at every position costs a sixth of a small model's training step there.
+    Elsewhere all rows do: selecting them has a data-dependent shape, i.e. a host sync on an accelerator and a graph
+    break under torch.compile."""
+    if logits.device.type != "cpu" or torch.compiler.is_compiling():
+        return logits, labels
+    labelled = labels != -100
+    return logits[labelled], labels[labelled]
 
 
 def _check_prediction_count(labelled, predicted, max_predictions_per_seq):

@@ -64,9 +64,12 @@ def test_throughput_script_writes_ratios_and_exact_cpu_memory(tmp_path):
     assert rows["original"]["train_ratio_original"] == 1.0 and rows["bert"]["batch_size"] == 2
     assert rows["original"]["meets_bert_target"] is not None and rows["symmetric"]["meets_speed_target"] is not None
     assert all(row["train_tokens_per_s"] > 0 and 0 < row["train_mfu"] for row in rows.values())
-    # Counted exactly on CPU: BERT and `original` have the same parameters and save the same activations (BERT under
-    # transformers 5 also saves a 16-id token-type tensor that `original`, and 4.x's BERT, take as a view of a buffer).
-    assert rows["bert"]["memory_bytes"] - rows["original"]["memory_bytes"] in (0, 16 * 8)
+    # Counted exactly on CPU: BERT and `original` have the same parameters and save the same activations, but for the
+    # loss: `original`'s reads only the 4 labelled rows of 32, so it saves 28 rows fewer of log-probabilities (99
+    # floats) and targets (an int64), and the 4 rows' int64 indices. BERT under transformers 5 also saves a 16-id
+    # token-type tensor that `original`, and 4.x's BERT, take as a view of a buffer.
+    loss_rows = 28 * (99 * 4 + 8) - 4 * 8
+    assert rows["bert"]["memory_bytes"] - rows["original"]["memory_bytes"] - loss_rows in (0, 16 * 8)
     # symmetric drops `key`: 16 KiB of weights+bias per layer fewer ×4 (weights, grads, 2 Adam moments); exactly that
     # under transformers 4.x, and 128 bytes more under 5.x, whose BERT saves the token-type tensor (above)
     assert rows["symmetric"]["memory_bytes"] <= rows["bert"]["memory_bytes"] - 2 * 4 * 4 * (128 * 128 + 128)
@@ -153,6 +156,8 @@ def test_throughput_compiled_and_sparse_paths(tmp_path):
         assert row["train_ratio_bert_run_mlm"] == row["train_tokens_per_s"] / run_mlm["train_tokens_per_s"]
         if name != "bert":
             assert row["train_ratio_original"] == row["train_tokens_per_s"] / original["train_tokens_per_s"]
+            rounds = [o / t for o, t in zip(original["train_seconds"], row["train_seconds"])]
+            assert row["train_ratio_original_rounds"] == rounds and len(rounds) == 1
             assert row["memory_ratio_original"] == row["memory_bytes"] / original["memory_bytes"]
             assert row["expected_train_ratio"] == original["train_flops_per_token"] / row["train_flops_per_token"]
         # compiled: the first (warm-up) steps' wall time, compilation included
