@@ -1,5 +1,6 @@
 import pytest
 import torch
+from transformers import BertConfig
 
 from symbert import ATTENTION_TYPES, SymBertConfig
 
@@ -17,6 +18,19 @@ def tiny_config(attention_type="original", **overrides):
         attention_probs_dropout_prob=0.0,
     )
     return SymBertConfig.from_preset("tiny", **{**settings, **overrides})
+
+
+def bert_config(**overrides):
+    """transformers' BERT of the tiny preset's shape, the reference for transformers' own behaviour."""
+    settings = dict(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=MAX_POSITIONS,
+    )
+    return BertConfig(**{**settings, **overrides})
 
 
 def padded_batch(seed=0, batch=3, length=11):

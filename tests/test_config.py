@@ -19,7 +19,7 @@ from transformers import (
     BertForMaskedLM,
 )
 
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from conftest import VOCAB_SIZE, bert_config, padded_batch, tiny_config
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, SymBertForSequenceClassification
 
 
@@ -185,15 +185,7 @@ def mlm_folder(tmp_path_factory):
 def bert_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bert")
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=512,
-        max_position_embeddings=64,
-    )
-    BertForMaskedLM(config).save_pretrained(folder)
+    BertForMaskedLM(bert_config()).save_pretrained(folder)
     return folder
 
 

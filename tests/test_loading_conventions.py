@@ -16,7 +16,6 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
     AutoModelForMaskedLM,
-    BertConfig,
     BertForMaskedLM,
     BertForSequenceClassification,
     BertModel,
@@ -27,7 +26,7 @@ from transformers.pytorch_utils import id_tensor_storage
 
 import symbert
 import symbert.modeling_symbert as modeling
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from conftest import VOCAB_SIZE, bert_config, padded_batch, tiny_config
 from symbert import (
     SymBertForMaskedLM,
     SymBertForMultipleChoice,
@@ -46,19 +45,6 @@ HEADS = [
     SymBertForQuestionAnswering,
     SymBertForMultipleChoice,
 ]
-
-
-def bert_config(**overrides):
-    """BERT of the tiny preset's shape, the reference for transformers' own behaviour."""
-    settings = dict(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=512,
-        max_position_embeddings=64,
-    )
-    return BertConfig(**{**settings, **overrides})
 
 
 def cases(attention_type):
