@@ -14,8 +14,9 @@ runs on batch × M positions, the labelled ones first; M defaults to ⌈0.2 × s
 sparse head: it runs the full head, eager and (with `--modes compiled`) compiled, and is the reference of every path.
 The eager and compiled forms of a model, and its full and sparse heads, share one set of weights and one AdamW.
 Every model is warmed up (in compiled mode at least one step, which compiles it: the first step's wall time is
-reported as the compile time), then all are timed interleaved (one round = every model on every path once, in a
-rotating order, plus one large matrix product): the median over rounds of
+reported as the compile time), then all are timed in rounds (one round = every path once, in a rotating order, as
+a block of its models run back to back with `original` first and last, plus one large matrix product): the median
+over rounds of
 - training step: forward + backward + fused AdamW step (the Trainer's default) on a masked-LM batch (exactly
   round(0.15 × seq_len) labelled positions per sequence, at most M), tokens/s;
 - inference: forward under `torch.inference_mode`, tokens/s (no labels: the full-logits path whatever the head, so
@@ -24,18 +25,20 @@ rotating order, plus one large matrix product): the median over rounds of
   were alone on the GPU); on CPU, which has no allocator statistics, weights + gradients + Adam state + the tensors
   autograd saves for the backward pass (the part of the peak that differs between the types), counted exactly;
 - MFU: analytic training FLOPs per token × tokens/s over the measured matrix-product rate of the same precision.
-Ratios: `vs original` to `original` on the same path (mode, head), with its range within single rounds (`per
-round`); `vs BERT` to BERT with the same mode (full head); `vs BERT run_mlm` to BERT eager with the full head, as
+Ratios: `vs original` to `original` on the same path (mode, head): the median over rounds of original's time,
+interpolated to the model's place in the block, over the model's (paired, so the machine's drift cancels), with its
+range over the rounds (`per round`); `vs BERT` to BERT with the same mode (full head); `vs BERT run_mlm` to BERT eager with the full head, as
 transformers' run_mlm.py example trains it. `expected` is the FLOP ratio original / type on the same path: the
 speed-up the type's saving allows if time followed FLOPs.
 Targets: every type's `vs original` ≥ expected − 0.02; `original` ≥ 0.98 × BERT on the full head in the same mode;
 memory of shared, mhe_add and mhe_mul below original's; on CUDA also each class's `train_speed_target` against BERT
 (same mode, full head, base size).
-On a CPU shared with other processes, `--threads 1 --clock process` times by this process's CPU time instead of the
-wall clock, which the other processes barely disturb. `--clock user` counts only its user-mode CPU time: on a CPU,
-glibc hands every buffer over 32 MB (the logits, their gradient) back to the kernel when it is freed, so each step
-faults ~1 GB of fresh zeroed pages, kernel time that is the same work for every model of a size but varied from 1.0 to
-3.4 s for one 7-s step of the same model here, with the machine's memory state; user time varied by 3%.
+On a CPU (`--cpu_memory keep`, the default) glibc keeps freed memory in the process, so a step reuses the pages of the
+last one instead of faulting in fresh ones. On a CPU shared with other processes, `--threads 1 --clock process` times
+by this process's CPU time instead of the wall clock, which the other processes barely disturb. `--clock user` counts only its user-mode CPU time: with
+`--cpu_memory release`, glibc hands every buffer over 32 MB (the logits, their gradient) back to the kernel when it is
+freed, so each step faults ~1 GB of fresh zeroed pages, kernel time that is the same work for every model of a size
+but varied from 1.0 to 3.4 s for one 7-s step of the same model on one machine, with its memory state.
 
 Writes `OUTPUT.md` and `OUTPUT.json` (default benchmarks/results/throughput-DEVICE) with the machine, the command,
 the load average and the wall time.
@@ -43,6 +46,8 @@ the load average and the wall time.
 
 import argparse
 import copy
+import ctypes
+import ctypes.util
 import json
 import math
 import os
@@ -120,6 +125,13 @@ def parse_command_line(argv):
         "--threads 1); user: its user-mode CPU time only, without the kernel's page faults, whose time varies run to run",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument(
+        "--cpu_memory",
+        default="keep",
+        choices=("keep", "release"),
+        help="keep: freed memory stays in the process for the next step (glibc mallopt; no effect elsewhere); "
+        "release: glibc's default, large buffers are unmapped when freed and fault in fresh pages the next step",
+    )
     parser.add_argument(
         "--matmul_size", type=int, default=None, help="MFU reference product size (default: 8192 on CUDA, 2048 on CPU)"
     )
@@ -253,6 +265,21 @@ def autocast(device, precision):
     return nullcontext()
 
 
+def keep_freed_memory():
+    """Make glibc keep freed memory in this process: no mmap for large buffers (M_MMAP_MAX 0) and no trimming of the
+    heap's top (M_TRIM_THRESHOLD 2 GiB). By default every buffer over 32 MB (logits, their gradient, the FFN's
+    activations) is unmapped when freed and mapped afresh at the next step, and on a virtual machine whose host takes
+    freed pages back the first touch of each page costs time even in user mode; kept, each step reuses the last one's
+    pages. Returns False where the C library has no mallopt (not glibc): nothing changes there."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
+
+
 def synchronize(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -357,6 +384,7 @@ class Entry:
     max_predictions_per_seq: int = None
     times_inference: bool = True  # False: a sparse-head view, whose inference is its full-head model's
     train_seconds: list = field(default_factory=list)
+    reference_seconds: list = field(default_factory=list)  # per round: `original`'s step time where this one ran
     inference_seconds: list = field(default_factory=list)
     compile_seconds: dict = None
     graphs: int = None
@@ -434,6 +462,39 @@ def warm_up(entries, args, device, precision, input_ids, labels):
                 timed(infer, args.warmup - 1, device)
 
 
+def rotated(items, shift):
+    shift %= max(1, len(items))
+    return items[shift:] + items[:shift]
+
+
+def timed_round(path_entries, round_index, train, infer, steps, device):
+    """One round of one path (mode, head): `original` first and last, the path's other models between them in an
+    order that rotates from round to round. A model's ratio to `original` in this round is taken to `original`'s time
+    interpolated linearly to its place between the two, which cancels a drift of the machine's speed (another
+    tenant, clock changes) over the block; the models of a path run back to back."""
+    reference = next((entry for entry in path_entries if entry.name == REFERENCE), None)
+    others = rotated([entry for entry in path_entries if entry is not reference], round_index)
+    if reference is not None:
+        first = timed(lambda: train(reference), steps, device)
+    own = []
+    for entry in others:
+        own.append(timed(lambda: train(entry), steps, device))
+        if entry.times_inference:
+            entry.inference_seconds.append(timed(lambda: infer(entry), steps, device))
+    if reference is None:
+        for entry, seconds in zip(others, own):
+            entry.train_seconds.append(seconds)
+        return
+    if reference.times_inference:
+        reference.inference_seconds.append(timed(lambda: infer(reference), steps, device))
+    last = timed(lambda: train(reference), steps, device)
+    reference.train_seconds.append((first + last) / 2)
+    reference.reference_seconds.append((first + last) / 2)
+    for place, (entry, seconds) in enumerate(zip(others, own), start=1):
+        entry.train_seconds.append(seconds)
+        entry.reference_seconds.append(first + (last - first) * place / (len(others) + 1))
+
+
 def benchmark_setting(args, device, size, seq_len, precision, implementation):
     """Rows (one per model and path) of one setting, timed interleaved."""
     entries = build_entries(args, device, size, seq_len, implementation, args.types, args.modes, args.heads)
@@ -451,22 +512,17 @@ def benchmark_setting(args, device, size, seq_len, precision, implementation):
     graphs_before = dynamo_counts()[0]
     matmul_flops_per_second(device, precision, args.matmul_size)  # warm-up
     peak_rates = []
+    paths = list(dict.fromkeys((entry.mode, entry.head) for entry in entries))
     for round_index in range(args.rounds):
-        shift = round_index % len(entries)  # rotate, so no model always runs right after the same one
-        for entry in entries[shift:] + entries[:shift]:
-            entry.train_seconds.append(
-                timed(
-                    lambda: train_step(entry.model, entry.optimizer, input_ids, labels, device, precision),
-                    args.steps_per_round,
-                    device,
-                )
+        for path in rotated(paths, round_index):
+            timed_round(
+                [entry for entry in entries if (entry.mode, entry.head) == path],
+                round_index,
+                lambda entry: train_step(entry.model, entry.optimizer, input_ids, labels, device, precision),
+                lambda entry: inference_step(entry.model, input_ids, device, precision),
+                args.steps_per_round,
+                device,
             )
-            if entry.times_inference:
-                entry.inference_seconds.append(
-                    timed(
-                        lambda: inference_step(entry.model, input_ids, device, precision), args.steps_per_round, device
-                    )
-                )
         peak_rates.append(matmul_flops_per_second(device, precision, args.matmul_size))
     peak = statistics.median(peak_rates)
     recompiled = dynamo_counts()[0] - graphs_before
@@ -497,6 +553,7 @@ def benchmark_setting(args, device, size, seq_len, precision, implementation):
                 "inference_tokens_per_s": tokens / statistics.median(inference.inference_seconds),
                 "inference_timed_on": inference.head,
                 "train_seconds": entry.train_seconds,
+                "reference_seconds": entry.reference_seconds or None,
                 "inference_seconds": inference.inference_seconds,
                 "memory_bytes": memory_bytes,
                 "train_flops_per_token": flops,
@@ -527,11 +584,13 @@ def add_ratios_and_targets(rows, device):
         bert = by_path.get((BERT, mode, "full"))
         if row["model"] == BERT:  # BERT's own path is the full head
             original = by_path.get((REFERENCE, mode, "full"))
-        row["train_ratio_original"] = ratio(row, "train_tokens_per_s", original)
-        # the same ratio within each round (the two ran back to back): how far the noise moves it
-        row["train_ratio_original_rounds"] = (
-            None if original is None else [o / t for o, t in zip(original["train_seconds"], row["train_seconds"])]
-        )
+        # per round: original's time where this model ran (interpolated, see timed_round) over its own; the
+        # reported ratio is their median, a paired estimate that the machine's drift between rounds leaves alone
+        rounds = None
+        if original is not None and row["reference_seconds"]:
+            rounds = [o / t for o, t in zip(row["reference_seconds"], row["train_seconds"])]
+        row["train_ratio_original_rounds"] = rounds
+        row["train_ratio_original"] = None if rounds is None else statistics.median(rounds)
         row["inference_ratio_original"] = ratio(row, "inference_tokens_per_s", original)
         row["memory_ratio_original"] = ratio(row, "memory_bytes", original)
         row["train_ratio_bert"] = ratio(row, "train_tokens_per_s", bert)
@@ -731,13 +790,21 @@ def describe_run(args, device):
     )
     return (
         f"Clock: {CLOCKS[args.clock][1]}. "
-        f"Median of {args.rounds} interleaved rounds of {args.steps_per_round} step(s) after {warmup} warm-up training "
+        + (
+            "CPU memory: freed buffers stay in the process (glibc mallopt), so a step reuses the last one's pages. "
+            if args.memory_kept
+            else ""
+        )
+        + f"{args.rounds} rounds of {args.steps_per_round} step(s) after {warmup} warm-up training "
         f"step(s) per model (and {warmup if compiled else args.warmup} inference); {args.tokens_per_batch} tokens per "
         f"batch, {round(MASK_RATE * 100)}% of each sequence's positions labelled (at most M); vocabulary "
         f"{args.vocab_size}. Modes: {modes}. Heads: {heads}. A model's paths share its weights and fused AdamW; a sparse "
-        "head's inference (no labels: full logits) is its full-head model's. `vs original`: training tokens/s over "
-        "`original`'s on the same path (mode, head), with the range of that ratio within single rounds, where the two "
-        "ran back to back (`per round`: how far the noise moves it); `expected`: `original`'s training FLOPs over the type's on that "
+        "head's inference (no labels: full logits) is its full-head model's. A round runs each path (mode, head) as "
+        "one block, in a rotating order: `original` first and last, the path's other models between them, also "
+        "rotating. tok/s: median over rounds (`original`: of the mean of its two steps). `vs original`: median over "
+        "rounds of `original`'s step time, interpolated linearly to the model's place in the block, over the model's "
+        "(a paired ratio: a drift of the machine's speed over the block cancels), with its range over the rounds "
+        "(`per round`: how far the noise moves it); `expected`: `original`'s training FLOPs over the type's on that "
         "path (sparse: the head transform and decoder on batch × M rows); `speed target`: vs original ≥ expected − "
         f"{SPEED_TOLERANCE}; `vs BERT`: over transformers' BertForMaskedLM with the same mode and the full head; "
         f"`original vs BERT target`: ≥ {BERT_TARGET} on the full head; `vs BERT run_mlm`: over BERT eager with the "
@@ -761,6 +828,7 @@ def main(argv=None):
     clock = CLOCKS[args.clock][0]
     if args.threads:
         torch.set_num_threads(args.threads)
+    args.memory_kept = args.device == "cpu" and args.cpu_memory == "keep" and keep_freed_memory()
     # every compiled model adds graphs (training, inference) to the same code objects, the models' forward: raise the
     # limit above their number, and fail rather than fall back to eager when it is hit
     dynamo_settings = dict(recompile_limit=max(8, 8 * (len(args.types) + 1)), fail_on_recompile_limit_hit=True)
@@ -823,6 +891,7 @@ def run(args, argv):
         "transformers": transformers.__version__,
         "threads": torch.get_num_threads() if not cuda else None,
         "clock": args.clock,
+        "cpu_memory": "kept" if args.memory_kept else "released",
         "modes": args.modes,
         "heads": args.heads,
         "compile_backend": args.compile_backend if "compiled" in args.modes else None,

@@ -3,6 +3,7 @@ numbers (FLOP counts, saved-activation memory, steps to a target)."""
 
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -155,9 +156,12 @@ def test_throughput_compiled_and_sparse_paths(tmp_path):
         assert row["train_ratio_bert"] == row["train_tokens_per_s"] / bert["train_tokens_per_s"]
         assert row["train_ratio_bert_run_mlm"] == row["train_tokens_per_s"] / run_mlm["train_tokens_per_s"]
         if name != "bert":
-            assert row["train_ratio_original"] == row["train_tokens_per_s"] / original["train_tokens_per_s"]
-            rounds = [o / t for o, t in zip(original["train_seconds"], row["train_seconds"])]
+            # paired: original's time where this model ran (between original's two steps of the block) over its own
+            if name == "original":  # its own: the mean of its two steps in the block
+                assert row["reference_seconds"] == row["train_seconds"]
+            rounds = [o / t for o, t in zip(row["reference_seconds"], row["train_seconds"])]
             assert row["train_ratio_original_rounds"] == rounds and len(rounds) == 1
+            assert row["train_ratio_original"] == rounds[0]
             assert row["memory_ratio_original"] == row["memory_bytes"] / original["memory_bytes"]
             assert row["expected_train_ratio"] == original["train_flops_per_token"] / row["train_flops_per_token"]
         # compiled: the first (warm-up) steps' wall time, compilation included
@@ -180,6 +184,42 @@ def test_throughput_compiled_and_sparse_paths(tmp_path):
     report = output.with_suffix(".md").read_text()
     assert "| tiny | 32 | fp32 | sdpa | compiled | sparse (M 7) | shared |" in report
     assert "vs BERT run_mlm (eager, full head)" in report and "compile s" in report
+
+
+def test_a_round_brackets_each_path_with_original_and_interpolates_its_time(monkeypatch):
+    """original runs first and last in its path's block; each other model is paired with original's time
+    interpolated to its place, so a linear drift of the machine's speed leaves the ratios exact."""
+    entries = [
+        throughput.Entry(name, "eager", "full", None, None, None, None) for name in ("bert", "original", "a", "b")
+    ]
+    entries[3].times_inference = False
+    calls = []
+    # original's step: 10 s first, 16 s last; between them a (and its inference), b, BERT (and its inference)
+    drift = iter([10.0, 3.0, 6.0, 5.0, 12.0, 1.5, 2.0, 16.0])
+
+    def fake_timed(function, steps, device):
+        calls.append(function())
+        return next(drift)
+
+    monkeypatch.setattr(throughput, "timed", fake_timed)
+    throughput.timed_round(entries, 1, lambda e: ("train", e.name), lambda e: ("infer", e.name), 1, None)
+    # rotated by the round: a, b, bert (the place decides the interpolation)
+    assert calls == [
+        ("train", "original"),
+        ("train", "a"),
+        ("infer", "a"),
+        ("train", "b"),
+        ("train", "bert"),
+        ("infer", "bert"),
+        ("infer", "original"),
+        ("train", "original"),
+    ]
+    bert, original, a, b = entries
+    assert original.train_seconds == original.reference_seconds == [13.0]
+    assert a.train_seconds == [3.0] and a.reference_seconds == [11.5]  # place 1 of 3 between 10 and 16
+    assert b.train_seconds == [5.0] and b.reference_seconds == [13.0] and b.inference_seconds == []
+    assert bert.train_seconds == [12.0] and bert.reference_seconds == [14.5]
+    assert a.inference_seconds == [6.0] and bert.inference_seconds == [1.5] and original.inference_seconds == [2.0]
 
 
 @pytest.mark.parametrize(
@@ -369,3 +409,36 @@ def test_convergence_rejects_bad_arguments():
 
 def test_matmul_rate_is_positive():
     assert throughput.matmul_flops_per_second(torch.device("cpu"), "fp32", 64) > 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and mallinfo2")
+def test_kept_cpu_memory_maps_no_large_buffer_of_its_own():
+    """With --cpu_memory keep, a 256 MB tensor comes from the heap, not from a mapping of its own that glibc would
+    unmap when it is freed (and the next step fault in afresh)."""
+    script = """
+import ctypes, ctypes.util, sys, torch
+sys.path.insert(0, "benchmarks")
+import throughput
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.mallinfo2.restype = Mallinfo2
+if sys.argv[1] == "keep":
+    assert throughput.keep_freed_memory()
+before = libc.mallinfo2().hblkhd
+tensor = torch.ones(64 * 2**20)
+print(libc.mallinfo2().hblkhd - before)
+"""
+    mapped = {}
+    for setting in ("keep", "release"):
+        result = subprocess.run(
+            [sys.executable, "-c", script, setting], capture_output=True, text=True, cwd=Path(__file__).parents[1]
+        )
+        if "mallinfo2" in result.stderr:  # glibc older than 2.33, or not glibc
+            pytest.skip("no mallinfo2 in this C library")
+        assert result.returncode == 0, result.stderr
+        mapped[setting] = int(result.stdout.split()[-1])
+    assert mapped["release"] >= 256 * 2**20 and mapped["keep"] == 0
