@@ -672,7 +672,7 @@ def profile_table(args, device, size, seq_len, precision, implementation):
         [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []
     )
     sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    tables = []
+    tables, shares = [], {}
     for entry in entries:
 
         def step():
@@ -681,12 +681,51 @@ def profile_table(args, device, size, seq_len, precision, implementation):
         timed(step, 2, device)  # compiles a compiled model
         with torch.profiler.profile(activities=activities) as profiler:
             timed(step, 1, device)
-        table = profiler.key_averages().table(sort_by=sort_by, row_limit=15)
+        events = profiler.key_averages()
+        table = events.table(sort_by=sort_by, row_limit=15)
+        shares[entry.name] = product_share(events, device)
         tables.append(
             f"### {entry.name} ({size}, seq {seq_len}, {precision}, {implementation}, {entry.mode}, "
-            f"{entry.head} head)\n\n```\n{table}\n```"
+            f"{entry.head} head)\n\n```\n{table}\n```\n\n"
+            f"Matrix products ({', '.join(PRODUCT_OPERATORS)}, attention kernels): {shares[entry.name]:.1%} of the "
+            "step's self time."
         )
+    original = next((entry for entry in entries if entry.name == REFERENCE), None)
+    if original is not None:
+        share = shares[REFERENCE]
+        lines = [
+            f"If a type's matrix products took `original`'s time over its FLOP ratio r and the rest ({1 - share:.1%} "
+            f"of `original`'s step here) were the same work, its ratio to `original` would be 1 / (p / r + 1 − p) "
+            f"with p = {share:.3f}:",
+            "",
+            "| type | FLOP ratio r | that ratio | target (r − 0.02) |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for entry in entries:
+            if entry.name in (BERT, REFERENCE):
+                continue
+            flops = training_flops_per_token(original.config, seq_len) / training_flops_per_token(entry.config, seq_len)
+            bound = 1 / (share / flops + 1 - share)
+            lines.append(f"| {entry.name} | {flops:.3f} | {bound:.3f} | {flops - SPEED_TOLERANCE:.3f} |")
+        tables.append("\n".join(lines))
     return "\n\n".join(tables)
+
+
+PRODUCT_OPERATORS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def product_share(events, device):
+    """Share of a profiled step's self time (the device's on CUDA) in matrix products and fused attention kernels."""
+    attribute = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    total = products = 0.0
+    for event in events:
+        seconds = getattr(event, attribute)
+        total += seconds
+        if event.key in PRODUCT_OPERATORS or event.key.startswith(
+            ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention")
+        ):
+            products += seconds
+    return products / total if total else 0.0
 
 
 def ratio_text(value):

@@ -3,6 +3,7 @@ numbers (FLOP counts, saved-activation memory, steps to a target)."""
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,24 @@ def test_throughput_compiled_and_sparse_paths(tmp_path):
     report = output.with_suffix(".md").read_text()
     assert "| tiny | 32 | fp32 | sdpa | compiled | sparse (M 7) | shared |" in report
     assert "vs BERT run_mlm (eager, full head)" in report and "compile s" in report
+
+
+def test_profile_gives_each_types_ratio_if_only_its_matrix_products_shrank(tmp_path):
+    output = tmp_path / "throughput"
+    argv = ["--sizes", "tiny", "--seq_lens", "16", "--tokens_per_batch", "64", "--rounds", "1", "--warmup", "0"]
+    argv += ["--vocab_size", "99", "--matmul_size", "64", "--types", "original", "shared", "--heads", "sparse"]
+    throughput.main(argv + ["--profile", "original,shared", "--output", str(output)])
+    report = output.with_suffix(".md").read_text()
+    shares = [float(share) for share in re.findall(r"attention kernels\): ([0-9.]+)% of the step", report)]
+    assert len(shares) == 3 and all(0 < share < 100 for share in shares)  # BERT, original, shared
+    share = float(re.search(r"with p = ([0-9.]+):", report).group(1))
+    assert share == pytest.approx(shares[1] / 100, abs=6e-4)
+    row = re.search(r"\| shared \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", report)
+    flops, bound, target = (float(value) for value in row.groups())
+    rows = {r["model"]: r for r in json.loads(output.with_suffix(".json").read_text())["rows"]}
+    assert flops == pytest.approx(rows["shared"]["expected_train_ratio"], abs=6e-4)  # the sparse path's FLOP ratio
+    assert bound == pytest.approx(1 / (share / flops + 1 - share), abs=2e-3) and 1 < bound < flops
+    assert target == pytest.approx(flops - 0.02, abs=6e-4)
 
 
 def test_a_round_brackets_each_path_with_original_and_interpolates_its_time(monkeypatch):
