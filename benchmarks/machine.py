@@ -1,12 +1,14 @@
-"""One line naming the machine a benchmark ran on, for the results files."""
+"""One line naming the machine a benchmark ran on, for the results files; how a CPU benchmark keeps its memory."""
 
+import ctypes
+import ctypes.util
 import os
 import platform
 
-import torch
-
 
 def describe_machine():
+    import torch  # here, so that keep_freed_memory can be used before torch is imported
+
     cpu = platform.machine()
     try:
         with open("/proc/cpuinfo") as file:
@@ -15,3 +17,18 @@ def describe_machine():
         pass
     gpu = f"{torch.cuda.get_device_name()}, " if torch.cuda.is_available() else "no GPU, "
     return f"{gpu}{cpu}, {os.cpu_count()} CPU cores; torch {torch.__version__}"
+
+
+def keep_freed_memory():
+    """Make glibc keep freed memory in this process: no mmap for large buffers (M_MMAP_MAX 0) and no trimming of the
+    heap's top (M_TRIM_THRESHOLD 2 GiB). By default every buffer over 32 MB (logits, their gradient, the FFN's
+    activations) is unmapped when freed and mapped afresh at the next step, and on a virtual machine whose host takes
+    freed pages back the first touch of each page costs time even in user mode; kept, each step reuses the last one's
+    pages. Returns False where the C library has no mallopt (not glibc): nothing changes there."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))

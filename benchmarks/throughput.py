@@ -46,8 +46,6 @@ the load average and the wall time.
 
 import argparse
 import copy
-import ctypes
-import ctypes.util
 import json
 import math
 import os
@@ -61,7 +59,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from machine import describe_machine  # benchmarks/machine.py
+from machine import describe_machine, keep_freed_memory  # benchmarks/machine.py
 from transformers import BertConfig, BertForMaskedLM
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, attention_class
@@ -263,21 +261,6 @@ def autocast(device, precision):
     if precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return nullcontext()
-
-
-def keep_freed_memory():
-    """Make glibc keep freed memory in this process: no mmap for large buffers (M_MMAP_MAX 0) and no trimming of the
-    heap's top (M_TRIM_THRESHOLD 2 GiB). By default every buffer over 32 MB (logits, their gradient, the FFN's
-    activations) is unmapped when freed and mapped afresh at the next step, and on a virtual machine whose host takes
-    freed pages back the first touch of each page costs time even in user mode; kept, each step reuses the last one's
-    pages. Returns False where the C library has no mallopt (not glibc): nothing changes there."""
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
-    except (OSError, AttributeError, TypeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
 
 
 def synchronize(device):

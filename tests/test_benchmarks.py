@@ -432,12 +432,13 @@ def test_matmul_rate_is_positive():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and mallinfo2")
 def test_kept_cpu_memory_maps_no_large_buffer_of_its_own():
-    """With --cpu_memory keep, a 256 MB tensor comes from the heap, not from a mapping of its own that glibc would
-    unmap when it is freed (and the next step fault in afresh)."""
+    """With --cpu_memory keep, a 256 MB buffer (allocated as torch's CPU allocator does, with posix_memalign) comes
+    from the heap, not from a mapping of its own that glibc would unmap when it is freed (and the next step would
+    fault in afresh)."""
     script = """
-import ctypes, ctypes.util, sys, torch
+import ctypes, ctypes.util, sys
 sys.path.insert(0, "benchmarks")
-import throughput
+import machine
 
 class Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
@@ -446,9 +447,10 @@ class Mallinfo2(ctypes.Structure):
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.mallinfo2.restype = Mallinfo2
 if sys.argv[1] == "keep":
-    assert throughput.keep_freed_memory()
+    assert machine.keep_freed_memory()
 before = libc.mallinfo2().hblkhd
-tensor = torch.ones(64 * 2**20)
+buffer = ctypes.c_void_p()
+assert libc.posix_memalign(ctypes.byref(buffer), 64, ctypes.c_size_t(256 * 2**20)) == 0
 print(libc.mallinfo2().hblkhd - before)
 """
     mapped = {}
