@@ -459,27 +459,23 @@ def timed_round(path_entries, round_index, train, infer, steps, device):
     others = rotated([entry for entry in path_entries if entry is not reference], round_index)
     if reference is not None:
         first = timed(lambda: train(reference), steps, device)
-    own = []
     for entry in others:
-        own.append(timed(lambda: train(entry), steps, device))
+        entry.train_seconds.append(timed(lambda: train(entry), steps, device))
         if entry.times_inference:
             entry.inference_seconds.append(timed(lambda: infer(entry), steps, device))
     if reference is None:
-        for entry, seconds in zip(others, own):
-            entry.train_seconds.append(seconds)
         return
     if reference.times_inference:
         reference.inference_seconds.append(timed(lambda: infer(reference), steps, device))
     last = timed(lambda: train(reference), steps, device)
     reference.train_seconds.append((first + last) / 2)
     reference.reference_seconds.append((first + last) / 2)
-    for place, (entry, seconds) in enumerate(zip(others, own), start=1):
-        entry.train_seconds.append(seconds)
+    for place, entry in enumerate(others, start=1):
         entry.reference_seconds.append(first + (last - first) * place / (len(others) + 1))
 
 
 def benchmark_setting(args, device, size, seq_len, precision, implementation):
-    """Rows (one per model and path) of one setting, timed interleaved."""
+    """Rows (one per model and path) of one setting, timed in rounds of path blocks (see timed_round)."""
     entries = build_entries(args, device, size, seq_len, implementation, args.types, args.modes, args.heads)
     predictions = max_predictions(args, seq_len)
     batch_size = args.tokens_per_batch // seq_len
