@@ -680,10 +680,11 @@ def profile_table(args, device, size, seq_len, precision, implementation):
             "| type | FLOP ratio r | that ratio | target (r − 0.02) |",
             "| --- | ---: | ---: | ---: |",
         ]
+        original_flops = training_flops_per_token(original.config, seq_len)
         for entry in entries:
             if entry.name in (BERT, REFERENCE):
                 continue
-            flops = training_flops_per_token(original.config, seq_len) / training_flops_per_token(entry.config, seq_len)
+            flops = original_flops / training_flops_per_token(entry.config, seq_len)
             bound = 1 / (share / flops + 1 - share)
             lines.append(f"| {entry.name} | {flops:.3f} | {bound:.3f} | {flops - SPEED_TOLERANCE:.3f} |")
         tables.append("\n".join(lines))
