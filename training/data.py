@@ -496,11 +496,21 @@ def load_blocks(
     tokens = texts.map(tokenize, batched=True).select_columns(["input_ids"])
     blocks = tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
     if isinstance(blocks, IterableDataset):
-        if next(iter(blocks), None) is None:
+        held_out, held_out_texts = held_out_stream_blocks(texts, tokenize, data_args)
+        # The training stream leaves out every text of the held-out blocks by its digest, not by its place: a place
+        # in the stream is not one once the stream is split between processes and dataloader workers.
+        train_texts = texts.filter(
+            lambda batch: [text_digest(text) not in held_out_texts for text in batch[data_args.text_column]],
+            batched=True,
+        )
+        train_tokens = train_texts.map(tokenize, batched=True).select_columns(["input_ids"])
+        train = train_tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
+        if next(iter(train.iter(batch_size=1)), None) is None:
             raise UserError(
-                f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens."
+                f"{describe_source(data_args)} give no training block besides the "
+                f"{data_args.eval_blocks} held-out blocks; lower eval_blocks or max_seq_length, or add data."
             )
-        return blocks.skip(data_args.eval_blocks), blocks.take(data_args.eval_blocks)
+        return train, held_out
     if len(blocks) <= data_args.eval_blocks:
         raise UserError(
             f"{describe_source(data_args)} give {len(blocks)} blocks of {block_size} tokens, not more than eval_blocks="
@@ -508,6 +518,38 @@ def load_blocks(
         )
     split = blocks.train_test_split(test_size=data_args.eval_blocks, seed=seed)
     return split["train"], split["test"]
+
+
+def text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def held_out_stream_blocks(texts: IterableDataset, tokenize, data_args: DataArguments) -> tuple[Dataset, set[bytes]]:
+    """The first `eval_blocks` blocks of a stream, cut as the training blocks are (batches of 1,000 texts, each
+    batch's tail dropped), and the digests of the texts they were cut from (a text that ends in a block's tokens
+    included)."""
+    block_size, wanted = data_args.max_seq_length, data_args.eval_blocks
+    blocks, digests = [], set()
+    for batch in texts.iter(batch_size=1000):
+        tokens = tokenize(batch)["input_ids"]
+        cut = group_into_blocks({"input_ids": tokens}, block_size)["input_ids"][: wanted - len(blocks)]
+        held_out_tokens, start = len(cut) * block_size, 0
+        for text, ids in zip(batch[data_args.text_column], tokens, strict=True):
+            if start >= held_out_tokens:
+                break
+            digests.add(text_digest(text))
+            start += len(ids)
+        blocks += cut
+        if len(blocks) == wanted:
+            break
+    if len(blocks) < wanted:
+        raise UserError(
+            f"{describe_source(data_args)} give {len(blocks)} blocks of {block_size} tokens, not more than "
+            f"eval_blocks={wanted}, so none would be left to train on; lower eval_blocks or max_seq_length, or add data."
+            if blocks
+            else f"The training data are empty: {describe_source(data_args)} give no block of {block_size} tokens."
+        )
+    return Dataset.from_dict({"input_ids": blocks}), digests
 
 
 @dataclass

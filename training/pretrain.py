@@ -37,6 +37,16 @@ from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import UserError, run_command
 from . import data as data_module
 from .arguments import DataArguments, ModelArguments, RunArguments, model_config, parse_arguments
+from .blocks import (
+    DATA_POSITION_FILE,
+    ERROR_KEY,
+    POSITION_KEY,
+    PositionTracker,
+    Readers,
+    TrainingBlocks,
+    read_position,
+    resumed_reader_states,
+)
 from .compat import overwrite_requested, rotate_checkpoints_in
 from .data import prediction_cap
 from .evaluation import HeldOut, eval_comparison, held_out_scores, report
@@ -65,10 +75,71 @@ from .run_folder import (
 _T = TypeVar("_T")
 
 
+class BatchCollator:
+    """Collates a micro-batch of TrainingBlocks (in a dataloader worker, if any) and keeps its data position with it,
+    for the training process to note once the micro-batch is trained."""
+
+    def __init__(self, collator: Callable[[list[dict]], dict]):
+        self.collator = collator
+
+    def __call__(self, item: dict) -> dict:
+        if ERROR_KEY in item:
+            return item
+        batch = self.collator([{"input_ids": block} for block in item["blocks"]])
+        batch[POSITION_KEY] = item["position"]
+        return batch
+
+
 class SymBertPretrainingTrainer(Trainer):
-    """The Trainer with atomic checkpoints and SymBERT's weight-decay groups."""
+    """The Trainer with atomic checkpoints, SymBERT's weight-decay groups, and the training data read in the run's
+    order (training/blocks.py): every checkpoint saves the data position, and a resume reads on from it without
+    replaying what was read before."""
 
     staging = False  # while True, the Trainer's run folder is the staging folder: checkpoints are written there
+    resume_from: str | None = None  # the checkpoint train() resumes from: where the data position is read
+
+    def get_train_dataloader(self) -> torch.utils.data.DataLoader:
+        args = self.args
+        readers = Readers(args.world_size, args.process_index, args.dataloader_num_workers)
+        streamed = isinstance(self.train_dataset, data_module.IterableDataset)
+        blocks_per_pass = None if streamed else len(self.train_dataset)
+        self.data_positions = PositionTracker(readers, blocks_per_pass, self._train_batch_size)
+        if self.resume_from is not None:
+            state = TrainerState.load_from_json(os.path.join(self.resume_from, TRAINER_STATE_NAME))
+            micro_batches = state.global_step * args.gradient_accumulation_steps
+            position = read_position(self.resume_from, args.process_index)
+            states = resumed_reader_states(position, self.resume_from, readers, micro_batches, streamed)
+            self.data_positions.start_at(micro_batches, states)
+        blocks = TrainingBlocks(
+            self.train_dataset,
+            batch_size=self._train_batch_size,
+            seed=args.seed if args.data_seed is None else args.data_seed,
+            readers=readers,
+            first_micro_batch=self.data_positions.micro_batches,
+            reader_states=self.data_positions.reader_states,
+        )
+        workers = args.dataloader_num_workers
+        return torch.utils.data.DataLoader(
+            blocks,
+            batch_size=None,  # TrainingBlocks yields whole micro-batches
+            collate_fn=BatchCollator(self.data_collator),
+            num_workers=workers,
+            pin_memory=args.dataloader_pin_memory and args.device.type == "cuda",
+            prefetch_factor=args.dataloader_prefetch_factor if workers else None,
+            multiprocessing_context=args.dataloader_multiprocessing_context if workers else None,
+            in_order=True,  # the order of the run: micro-batch j from worker j mod N
+        )
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if ERROR_KEY in inputs:  # a bad record met by a dataloader worker
+            raise UserError(inputs[ERROR_KEY])
+        self.data_positions.consumed(inputs.pop(POSITION_KEY))
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def _maybe_log_save_evaluate(self, *args, **kwargs):
+        # The Trainer counts epochs of an unsized loader as shares of max_steps; the data position knows the passes.
+        self.state.epoch = self.data_positions.passes()
+        return super()._maybe_log_save_evaluate(*args, **kwargs)
 
     def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
         """As the Trainer (no decay on biases and LayerNorm), and none on the parameters each attention type names
@@ -95,6 +166,10 @@ class SymBertPretrainingTrainer(Trainer):
         self.staging = True
         try:
             super()._save_checkpoint(model, trial)
+            os.makedirs(staged, exist_ok=True)
+            position = os.path.join(staged, DATA_POSITION_FILE.format(rank=self.args.process_index))
+            positions = self.data_positions.to_json()
+            write_atomically(Path(position), lambda file: file.write(json.dumps(positions) + "\n"))
         except OSError as error:  # a full disk: the staged part goes, the checkpoints in place stay
             shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
             raise write_error(error, Path(error.filename or staged), f"checkpoint {name}") from None
@@ -205,6 +280,7 @@ def pretrain_in_locked_folder(
     if model_args.paper_weight_decay:  # recorded in the summary's training arguments as the decay trained with
         factor = attention_class(config.attention_type).paper_weight_decay_factor
         training_args = replace(training_args, weight_decay=training_args.weight_decay * factor)
+    training_args = data_order_arguments(training_args, train_blocks)
     model = SymBertForMaskedLM(config)
     collator = data_module.ResumableMLMCollator(
         tokenizer,
@@ -235,6 +311,7 @@ def pretrain_in_locked_folder(
     else:
         if resume and trainer.is_world_process_zero():
             print(f"Resuming from {resume}")
+        trainer.resume_from = resume
         train_runtime = trainer.train(resume_from_checkpoint=resume).metrics["train_runtime"]
     evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
     if not evals or evals[-1]["step"] != trainer.state.global_step:  # masks are fixed: no need to evaluate twice
@@ -262,6 +339,7 @@ def pretrain_in_locked_folder(
             "global_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
             "max_seq_length": data_args.max_seq_length,
             "steps": trainer.state.global_step,
+            "passes": trainer.state.epoch,  # over the training blocks (a stream: whole passes until one is done)
             "final_eval_loss": final_eval_loss,
             # what symbert-release reads (it unpickles nothing): the data, the machine, every training argument
             "run_arguments": asdict(run_args),
@@ -283,6 +361,21 @@ def pretrain_in_locked_folder(
         return TrainedRun(trainer.state.log_history)
     held_out = HeldOut(tokenizer, train_blocks, eval_blocks, collator, training_args.per_device_eval_batch_size)
     return TrainedRun(trainer.state.log_history, model, held_out)
+
+
+def data_order_arguments(training_args: TrainingArguments, train_blocks) -> TrainingArguments:
+    """The Trainer's arguments for reading the data in the run's order (training/blocks.py): no batches skipped on
+    resume (the data position says where to go on), and for map-style data trained by epochs, the steps they take
+    (the order chains passes, so the loader has no length to count epochs in)."""
+    updates = {"ignore_data_skip": True}
+    if training_args.max_steps <= 0:  # not a stream (those need max_steps)
+        blocks_per_step = (
+            training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
+        )
+        updates["max_steps"] = math.ceil(training_args.num_train_epochs * len(train_blocks) / blocks_per_step)
+    if training_args.dataloader_num_workers and "TOKENIZERS_PARALLELISM" not in os.environ:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # forked workers: one tokenizer thread each, and no warning
+    return replace(training_args, **updates)
 
 
 def save_final_model(trainer: Trainer, title: str) -> None:

@@ -1,0 +1,138 @@
+"""The order pre-training reads its blocks in (training/blocks.py): passes chained, split across processes and
+dataloader workers, and resumed from a saved position exactly, without reading what came before it."""
+
+import itertools
+
+import pytest
+import torch
+from datasets import Dataset, IterableDataset
+
+from symbert.cli import UserError
+from symbert.training.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks, resumed_reader_states
+
+
+def loader(blocks, workers):
+    return torch.utils.data.DataLoader(blocks, batch_size=None, num_workers=workers, collate_fn=lambda item: item)
+
+
+def take(blocks, count):
+    return list(itertools.islice(loader(blocks, blocks.readers.workers), count))
+
+
+def map_style_blocks(count=10):
+    return Dataset.from_dict({"input_ids": [[index] * 3 for index in range(count)]})
+
+
+def stream_blocks(count=23, shards=2):
+    """A stream of `count` one-id blocks in `shards` shards (data sources), as datasets streams local files."""
+
+    def generate(shard_ids):
+        for shard in shard_ids:
+            for index in range(shard, count, shards):
+                yield {"input_ids": [index, index]}
+
+    return IterableDataset.from_generator(generate, gen_kwargs={"shard_ids": list(range(shards))})
+
+
+def ids(batches):
+    return [[block[0] for block in batch["blocks"]] for batch in batches]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_style_passes_are_permutations_and_processes_split_one_process_s_order(workers):
+    single = ids(take(TrainingBlocks(map_style_blocks(), batch_size=4, seed=3, readers=Readers(workers=workers)), 10))
+    flat = list(itertools.chain.from_iterable(single))
+    for pass_index in range(4):  # every block once per pass, a new order each pass
+        assert sorted(flat[pass_index * 10 : (pass_index + 1) * 10]) == list(range(10))
+    assert flat[:10] != flat[10:20]
+    halves = [
+        ids(take(TrainingBlocks(map_style_blocks(), batch_size=2, seed=3, readers=Readers(2, rank, workers)), 10))
+        for rank in range(2)
+    ]
+    assert [a + b for a, b in zip(*halves, strict=True)] == single  # rank 0 then rank 1: one process's micro-batch
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_style_order_starts_at_any_micro_batch(workers):
+    whole = ids(take(TrainingBlocks(map_style_blocks(), batch_size=3, seed=0), 12))
+    for start in (1, 3, 4, 7):  # inside a pass, at a pass boundary (micro-batch 3 holds blocks 9..11), past it
+        readers = Readers(workers=workers)
+        resumed = TrainingBlocks(map_style_blocks(), batch_size=3, seed=0, readers=readers, first_micro_batch=start)
+        assert ids(take(resumed, 12 - start)) == whole[start:]
+
+
+def resume_stream_at(stop, workers, count=23, batches=14):
+    """The micro-batches of a stream read from the start, and those of a reader resumed after `stop` of them from
+    the positions they carried."""
+    readers = Readers(workers=workers)
+    whole = take(TrainingBlocks(stream_blocks(count), batch_size=3, seed=0, readers=readers), batches)
+    tracker = PositionTracker(readers, None, 3)
+    for batch in whole[:stop]:
+        tracker.consumed(batch["position"])
+    resumed = TrainingBlocks(
+        stream_blocks(count),
+        batch_size=3,
+        seed=0,
+        readers=readers,
+        first_micro_batch=tracker.micro_batches,
+        reader_states=tracker.reader_states,
+    )
+    return whole, take(resumed, batches - stop), tracker
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("stop", [2, 7, 8, 11])
+def test_a_stream_resumes_exactly_inside_and_after_a_pass(workers, stop):
+    whole, resumed, _ = resume_stream_at(stop, workers)
+    assert ids(resumed) == ids(whole[stop:])
+    assert [batch["position"] for batch in resumed] == [batch["position"] for batch in whole[stop:]]
+
+
+def test_a_stream_s_passes_are_counted_and_each_block_is_read_once_per_pass():
+    whole, _, tracker = resume_stream_at(14, 0, count=24, batches=14)  # 8 micro-batches of 3 per pass
+    flat = list(itertools.chain.from_iterable(ids(whole)))
+    assert sorted(flat[:24]) == list(range(24)) and flat[24:] == flat[: len(flat) - 24]  # no shuffle: same order
+    assert tracker.passes() == pytest.approx(14 * 3 / 24)
+    _, _, inside_first = resume_stream_at(5, 0, count=24, batches=5)
+    assert inside_first.passes() == 0.0  # the length of a pass is not known before one ends
+
+
+def test_two_workers_read_disjoint_shards_of_a_stream():
+    batches = take(TrainingBlocks(stream_blocks(24, shards=4), batch_size=2, seed=0, readers=Readers(workers=2)), 12)
+    flat = list(itertools.chain.from_iterable(ids(batches)))
+    assert sorted(flat) == list(range(24))  # one pass: each block once
+    by_reader = {0: set(), 1: set()}
+    for batch in batches:
+        by_reader[batch["position"]["reader"]].update(block[0] for block in batch["blocks"])
+    assert not by_reader[0] & by_reader[1]
+
+
+def test_two_processes_read_disjoint_parts_of_a_stream():
+    parts = [
+        set(
+            itertools.chain.from_iterable(
+                ids(take(TrainingBlocks(stream_blocks(24, shards=4), batch_size=2, seed=0, readers=Readers(2, r)), 6))
+            )
+        )
+        for r in range(2)
+    ]
+    assert not parts[0] & parts[1] and parts[0] | parts[1] == set(range(24))
+
+
+def test_a_reader_without_data_is_one_line_from_a_worker():
+    # one shard, three readers: datasets gives one record in three to each; 2 records leave reader 2 with nothing
+    blocks = TrainingBlocks(stream_blocks(2, shards=1), batch_size=1, seed=0, readers=Readers(workers=3))
+    items = take(blocks, 3)
+    errors = [item[ERROR_KEY] for item in items if ERROR_KEY in item]
+    assert errors and "got no block of the training stream" in errors[0] and "\n" not in errors[0]
+
+
+def test_a_stream_resumed_with_other_readers_is_refused(tmp_path):
+    position = {"micro_batches": 8, "world_size": 1, "readers_per_process": 2, "reader_states": {0: {}, 1: {}}}
+    with pytest.raises(UserError, match="read by 1 processes × 2 readers each, this run has 1 × 1"):
+        resumed_reader_states(position, tmp_path, Readers(workers=0), 8, streamed=True)
+    with pytest.raises(UserError, match="at micro-batch 8 but its Trainer state at 6"):
+        resumed_reader_states(position, tmp_path, Readers(workers=2), 6, streamed=True)
+    with pytest.raises(UserError, match="has no data_position_rank0.json"):
+        resumed_reader_states(None, tmp_path, Readers(), 8, streamed=True)
+    assert resumed_reader_states(None, tmp_path, Readers(), 8, streamed=False) == {}

@@ -1,0 +1,240 @@
+"""The order in which pre-training reads its blocks, and where it stands in it: passes over the data chained into one
+endless sequence, split across processes and dataloader workers, with a position that every batch carries and every
+checkpoint saves, so that a resumed run reads on from exactly where the stopped run was, at a cost that does not grow
+with the steps already done.
+
+Two kinds of block source:
+- map-style blocks (a tokenised corpus in memory, or prepared shards on disk, see prepared.py): pass p reads the
+  blocks in a permutation seeded by (seed, p). Micro-batch j of process r is the slice [(j·W + r)·b, (j·W + r + 1)·b)
+  of the endless sequence (W processes, b blocks per micro-batch), so W processes train on exactly the blocks that one
+  process with b·W blocks per micro-batch would, each once per pass, and the position is a function of j alone.
+- a stream (datasets' IterableDataset of blocks): split between the readers (processes × workers) with datasets'
+  split_dataset_by_node (by shards when they divide evenly, else one record in every R); each reader's position is
+  its pass and datasets' own state_dict, which resumes a stream without reading what came before its shard.
+
+With N dataloader workers, the DataLoader takes micro-batch j from worker j mod N, round robin from worker 0 on each
+new iterator. Micro-batch j belongs to reader j mod N; after a resume at micro-batch j0, worker k plays reader
+(j0 + k) mod N, so the round robin goes on where it was.
+"""
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from datasets import Dataset, IterableDataset
+from datasets.distributed import split_dataset_by_node
+
+from ..cli import UserError
+
+DATA_POSITION_FILE = "data_position_rank{rank}.json"  # one per process, in every checkpoint
+POSITION_KEY = "data_position"  # the key under which a collated batch carries its position (taken off before the model)
+ERROR_KEY = "data_error"  # a UserError raised in a dataloader worker, carried to the training process as one line
+
+
+@dataclass
+class Readers:
+    """Who reads what: `world_size` processes, each with `workers` dataloader workers (0: it reads itself)."""
+
+    world_size: int = 1
+    rank: int = 0
+    workers: int = 0
+
+    @property
+    def per_process(self) -> int:
+        return max(self.workers, 1)
+
+
+class MapStyleOrder:
+    """The blocks of a map-style source in passes, each a permutation seeded by (seed, pass)."""
+
+    def __init__(self, blocks: Any, seed: int):
+        self.blocks, self.seed = blocks, seed
+        self.count = len(blocks)
+        self._permutation = (None, None)
+
+    def permutation(self, pass_index: int) -> np.ndarray:
+        if self._permutation[0] != pass_index:  # one pass at a time: O(blocks) once per pass
+            generator = np.random.default_rng([self.seed, pass_index])
+            self._permutation = (pass_index, generator.permutation(self.count))
+        return self._permutation[1]
+
+    def indices(self, start: int, size: int) -> list[int]:
+        """The block indices at positions [start, start + size) of the endless sequence of passes."""
+        indices = []
+        for position in range(start, start + size):
+            pass_index, offset = divmod(position, self.count)
+            indices.append(int(self.permutation(pass_index)[offset]))
+        return indices
+
+    def rows(self, indices: list[int]) -> list[list[int]]:
+        if isinstance(self.blocks, Dataset):
+            return self.blocks[indices]["input_ids"]
+        return self.blocks[indices].tolist()  # a PreparedBlocks memory map
+
+
+def stream_for_reader(blocks: IterableDataset, reader: int, readers: int) -> IterableDataset:
+    """The part of `blocks` that `reader` of `readers` reads: a new IterableDataset (also for a single reader), so
+    that a state loaded into it for one pass does not carry over to the next."""
+    return split_dataset_by_node(blocks, rank=reader, world_size=readers)
+
+
+@dataclass
+class TrainingBlocks(torch.utils.data.IterableDataset):
+    """Micro-batches of blocks in the run's order from `first_micro_batch` on, for one process and its workers, each
+    as {"blocks": [...], "position": ...}; `reader_states` are the positions a checkpoint saved (streams only)."""
+
+    source: Dataset | IterableDataset | Any
+    batch_size: int
+    seed: int
+    readers: Readers = field(default_factory=Readers)
+    first_micro_batch: int = 0
+    reader_states: dict[int, dict] = field(default_factory=dict)
+
+    @property
+    def streamed(self) -> bool:
+        return isinstance(self.source, IterableDataset)
+
+    def __iter__(self) -> Iterator[dict]:
+        info = torch.utils.data.get_worker_info()
+        worker = 0 if info is None else info.id
+        try:
+            if self.streamed:
+                yield from self._stream_batches(worker)
+            else:
+                yield from self._map_style_batches(worker)
+        except UserError as error:  # in a worker the DataLoader would wrap it in a traceback: carry the line instead
+            if info is None:
+                raise
+            yield {ERROR_KEY: str(error)}
+
+    def _map_style_batches(self, worker: int) -> Iterator[dict]:
+        order, readers = MapStyleOrder(self.source, self.seed), self.readers
+        micro_batch = self.first_micro_batch + worker
+        while True:
+            start = (micro_batch * readers.world_size + readers.rank) * self.batch_size
+            indices = order.indices(start, self.batch_size)
+            yield {"blocks": order.rows(indices), "position": {"micro_batch": micro_batch}}
+            micro_batch += readers.per_process
+
+    def _stream_batches(self, worker: int) -> Iterator[dict]:
+        readers = self.readers
+        reader = (self.first_micro_batch + worker) % readers.per_process
+        state = dict(self.reader_states.get(reader) or {"pass": 0, "blocks_in_pass": 0, "blocks_per_pass": None})
+        global_reader = readers.rank * readers.per_process + reader
+        total_readers = readers.world_size * readers.per_process
+        micro_batch = self.first_micro_batch + worker
+        batch = []
+        while True:
+            stream = stream_for_reader(self.source, global_reader, total_readers)
+            if state.get("dataset") is not None:
+                stream.load_state_dict(state["dataset"])
+            read = 0
+            for example in stream.iter(batch_size=1):
+                read += 1
+                state["blocks_in_pass"] += 1
+                state["dataset"] = stream.state_dict()
+                batch.append(example["input_ids"][0])
+                if len(batch) == self.batch_size:
+                    position = {"micro_batch": micro_batch, "reader": reader, "state": dict(state)}
+                    yield {"blocks": batch, "position": position}
+                    batch, micro_batch = [], micro_batch + readers.per_process
+            if read == 0 and state["blocks_in_pass"] == 0:
+                raise UserError(
+                    f"Reader {global_reader} of {total_readers} ({readers.world_size} processes × "
+                    f"{readers.per_process} per process) got no block of the training stream in a whole pass: the "
+                    "data has fewer shards or records than readers; lower --dataloader_num_workers or use more data."
+                )
+            state = {"pass": state["pass"] + 1, "blocks_in_pass": 0, "blocks_per_pass": state["blocks_in_pass"]}
+
+
+class PositionTracker:
+    """In the training process: the position of the last micro-batch trained, per reader, and what a checkpoint saves
+    of it."""
+
+    def __init__(self, readers: Readers, blocks_per_pass: int | None, batch_size: int):
+        self.readers, self.blocks_per_pass, self.batch_size = readers, blocks_per_pass, batch_size
+        self.micro_batches = 0
+        self.reader_states: dict[int, dict] = {}
+
+    def start_at(self, micro_batches: int, reader_states: dict[int, dict]) -> None:
+        self.micro_batches, self.reader_states = micro_batches, dict(reader_states)
+
+    def consumed(self, position: dict) -> None:
+        if position["micro_batch"] != self.micro_batches:  # would mean the round robin or a reader went astray
+            raise RuntimeError(
+                f"Data order broken: micro-batch {position['micro_batch']} arrived where {self.micro_batches} was due."
+            )
+        self.micro_batches += 1
+        if "reader" in position:
+            self.reader_states[position["reader"]] = position["state"]
+
+    def passes(self) -> float | None:
+        """Passes over the training data so far, by this process's count (map-style: exact; a stream: whole passes
+        until every reader has finished one, then with the fraction)."""
+        if self.blocks_per_pass is not None:  # map-style: every process reads its share of each global micro-batch
+            blocks = self.micro_batches * self.readers.world_size * self.batch_size
+            return blocks / self.blocks_per_pass
+        states = [self.reader_states.get(reader) for reader in range(self.readers.per_process)]
+        if any(state is None for state in states):
+            return float(min((state["pass"] for state in states if state), default=0))
+        if all(state["blocks_per_pass"] for state in states):
+            done = sum(state["pass"] * state["blocks_per_pass"] + state["blocks_in_pass"] for state in states)
+            return done / sum(state["blocks_per_pass"] for state in states)
+        return float(min(state["pass"] for state in states))
+
+    def to_json(self) -> dict:
+        return {
+            "micro_batches": self.micro_batches,
+            "world_size": self.readers.world_size,
+            "readers_per_process": self.readers.per_process,
+            "passes": self.passes(),
+            "reader_states": {str(reader): state for reader, state in sorted(self.reader_states.items())},
+        }
+
+
+def read_position(checkpoint: str | Path, rank: int) -> dict | None:
+    """The data position a checkpoint saved for process `rank`, or None if it has none (a checkpoint of a run that
+    did not save one)."""
+    path = Path(checkpoint) / DATA_POSITION_FILE.format(rank=rank)
+    if not path.is_file():
+        return None
+    try:
+        position = json.loads(path.read_text())
+        position["reader_states"] = {int(key): value for key, value in position["reader_states"].items()}
+        int(position["micro_batches"])
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UserError(f"{path} is not a data position ({type(error).__name__}: {error}).") from None
+    return position
+
+
+def resumed_reader_states(
+    position: dict | None, checkpoint: str | Path, readers: Readers, micro_batches: int, streamed: bool
+) -> dict[int, dict]:
+    """The reader states to resume a stream from (map-style positions follow from the step alone), checked against
+    this run: the same micro-batch count as the Trainer's step, and for a stream the same readers."""
+    if position is None:
+        if streamed:
+            raise UserError(
+                f"Cannot resume the stream from {checkpoint}: it has no {DATA_POSITION_FILE.format(rank=readers.rank)} "
+                "(a checkpoint of an older version); train again with --overwrite_output_dir true."
+            )
+        return {}
+    if position["micro_batches"] != micro_batches:
+        raise UserError(
+            f"{checkpoint}: its data position is at micro-batch {position['micro_batches']} but its Trainer state at "
+            f"{micro_batches}; the checkpoint is damaged: resume from an earlier one."
+        )
+    if streamed:
+        saved = (position.get("world_size"), position.get("readers_per_process"))
+        if saved != (readers.world_size, readers.per_process):
+            raise UserError(
+                f"Cannot resume the stream from {checkpoint}: it was read by {saved[0]} processes × {saved[1]} readers "
+                f"each, this run has {readers.world_size} × {readers.per_process} (--dataloader_num_workers "
+                f"{readers.workers}); resume with --dataloader_num_workers {saved[1] if saved[1] > 1 else 0} on "
+                f"{saved[0]} processes."
+            )
+    return position["reader_states"]
