@@ -126,6 +126,17 @@ class DataArguments:
         default=200, metadata={"help": "held-out blocks for the eval loss (the paper's recipes: 10,000)"}
     )
     mlm_probability: float = field(default=0.15, metadata={"help": "share of tokens masked, in (0, 1)"})
+    blocks_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "train from a folder of symbert-prepare-data (tokenised once, memory-mapped) instead of texts: "
+            "its tokenizer, blocks and held-out blocks"
+        },
+    )
+    num_proc: int | None = field(
+        default=None,
+        metadata={"help": "processes that tokenise: symbert-prepare-data's shards, and a corpus read into memory"},
+    )
 
 
 ARGUMENT_DATACLASSES = (RunArguments, ModelArguments, DataArguments, TrainingArguments)  # parse_arguments' order

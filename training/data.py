@@ -42,7 +42,7 @@ def cache_dir() -> Path:
 
 
 def uses_embedded_corpus(data_args: DataArguments) -> bool:
-    return data_args.dataset_name is None and not data_args.train_files
+    return data_args.dataset_name is None and not data_args.train_files and data_args.blocks_dir is None
 
 
 def load_texts(data_args: DataArguments) -> Dataset | IterableDataset:
@@ -124,7 +124,11 @@ def load_local_files(data_args: DataArguments) -> Dataset | IterableDataset:
 def stream_files(files: list[str], builder: str, text_column: str) -> Iterator[dict]:
     for file in files:
         with errors_named_by_file([Path(file)], text_column):
-            yield from load_dataset(builder, data_files=file, split="train", streaming=True)
+            stream = load_dataset(builder, data_files=file, split="train", streaming=True)
+            # .iter, not iteration: in a dataloader worker, iterating would split this one file between the workers
+            for batch in stream.iter(batch_size=1000):
+                columns = list(batch)
+                yield from (dict(zip(columns, row, strict=True)) for row in zip(*batch.values(), strict=True))
 
 
 @contextmanager
@@ -284,6 +288,8 @@ def missing_text_error(data_args: DataArguments, record_index: int | None = None
 
 
 def describe_source(data_args: DataArguments) -> str:
+    if data_args.blocks_dir is not None:
+        return f"blocks_dir {data_args.blocks_dir}"
     if uses_embedded_corpus(data_args):
         return "the embedded corpus"
     if data_args.dataset_name is not None:
@@ -338,7 +344,12 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int) -> BertTokenizerFast:
 
 
 def load_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
-    """The named tokenizer; for the embedded corpus (and no name given), one trained on it and cached."""
+    """The named tokenizer; for the embedded corpus (and no name given), one trained on it and cached; for a
+    --blocks_dir (and no name given), the folder's own."""
+    if data_args.tokenizer is None and data_args.blocks_dir is not None:
+        from .prepared import prepared_tokenizer
+
+        return prepared_tokenizer(data_args)
     if data_args.tokenizer is None and uses_embedded_corpus(data_args):
         return keep_token_type_ids(cached_wordpiece(data_args.tokenizer_vocab_size))  # caches from before the pin too
     name = data_args.tokenizer or DEFAULT_TOKENIZER
@@ -458,7 +469,13 @@ def load_blocks(
 ) -> tuple[Dataset | IterableDataset, Dataset | IterableDataset]:
     """(train, eval) datasets of `max_seq_length`-token blocks; eval holds `eval_blocks` blocks out of training.
     A record without a text is an error naming it, unless data_args.skip_records_without_text (then their number
-    is printed, unless not `report_skipped`; for a stream, by skipped_in_stream_message)."""
+    is printed, unless not `report_skipped`; for a stream, by skipped_in_stream_message). With blocks_dir, the
+    prepared folder's blocks (memory-mapped) and held-out blocks, checked against the run."""
+    if data_args.blocks_dir is not None:
+        from .prepared import load_prepared
+
+        train, held_out, _ = load_prepared(data_args, tokenizer)
+        return train, held_out
     texts = load_texts(data_args)
     block_size = data_args.max_seq_length
     # Each text gets [CLS] ... [SEP]; blocks then span text boundaries, as in the paper.
@@ -489,12 +506,15 @@ def load_blocks(
                 f"text in field {data_args.text_column!r} (--skip_records_without_text true)."
             )
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.
-    texts = texts.filter(has_text, batched=True, with_indices=True)
+    in_memory = {} if isinstance(texts, IterableDataset) else {"num_proc": data_args.num_proc}
+    texts = texts.filter(has_text, batched=True, with_indices=True, **in_memory)
     if not isinstance(texts, IterableDataset) and len(texts) == 0:
         raise UserError(f"The training data are empty: {describe_source(data_args)} hold no text.")
     # select_columns rather than remove_columns: a stream may not know its columns before it is read
-    tokens = texts.map(tokenize, batched=True).select_columns(["input_ids"])
-    blocks = tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
+    tokens = texts.map(tokenize, batched=True, **in_memory).select_columns(["input_ids"])
+    blocks = tokens.map(
+        group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size}, **in_memory
+    )
     if isinstance(blocks, IterableDataset):
         held_out, held_out_texts = held_out_stream_blocks(texts, tokenize, data_args)
         # The training stream leaves out every text of the held-out blocks by its digest, not by its place: a place

@@ -1,0 +1,289 @@
+"""Tokenise once: symbert-prepare-data tokenises and blocks a corpus (local files, a Hub dataset, streamed or not, or
+the embedded corpus) into memory-mapped shards of token ids with a manifest, and symbert-pretrain --blocks_dir DIR
+trains from them with no tokenizer in the data path.
+
+    symbert-prepare-data --recipe cpu-demo --output_dir data/cpu-demo --num_proc 2
+    symbert-pretrain --recipe cpu-demo --blocks_dir data/cpu-demo --output_dir outputs/from-blocks
+
+It takes symbert-pretrain's data arguments (a recipe's included) and writes into --output_dir: train-NNNNN.bin (blocks
+× block length raw token ids; one shard per process that cut them), held_out.bin (the held-out blocks), tokenizer/ and
+manifest.json (the source, the block length, the tokenizer's fingerprint, the block counts, the held-out split). The
+folder appears whole or not at all: it is written under a temporary name beside it and renamed when complete.
+"""
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from datasets import Dataset, IterableDataset
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from ..cli import UserError, run_command
+from . import data as data_module
+from .arguments import DataArguments, parse_arguments
+from .blocks import stream_for_reader
+from .run_folder import write_error
+
+MANIFEST = "manifest.json"
+FORMAT = "symbert-blocks"
+VERSION = 1
+HELD_OUT_FILE = "held_out.bin"
+TOKENIZER_DIR = "tokenizer"
+WRITE_ROWS = 65_536  # blocks gathered per write: bounded memory for any corpus
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """What decides the ids a tokenizer gives: its whole pipeline (vocabulary, normalizer, pre-tokenizer, special
+    tokens' post-processor) for a fast tokenizer, else its vocabulary."""
+    if getattr(tokenizer, "is_fast", False):
+        description = tokenizer.backend_tokenizer.to_str()
+    else:
+        description = json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]
+
+
+def block_map(path: Path, blocks: int, length: int, dtype: np.dtype) -> np.ndarray:
+    """The blocks of a raw shard file, memory-mapped (read-only)."""
+    if blocks == 0:
+        return np.zeros((0, length), dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(blocks, length))
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.uint32)
+
+
+class PreparedBlocks:
+    """The training blocks of a prepared folder as one map-style sequence over its memory-mapped shards: len(),
+    [index] → {"input_ids": [...]}, rows(indices) for a micro-batch, and iter(batch_size) as datasets has it."""
+
+    def __init__(self, folder: str | Path, shards: list[dict], block_length: int, dtype: np.dtype):
+        self.folder, self.shards, self.block_length, self.dtype = Path(folder), shards, block_length, dtype
+        self.ends = np.cumsum([shard["blocks"] for shard in shards])
+        self._maps = None  # opened in the process that reads (each dataloader worker maps the files itself)
+
+    def maps(self) -> list[np.ndarray]:
+        if self._maps is None:
+            self._maps = [
+                block_map(self.folder / shard["file"], shard["blocks"], self.block_length, self.dtype)
+                for shard in self.shards
+            ]
+        return self._maps
+
+    def __getstate__(self):
+        return {**self.__dict__, "_maps": None}
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def rows(self, indices: list[int]) -> list[list[int]]:
+        positions = np.asarray(indices, dtype=np.int64)
+        shards = np.searchsorted(self.ends, positions, side="right")
+        starts = np.concatenate([[0], self.ends[:-1]])
+        maps = self.maps()
+        return [maps[shard][position - starts[shard]].tolist() for shard, position in zip(shards, positions)]
+
+    def __getitem__(self, index: int) -> dict:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"block {index} of {len(self)}")
+        return {"input_ids": self.rows([index % len(self)])[0]}
+
+    def iter(self, batch_size: int):
+        for shard in self.maps():
+            for start in range(0, len(shard), batch_size):
+                yield {"input_ids": shard[start : start + batch_size].tolist()}
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """The manifest of a prepared folder, checked: its format, and every shard present with the shape it names."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        raise UserError(f"blocks_dir={str(folder)!r} is not a folder; prepare one with symbert-prepare-data.")
+    if not path.is_file():
+        raise UserError(
+            f"blocks_dir={str(folder)!r} has no {MANIFEST}: it is not a prepared folder (or its preparation never "
+            "finished); prepare it with symbert-prepare-data."
+        )
+    try:
+        manifest = json.loads(path.read_text())
+        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+            raise ValueError(f"format {manifest.get('format')!r} version {manifest.get('version')!r}")
+        length, dtype = int(manifest["block_length"]), np.dtype(manifest["dtype"])
+        files = [(shard["file"], shard["blocks"]) for shard in manifest["train"]["shards"]]
+        files.append((manifest["held_out"]["file"], manifest["held_out"]["blocks"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UserError(
+            f"{path} is not a manifest of symbert-prepare-data ({type(error).__name__}: {error})."
+        ) from None
+    for name, blocks in files:
+        shard = folder / Path(name).name  # a name, never a path out of the folder
+        expected = int(blocks) * length * dtype.itemsize
+        size = shard.stat().st_size if shard.is_file() else None
+        if size != expected:
+            raise UserError(
+                f"{shard} holds {'nothing (missing)' if size is None else f'{size:,} bytes'} but the manifest names "
+                f"{blocks:,} blocks of {length} {dtype.name} ids ({expected:,} bytes); the folder is damaged: prepare "
+                "it again."
+            )
+    return manifest
+
+
+def load_prepared(
+    data_args: DataArguments, tokenizer: PreTrainedTokenizerBase | None = None
+) -> tuple[PreparedBlocks, Dataset, dict]:
+    """(training blocks, held-out blocks, manifest) of data_args.blocks_dir, refused with both values when the run
+    differs from the preparation in block length or tokenizer."""
+    manifest = read_manifest(data_args.blocks_dir)
+    if data_args.max_seq_length != manifest["block_length"]:
+        raise UserError(
+            f"blocks_dir {data_args.blocks_dir} holds blocks of {manifest['block_length']} tokens but this run's "
+            f"max_seq_length is {data_args.max_seq_length}; pass --max_seq_length {manifest['block_length']} or "
+            "prepare the data again with this length."
+        )
+    if tokenizer is not None and tokenizer_fingerprint(tokenizer) != manifest["tokenizer"]["fingerprint"]:
+        raise UserError(
+            f"blocks_dir {data_args.blocks_dir} was tokenised by {manifest['tokenizer']['name']} (fingerprint "
+            f"{manifest['tokenizer']['fingerprint']}) but this run's tokenizer {data_args.tokenizer} has fingerprint "
+            f"{tokenizer_fingerprint(tokenizer)}; leave out --tokenizer (the folder's own is used) or prepare again."
+        )
+    folder = Path(data_args.blocks_dir)
+    length, dtype = manifest["block_length"], np.dtype(manifest["dtype"])
+    train = PreparedBlocks(folder, manifest["train"]["shards"], length, dtype)
+    held_out = block_map(folder / HELD_OUT_FILE, manifest["held_out"]["blocks"], length, dtype)
+    return train, Dataset.from_dict({"input_ids": held_out.tolist()}), manifest
+
+
+def prepared_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
+    """The tokenizer of a --blocks_dir run: the folder's own, or the one named if it is the same."""
+    if data_args.tokenizer is not None:
+        return data_module.load_tokenizer(data_args)
+    folder = Path(data_args.blocks_dir) / TOKENIZER_DIR
+    read_manifest(data_args.blocks_dir)
+    return data_module.keep_token_type_ids(AutoTokenizer.from_pretrained(folder))
+
+
+def write_blocks(path: Path, blocks: Dataset | IterableDataset, dtype: np.dtype) -> int:
+    """Append `blocks` as raw token ids to `path`, WRITE_ROWS at a time (bounded memory for any corpus); returns the
+    number of blocks."""
+    count = 0
+    with open(path, "wb") as file:
+        for batch in blocks.iter(batch_size=WRITE_ROWS):
+            array = np.asarray(batch["input_ids"], dtype=dtype)
+            file.write(array.tobytes())
+            count += len(array)
+    return count
+
+
+def prepare(data_args: DataArguments, output_dir: str | Path, seed: int) -> dict:
+    """Tokenise and block the corpus of `data_args` into `output_dir` (which must not hold anything yet); returns the
+    manifest. A stream is split between data_args.num_proc processes, one shard each."""
+    output_dir = Path(output_dir)
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
+        raise UserError(
+            f"output_dir={str(output_dir)!r} already exists and is not empty; prepare into a new folder (a prepared "
+            "folder is never changed in place)."
+        )
+    tokenizer = data_module.load_tokenizer(data_args)
+    train, held_out = data_module.load_blocks(data_args, tokenizer, seed=seed)
+    dtype, length = token_dtype(len(tokenizer)), data_args.max_seq_length
+    staging = output_dir.with_name(f".{output_dir.name}.prepare-{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir(parents=True)
+        if isinstance(train, IterableDataset):
+            shards = write_stream_shards(train, staging, dtype, data_args.num_proc or 1)
+            for shard in shards:
+                shard["blocks"] //= length
+        else:
+            shards = [{"file": "train-00000.bin", "blocks": write_blocks(staging / "train-00000.bin", train, dtype)}]
+        held = write_blocks(staging / HELD_OUT_FILE, held_out, dtype)
+        tokenizer.save_pretrained(staging / TOKENIZER_DIR)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "block_length": length,
+            "dtype": dtype.name,
+            "tokenizer": {
+                "name": data_args.tokenizer or "trained on the embedded corpus",
+                "fingerprint": tokenizer_fingerprint(tokenizer),
+                "vocab_size": len(tokenizer),
+            },
+            "source": data_module.describe_source(data_args),
+            "data_arguments": asdict(data_args),
+            "held_out": {
+                "file": HELD_OUT_FILE,
+                "blocks": held,
+                "split": "the first blocks of the stream" if data_args.streaming else f"random, seed {seed}",
+            },
+            "train": {"shards": shards, "blocks": sum(shard["blocks"] for shard in shards)},
+            "tokens": (sum(shard["blocks"] for shard in shards) + held) * length,
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # last: the folder is complete
+        if output_dir.is_dir():
+            output_dir.rmdir()  # empty (checked above); os.replace needs the name free
+        os.replace(staging, output_dir)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise write_error(error, Path(error.filename or staging), "the prepared blocks") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest
+
+
+def write_stream_shards(train: IterableDataset, folder: Path, dtype: np.dtype, processes: int) -> list[dict]:
+    """A stream's training blocks, split between `processes` (datasets' split_dataset_by_node), one shard each. The
+    processes are forked, so the stream's functions need not be picklable; each writes its shard or its error."""
+    names = [f"train-{index:05d}.bin" for index in range(processes)]
+    if processes == 1:
+        return [{"file": names[0], "blocks": write_blocks(folder / names[0], train, dtype)}]
+
+    def write_shard(index: int) -> None:
+        try:
+            write_blocks(folder / names[index], stream_for_reader(train, index, processes), dtype)
+        except BaseException as error:
+            kind = "UserError" if isinstance(error, UserError) else "".join(traceback.format_exception(error))
+            (folder / f".{names[index]}.error").write_text(f"{kind}\n{error}")
+            os._exit(1)
+        os._exit(0)
+
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=write_shard, args=(index,)) for index in range(processes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for index, worker in enumerate(workers):
+        if worker.exitcode != 0:
+            kind, _, message = (folder / f".{names[index]}.error").read_text().partition("\n")
+            if kind == "UserError":
+                raise UserError(message)
+            raise RuntimeError(f"Preparing shard {index} failed:\n{kind}")
+    itemsize = dtype.itemsize
+    return [{"file": name, "blocks": (folder / name).stat().st_size // itemsize} for name in names]
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command(run, argv)
+
+
+def run(argv: list[str]) -> None:
+    _, _, data_args, training_args = parse_arguments(argv, usage=__doc__)
+    if data_args.blocks_dir is not None:
+        raise UserError("symbert-prepare-data writes a blocks folder: pass --output_dir, not --blocks_dir.")
+    manifest = prepare(data_args, training_args.output_dir, seed=training_args.seed)
+    print(
+        f"Prepared {manifest['train']['blocks']:,} training and {manifest['held_out']['blocks']:,} held-out blocks of "
+        f"{manifest['block_length']} tokens from {manifest['source']} in {training_args.output_dir}"
+    )
+
+
+if __name__ == "__main__":
+    main()
