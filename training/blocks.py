@@ -17,6 +17,7 @@ new iterator. Micro-batch j belongs to reader j mod N; after a resume at micro-b
 (j0 + k) mod N, so the round robin goes on where it was.
 """
 
+import inspect
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from datasets.distributed import split_dataset_by_node
 from ..cli import UserError
 
 DATA_POSITION_FILE = "data_position_rank{rank}.json"  # one per process, in every checkpoint
+SPLIT_STRATEGIES = "strategy" in inspect.signature(split_dataset_by_node).parameters  # datasets >= 5
 POSITION_KEY = "data_position"  # the key under which a collated batch carries its position (taken off before the model)
 ERROR_KEY = "data_error"  # a UserError raised in a dataloader worker, carried to the training process as one line
 
@@ -73,12 +75,16 @@ class MapStyleOrder:
     def rows(self, indices: list[int]) -> list[list[int]]:
         if isinstance(self.blocks, Dataset):
             return self.blocks[indices]["input_ids"]
-        return self.blocks[indices].tolist()  # a PreparedBlocks memory map
+        return self.blocks.rows(indices)  # PreparedBlocks: read from its memory maps
 
 
 def stream_for_reader(blocks: IterableDataset, reader: int, readers: int) -> IterableDataset:
     """The part of `blocks` that `reader` of `readers` reads: a new IterableDataset (also for a single reader), so
     that a state loaded into it for one pass does not carry over to the next."""
+    if readers > 1 and blocks.num_shards >= readers and SPLIT_STRATEGIES:
+        # whole shards (files, Parquet row groups) per reader even when they do not divide evenly: no reader reads
+        # the records of another's shards (datasets' "auto" would have every reader read all, keeping 1 in R)
+        return split_dataset_by_node(blocks, rank=reader, world_size=readers, strategy="shards")
     return split_dataset_by_node(blocks, rank=reader, world_size=readers)
 
 

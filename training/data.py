@@ -505,6 +505,8 @@ def load_blocks(
                 f"Skipped {column.null_count:,} of {len(texts):,} records of {describe_source(data_args)} without a "
                 f"text in field {data_args.text_column!r} (--skip_records_without_text true)."
             )
+    if isinstance(texts, IterableDataset) and hasattr(texts, "reshard"):  # datasets >= 4.4
+        texts = texts.reshard()  # Parquet: a shard per row group, so that many readers each get whole shards
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.
     in_memory = {} if isinstance(texts, IterableDataset) else {"num_proc": data_args.num_proc}
     texts = texts.filter(has_text, batched=True, with_indices=True, **in_memory)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from datasets import Dataset, IterableDataset
+from filelock import FileLock, Timeout
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..cli import UserError, run_command
@@ -185,15 +186,37 @@ def prepare(data_args: DataArguments, output_dir: str | Path, seed: int) -> dict
     """Tokenise and block the corpus of `data_args` into `output_dir` (which must not hold anything yet); returns the
     manifest. A stream is split between data_args.num_proc processes, one shard each."""
     output_dir = Path(output_dir)
+    check_new_folder(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(output_dir.with_name(f".{output_dir.name}.prepare.lock"))
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise UserError(
+            f"output_dir={str(output_dir)!r} is being prepared by another symbert-prepare-data; wait for it to end or "
+            "choose another --output_dir."
+        ) from None
+    try:
+        check_new_folder(output_dir)  # the other preparation may have finished meanwhile
+        return prepare_unlocked(data_args, output_dir, seed)
+    finally:
+        lock.release()
+        Path(lock.lock_file).unlink(missing_ok=True)
+
+
+def check_new_folder(output_dir: Path) -> None:
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
         raise UserError(
             f"output_dir={str(output_dir)!r} already exists and is not empty; prepare into a new folder (a prepared "
             "folder is never changed in place)."
         )
+
+
+def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> dict:
     tokenizer = data_module.load_tokenizer(data_args)
     train, held_out = data_module.load_blocks(data_args, tokenizer, seed=seed)
     dtype, length = token_dtype(len(tokenizer)), data_args.max_seq_length
-    staging = output_dir.with_name(f".{output_dir.name}.prepare-{os.getpid()}.tmp")
+    staging = output_dir.with_name(f".{output_dir.name}.prepare.tmp")  # a killed preparation's is removed here
     shutil.rmtree(staging, ignore_errors=True)
     try:
         staging.mkdir(parents=True)

@@ -370,7 +370,9 @@ def data_order_arguments(training_args: TrainingArguments, train_blocks) -> Trai
     updates = {"ignore_data_skip": True}
     if training_args.max_steps <= 0:  # not a stream (those need max_steps)
         blocks_per_step = (
-            training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
+            training_args.per_device_train_batch_size
+            * training_args.gradient_accumulation_steps
+            * training_args.world_size
         )
         updates["max_steps"] = math.ceil(training_args.num_train_epochs * len(train_blocks) / blocks_per_step)
     if training_args.dataloader_num_workers and "TOKENIZERS_PARALLELISM" not in os.environ:

@@ -1,0 +1,168 @@
+"""Tokenise once (training/prepared.py): symbert-prepare-data writes memory-mapped blocks and a manifest, whole or not
+at all; symbert-pretrain --blocks_dir trains from them exactly as from the texts, and refuses a folder that does not
+match the run."""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from symbert.cli import UserError
+from symbert.training import data, prepared
+from symbert.training.arguments import parse_arguments
+from symbert.training.pretrain import pretrain
+from test_data_resume import resume_args, two_file_corpus  # noqa: F401  (a fixture)
+from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (a fixture)
+
+
+def prepare(args):
+    _, _, data_args, training_args = parse_arguments(args)
+    return prepared.prepare(data_args, training_args.output_dir, seed=training_args.seed)
+
+
+def test_training_from_prepared_blocks_equals_training_from_the_texts(corpus, tmp_path):  # noqa: F811
+    manifest = prepare(run_args(corpus, tmp_path / "blocks", "--num_proc", "2"))
+    assert manifest["block_length"] == 32 and manifest["held_out"]["blocks"] == 8
+    assert sorted(path.name for path in (tmp_path / "blocks").iterdir()) == [
+        "held_out.bin",
+        "manifest.json",
+        "tokenizer",
+        "train-00000.bin",
+    ]
+    # the same arguments, --num_proc included: each process blocks its part of the texts
+    data_args = parse_arguments(run_args(corpus, tmp_path, "--num_proc", "2"))[2]
+    train, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args), seed=42)
+    blocks = prepared.PreparedBlocks(tmp_path / "blocks", manifest["train"]["shards"], 32, np.dtype("uint16"))
+    assert blocks.rows(list(range(len(train)))) == train["input_ids"]  # the same blocks in the same order
+
+    from_texts, from_blocks = tmp_path / "from-texts", tmp_path / "from-blocks"
+    pretrain(*parse_arguments(run_args(corpus, from_texts, "--save_steps", "100", "--num_proc", "2")))
+    blocks_run = run_args(corpus, from_blocks, "--save_steps", "100", "--blocks_dir", str(tmp_path / "blocks"))
+    blocks_run = [arg for arg in blocks_run if arg not in ("--train_files", str(corpus / "train.txt"))]
+    blocks_run.remove("--tokenizer"), blocks_run.remove(str(corpus / "tokenizer"))  # the folder's own
+    pretrain(*parse_arguments(blocks_run))
+    assert_same_training(from_blocks, from_texts)
+
+
+def test_a_stream_is_prepared_in_one_shard_per_process(two_file_corpus, tmp_path):  # noqa: F811
+    manifest = prepare(resume_args(two_file_corpus, tmp_path / "blocks", "--streaming", "true", "--num_proc", "2"))
+    shards = manifest["train"]["shards"]
+    assert [shard["file"] for shard in shards] == ["train-00000.bin", "train-00001.bin"]
+    assert all(shard["blocks"] > 0 for shard in shards)
+    folder = tmp_path / "blocks"
+    blocks = prepared.PreparedBlocks(folder, shards, 32, np.dtype("uint16"))
+    training = {tuple(row) for row in blocks.rows(list(range(len(blocks))))}
+    held_out = prepared.block_map(folder / "held_out.bin", 8, 32, np.dtype("uint16"))
+    assert len(training) == len(blocks) and not training & {tuple(row) for row in held_out.tolist()}
+    # each process read one of the two files (a shard each): its blocks hold only its file's texts
+    tokenizer = data.load_tokenizer(parse_arguments(resume_args(two_file_corpus, tmp_path))[2])
+    first_words = [
+        {tokenizer(line)["input_ids"][1] for line in (two_file_corpus / f"part{i}.txt").read_text().splitlines()}
+        for i in range(2)
+    ]
+    for index, shard in enumerate(shards):
+        rows = prepared.block_map(folder / shard["file"], shard["blocks"], 32, np.dtype("uint16"))
+        starts = {row[position + 1] for row in rows.tolist() for position, token in enumerate(row[:-1]) if token == 2}
+        assert starts <= first_words[index] | {3}  # [CLS] (id 2) is followed by a first word of that file's texts
+
+
+@pytest.fixture(scope="module")
+def prepared_folder(tmp_path_factory, corpus):  # noqa: F811
+    folder = tmp_path_factory.mktemp("prepared") / "blocks"
+    prepare(run_args(corpus, folder))
+    return folder
+
+
+def blocks_run_args(corpus, folder, output_dir, *extra):  # noqa: F811
+    args = run_args(corpus, output_dir, "--blocks_dir", str(folder), *extra)
+    return [arg for arg in args if arg not in ("--train_files", str(corpus / "train.txt"))]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--max_seq_length", "16"), r"holds blocks of 32 tokens but this run's max_seq_length is 16"),
+        (("--config_overrides", '{"vocab_size": 100}'), r"vocab_size"),
+    ],
+    ids=["block length", "vocabulary"],
+)
+def test_a_folder_that_does_not_match_the_run_is_refused(corpus, prepared_folder, tmp_path, extra, message):  # noqa: F811
+    with pytest.raises(UserError, match=message):
+        pretrain(*parse_arguments(blocks_run_args(corpus, prepared_folder, tmp_path / "run", *extra)))
+    assert not (tmp_path / "run").exists()
+
+
+def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_path):  # noqa: F811
+    other = tmp_path / "other-tokenizer"
+    data.train_wordpiece(["completely different words here"] * 50, vocab_size=120).save_pretrained(other)
+    args = blocks_run_args(corpus, prepared_folder, tmp_path / "run")
+    args[args.index("--tokenizer") + 1] = str(other)
+    fingerprint = json.loads((prepared_folder / "manifest.json").read_text())["tokenizer"]["fingerprint"]
+    with pytest.raises(UserError, match=rf"fingerprint {fingerprint}\) but this run's tokenizer .* has fingerprint"):
+        pretrain(*parse_arguments(args))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda folder: (folder / "manifest.json").unlink(), "has no manifest.json"),
+        (lambda folder: (folder / "manifest.json").write_text("{not json"), "is not a manifest of symbert-prepare-data"),
+        (lambda folder: (folder / "train-00000.bin").write_bytes(b"\0" * 10), "holds 10 bytes but the manifest names"),
+        (lambda folder: (folder / "held_out.bin").unlink(), r"holds nothing \(missing\)"),
+    ],
+    ids=["no manifest", "garbage manifest", "truncated shard", "missing held-out"],
+)
+def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage, message):  # noqa: F811
+    folder = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(prepared_folder), str(folder)], check=True)
+    damage(folder)
+    with pytest.raises(UserError, match=message) as error:
+        data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
+        data.load_blocks(data_args, data.load_tokenizer(data_args))
+    assert "\n" not in str(error.value)
+
+
+def test_an_existing_folder_is_never_prepared_into(corpus, prepared_folder):  # noqa: F811
+    before = sorted(path.name for path in prepared_folder.iterdir())
+    with pytest.raises(UserError, match="already exists and is not empty"):
+        prepare(run_args(corpus, prepared_folder))
+    assert sorted(path.name for path in prepared_folder.iterdir()) == before
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatch):  # noqa: F811
+    def full_disk(path, blocks, dtype):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(prepared, "write_blocks", full_disk)
+    with pytest.raises(UserError, match=r"Cannot write the prepared blocks: .*train-00000.bin: No space left on device \(.* GiB free"):
+        prepare(run_args(corpus, tmp_path / "blocks"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_path):  # noqa: F811
+    driver = (
+        "import os, signal, sys\n"
+        "from symbert.training import prepared\n"
+        "original = prepared.write_blocks\n"
+        "def write_then_die(path, *args):\n"
+        "    original(path, *args)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "prepared.write_blocks = write_then_die\n"
+        "prepared.main(sys.argv[1:])\n"
+    )
+    folder = tmp_path / "blocks"
+    killed = subprocess.run([sys.executable, "-c", driver, *run_args(corpus, folder)], capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    assert not folder.exists()  # the half-written folder is under a temporary name
+    assert [path.name for path in tmp_path.iterdir()] in ([".blocks.prepare.tmp"], [".blocks.prepare.tmp", ".blocks.prepare.lock"]) or sorted(
+        path.name for path in tmp_path.iterdir()
+    ) == [".blocks.prepare.lock", ".blocks.prepare.tmp"]
+    with pytest.raises(UserError, match="has no manifest.json|is not a folder"):
+        data.load_blocks(parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2], None)
+    manifest = prepare(run_args(corpus, folder))
+    assert sorted(os.listdir(tmp_path)) == ["blocks"] and manifest["held_out"]["blocks"] == 8
