@@ -108,3 +108,85 @@ def test_map_style_passes_are_exact_in_the_logs(two_file_corpus, tmp_path):
     train_blocks = len(data.load_blocks(data_args, data.load_tokenizer(data_args), seed=42)[0])
     epochs = {entry["step"]: entry["epoch"] for entry in state["log_history"] if "loss" in entry}
     assert epochs[30] == pytest.approx(30 * 8 / train_blocks)
+
+
+# Child processes: pre-training that writes, per process, the blocks of each micro-batch it trains (before masking)
+RECORDING_DRIVER = """
+import json, os, sys
+import torch
+from symbert.training import pretrain
+
+trainer_class = pretrain.SymBertPretrainingTrainer
+original_step = trainer_class.training_step
+
+def recording_step(self, model, inputs, num_items_in_batch=None):
+    labels = inputs["labels"]
+    blocks = torch.where(labels != -100, labels, inputs["input_ids"]).tolist()
+    path = os.environ["BLOCKS_LOG"] + f".rank{self.args.process_index}"
+    with open(path, "a") as file:
+        file.write(json.dumps({"step": self.state.global_step, "blocks": blocks}) + "\\n")
+    return original_step(self, model, inputs, num_items_in_batch)
+
+trainer_class.training_step = recording_step
+pretrain.main(sys.argv[1:])
+"""
+
+
+def run_recorded(args, log, processes=1, tmp_path=None):
+    import os
+    import subprocess
+    import sys
+
+    driver = log.with_suffix(".py")
+    driver.write_text(RECORDING_DRIVER)
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes)] if processes > 1 else []
+    result = subprocess.run(
+        [sys.executable, *launcher, str(driver), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "BLOCKS_LOG": str(log), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [
+        [json.loads(line) for line in log.with_name(f"{log.name}.rank{rank}").read_text().splitlines()]
+        for rank in range(processes)
+    ]
+
+
+def test_two_processes_train_on_one_process_s_blocks_and_resume_exactly(two_file_corpus, tmp_path):  # noqa: F811
+    common = ("--max_steps", "12", "--save_steps", "6", "--eval_steps", "6")
+    (single,) = run_recorded(
+        resume_args(two_file_corpus, tmp_path / "single", *common, "--per_device_train_batch_size", "8"),
+        tmp_path / "single.log",
+    )
+    ddp_args = resume_args(two_file_corpus, tmp_path / "ddp", *common, "--per_device_train_batch_size", "4")
+    ranks = run_recorded(ddp_args, tmp_path / "ddp.log", processes=2)
+    assert [entry["blocks"] for entry in single] == [a["blocks"] + b["blocks"] for a, b in zip(*ranks, strict=True)]
+
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(tmp_path / "ddp" / "checkpoint-6", resumed / "checkpoint-6")
+    resumed_ranks = run_recorded(
+        resume_args(two_file_corpus, resumed, *common, "--per_device_train_batch_size", "4"),
+        tmp_path / "resumed.log",
+        processes=2,
+    )
+    for rank in range(2):
+        assert resumed_ranks[rank] == ranks[rank][6:]  # steps 6 to 11: the same blocks on each process
+    assert_same_training(resumed, tmp_path / "ddp")
+
+
+def test_two_processes_read_disjoint_parts_of_a_stream_and_resume_exactly(two_file_corpus, tmp_path):  # noqa: F811
+    args = ("--streaming", "true", "--max_steps", "24", "--save_steps", "8", "--eval_steps", "8")
+    ranks = run_recorded(resume_args(two_file_corpus, tmp_path / "ddp", *args), tmp_path / "ddp.log", processes=2)
+    texts = [{tuple(block) for entry in rank for block in entry["blocks"]} for rank in ranks]
+    assert not texts[0] & texts[1]  # each process its own file (shard)
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(tmp_path / "ddp" / "checkpoint-16", resumed / "checkpoint-16")  # inside the second pass
+    assert passes_at(tmp_path / "ddp", 16) > 1
+    resumed_ranks = run_recorded(resume_args(two_file_corpus, resumed, *args), tmp_path / "resumed.log", processes=2)
+    for rank in range(2):
+        assert resumed_ranks[rank] == ranks[rank][16:]
+    assert_same_training(resumed, tmp_path / "ddp")

@@ -111,7 +111,10 @@ def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_p
     "damage, message",
     [
         (lambda folder: (folder / "manifest.json").unlink(), "has no manifest.json"),
-        (lambda folder: (folder / "manifest.json").write_text("{not json"), "is not a manifest of symbert-prepare-data"),
+        (
+            lambda folder: (folder / "manifest.json").write_text("{not json"),
+            "is not a manifest of symbert-prepare-data",
+        ),
         (lambda folder: (folder / "train-00000.bin").write_bytes(b"\0" * 10), "holds 10 bytes but the manifest names"),
         (lambda folder: (folder / "held_out.bin").unlink(), r"holds nothing \(missing\)"),
     ],
@@ -139,7 +142,9 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatc
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(prepared, "write_blocks", full_disk)
-    with pytest.raises(UserError, match=r"Cannot write the prepared blocks: .*train-00000.bin: No space left on device \(.* GiB free"):
+    with pytest.raises(
+        UserError, match=r"Cannot write the prepared blocks: .*train-00000.bin: No space left on device \(.* GiB free"
+    ):
         prepare(run_args(corpus, tmp_path / "blocks"))
     assert list(tmp_path.iterdir()) == []
 
@@ -159,9 +164,10 @@ def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_
     killed = subprocess.run([sys.executable, "-c", driver, *run_args(corpus, folder)], capture_output=True)
     assert killed.returncode == -signal.SIGKILL
     assert not folder.exists()  # the half-written folder is under a temporary name
-    assert [path.name for path in tmp_path.iterdir()] in ([".blocks.prepare.tmp"], [".blocks.prepare.tmp", ".blocks.prepare.lock"]) or sorted(
-        path.name for path in tmp_path.iterdir()
-    ) == [".blocks.prepare.lock", ".blocks.prepare.tmp"]
+    assert [path.name for path in tmp_path.iterdir()] in (
+        [".blocks.prepare.tmp"],
+        [".blocks.prepare.tmp", ".blocks.prepare.lock"],
+    ) or sorted(path.name for path in tmp_path.iterdir()) == [".blocks.prepare.lock", ".blocks.prepare.tmp"]
     with pytest.raises(UserError, match="has no manifest.json|is not a folder"):
         data.load_blocks(parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2], None)
     manifest = prepare(run_args(corpus, folder))

@@ -414,6 +414,10 @@ def check_arguments(
         precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
     updates["bf16"], updates["fp16"] = precision == "bf16", precision == "fp16"
     updates["optim"] = optimizer_for("cuda" if on_gpu else "cpu", training_args.optim, "optim" in named)
+    if "ddp_find_unused_parameters" not in named:
+        # Every parameter of every attention type gets a gradient in each step (tests/test_distributed_engines.py);
+        # the Trainer's default (search, without gradient checkpointing) would traverse the graph after each forward.
+        updates["ddp_find_unused_parameters"] = False
     return replace(training_args, **updates)
 
 
