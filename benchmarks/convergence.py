@@ -8,8 +8,10 @@ the seeds, how soon each leaves the unigram plateau and reaches the reference ty
 Everything after `--` goes to `symbert-pretrain` (a recipe and its overrides). `--types` takes attention types,
 optionally with config fields, `TYPE+FIELD=VALUE` (e.g. `pairwise+pairwise_init=identity`); by default every
 registered type and the variants each type's class names in `study_variants`, the first (`original`) being the
-reference. For one seed every type gets the same initialisation seed, held-out blocks, data order and masks, so each
-type is compared with the reference on the same seeds (paired). Per run the study reads the eval-loss curve and scores
+reference. The corpus is tokenised once for the study (OUTPUT_DIR/blocks, symbert-prepare-data's format, its held-out
+split drawn with the first seed), and every run reads those blocks and held-out blocks; for one seed every type gets
+the same initialisation seed, data order and masks, so each type is compared with the reference on the same seeds
+(paired). Per run the study reads the eval-loss curve and scores
 the final model and the unigram baseline (training-token frequencies) on the held-out masked tokens, and reports:
 
 - plateau exit: the step at which the eval loss first falls `--plateau_margin` below the unigram baseline's (a model
@@ -46,9 +48,9 @@ from machine import describe_machine  # benchmarks/machine.py
 from scipy import stats
 
 from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
-from symbert.training import data as data_module
 from symbert.training.arguments import parse_arguments, unknown_name_message
 from symbert.training.evaluation import eval_comparison, held_out_scores
+from symbert.training.prepared import prepared_once
 from symbert.training.pretrain import TrainedRun, train_in_output_folder
 from symbert.training.reporting import (
     load_log_history,
@@ -177,12 +179,13 @@ def run_all(args, run_args, model_args, data_args, training_args):
             jobs[spec, seed] = (run_args, type_args, data_args, replace(training_args, seed=seed, output_dir=folder))
     if args.summarize_only:
         return {key: (load_log_history(job[3].output_dir), scores(job[3].output_dir)) for key, job in jobs.items()}
+    if data_args.blocks_dir is None and not data_args.streaming:
+        # Tokenise once for the study: every run reads the same prepared blocks and held-out blocks (the held-out
+        # split of the first seed); each seed still draws its own order and masks.
+        prepared = prepared_once(data_args, Path(training_args.output_dir) / "blocks", args.seeds[0])
+        jobs = {key: (job[0], job[1], prepared, job[3]) for key, job in jobs.items()}
     if args.parallel == 1:
         return {key: train_one(*job) for key, job in jobs.items()}
-    # Fill the tokenizer and tokenized-data caches once, so the workers only read them.
-    tokenizer = data_module.load_tokenizer(data_args)
-    for seed in args.seeds:
-        data_module.load_blocks(data_args, tokenizer, seed=seed)
     with ProcessPoolExecutor(args.parallel, mp_context=get_context("spawn")) as pool:
         futures = {key: pool.submit(train_one, *job) for key, job in jobs.items()}
         return {key: future.result() for key, future in futures.items()}

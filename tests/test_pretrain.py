@@ -400,7 +400,12 @@ def test_comparison_mode(corpus, tmp_path, capsys):
     for kind in ("original", "symmetric"):
         assert json.loads((tmp_path / kind / "config.json").read_text())["attention_type"] == kind
         assert eval_losses(tmp_path / kind)[-1][0] == 4
-    assert "Comparison in" in capsys.readouterr().out
+        # tokenised once: every type trained on the blocks prepared in OUTPUT_DIR/blocks
+        summary = json.loads((tmp_path / kind / "training_summary.json").read_text())
+        assert summary["data_arguments"]["blocks_dir"] == str(tmp_path / "blocks")
+    assert (tmp_path / "blocks" / "manifest.json").is_file()
+    out = capsys.readouterr().out
+    assert "Comparison in" in out and out.count("training blocks once") == 1
 
 
 class Interrupted(Exception):

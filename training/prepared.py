@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import shutil
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +239,7 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
                 "vocab_size": len(tokenizer),
             },
             "source": data_module.describe_source(data_args),
+            "seed": seed,
             "data_arguments": asdict(data_args),
             "held_out": {
                 "file": HELD_OUT_FILE,
@@ -291,6 +292,48 @@ def write_stream_shards(train: IterableDataset, folder: Path, dtype: np.dtype, p
             raise RuntimeError(f"Preparing shard {index} failed:\n{kind}")
     itemsize = dtype.itemsize
     return [{"file": name, "blocks": (folder / name).stat().st_size // itemsize} for name in names]
+
+
+# What decides the blocks a preparation holds: a prepared folder is reused for a run only if these are the same
+SOURCE_FIELDS = (
+    "dataset_name",
+    "dataset_config",
+    "dataset_split",
+    "train_files",
+    "text_column",
+    "skip_records_without_text",
+    "streaming",
+    "tokenizer",
+    "tokenizer_vocab_size",
+    "max_seq_length",
+    "eval_blocks",
+    "num_proc",
+)
+
+
+def prepared_once(data_args: DataArguments, folder: str | Path, seed: int) -> DataArguments:
+    """`data_args` reading from `folder`: prepared there now, or reused when an earlier preparation of the same data
+    (SOURCE_FIELDS and split seed) is there; a preparation of other data is refused naming what differs."""
+    folder = Path(folder)
+    if (folder / MANIFEST).is_file():
+        manifest = read_manifest(folder)
+        saved = {name: manifest["data_arguments"].get(name) for name in SOURCE_FIELDS} | {"seed": manifest.get("seed")}
+        current = {name: getattr(data_args, name) for name in SOURCE_FIELDS} | {"seed": seed}
+        differences = [
+            f"{name} is {saved[name]!r} there but {value!r} here"
+            for name, value in current.items()
+            if saved[name] != value
+        ]
+        if differences:
+            raise UserError(
+                f"{folder} holds blocks prepared from other data: {'; '.join(differences)}; delete it or choose "
+                "another --output_dir."
+            )
+        print(f"Reusing the blocks prepared in {folder}")
+    else:
+        manifest = prepare(data_args, folder, seed)
+        print(f"Prepared {manifest['train']['blocks']:,} training blocks once, in {folder}")
+    return replace(data_args, blocks_dir=str(folder))
 
 
 def main(argv: list[str] | None = None) -> None:

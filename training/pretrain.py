@@ -50,6 +50,7 @@ from .blocks import (
 from .compat import overwrite_requested, rotate_checkpoints_in
 from .data import prediction_cap
 from .evaluation import HeldOut, eval_comparison, held_out_scores, report
+from .prepared import prepared_once
 from .reporting import (
     MetricsLogCallback,
     comparison_table,
@@ -73,6 +74,7 @@ from .run_folder import (
 )
 
 _T = TypeVar("_T")
+PREPARED_BLOCKS_DIR = "blocks"  # of a --compare's output folder: the blocks every compared type trains on
 
 
 class BatchCollator:
@@ -471,6 +473,9 @@ def run(argv: list[str]) -> None:
         return
 
     kinds = run_args.compare.split(",")
+    if data_args.blocks_dir is None and not data_args.streaming:  # tokenise once for every type
+        folder = output_dir / PREPARED_BLOCKS_DIR
+        data_args = on_main_process(training_args, lambda: prepared_once(data_args, folder, training_args.seed))
     plans = {
         kind: (replace(model_args, attention_type=kind), replace(training_args, output_dir=str(output_dir / kind)))
         for kind in kinds
