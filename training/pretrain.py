@@ -129,8 +129,7 @@ class SymBertPretrainingTrainer(Trainer):
             pin_memory=args.dataloader_pin_memory and args.device.type == "cuda",
             prefetch_factor=args.dataloader_prefetch_factor if workers else None,
             multiprocessing_context=args.dataloader_multiprocessing_context if workers else None,
-            in_order=True,  # the order of the run: micro-batch j from worker j mod N
-        )
+        )  # in order (torch's default, whatever --dataloader_in_order says): micro-batch j from worker j mod N
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if ERROR_KEY in inputs:  # a bad record met by a dataloader worker

@@ -1,0 +1,73 @@
+"""A quick run of benchmarks/data_pipeline.py (tiny corpora): every case it measures is in its JSON, with real
+numbers, and a bad argument is one line."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import data_pipeline  # noqa: E402
+
+
+def test_quick_run_records_every_case(tmp_path):
+    output = tmp_path / "results" / "data-pipeline"
+    argv = ["--quick", "--output", str(output), "--workdir", str(tmp_path / "work")]
+    data_pipeline.main(argv)
+    record = json.loads(output.with_suffix(".json").read_text())
+    settings = record["settings"]
+    assert record["command"] == "python benchmarks/data_pipeline.py " + " ".join(argv)
+    assert record["wall_seconds"] > 0 and len(record["load_average_start"]) == 3 and record["cpu_cores"] >= 1
+    assert record["datasets"] and record["transformers"] and record["torch"] and record["date"]
+
+    delivery = {(row["format"], row["workers"]): row for row in record["delivery"]}
+    assert set(delivery) == {(kind, workers) for kind in data_pipeline.FORMATS for workers in settings["workers"]}
+    for (kind, workers), row in delivery.items():
+        assert row["tokens_per_s"] > 0 and len(row["tokens_per_s_rounds"]) == settings["rounds"]
+        assert row["tokens_timed"] == settings["batches"] * settings["batch_size"] * settings["block_length"]
+        assert row["tokens_per_s_per_reader"] == pytest.approx(row["tokens_per_s"] / max(workers, 1))
+        assert row["files"] == (None if kind == "prepared" else 1 if kind == "txt-1file" else settings["files"])
+
+    memory = {(row["source"], row["corpus_mb"]): row for row in record["memory"]}
+    sizes = (settings["corpus_mb"], settings["large_mb"])
+    assert set(memory) == {(source, size) for source in ("stream", "prepared") for size in sizes}
+    for row in memory.values():
+        assert row["peak_rss_bytes"] >= row["rss_ready_bytes"] > 0
+        assert row["tokens_read"] == settings["memory_batches"] * settings["batch_size"] * settings["block_length"]
+    # the large corpora are about large_mb on disk, ten times the small ones
+    assert memory[("stream", sizes[1])]["bytes_on_disk"] == pytest.approx(sizes[1] * 1e6, rel=0.01)
+    assert memory[("prepared", sizes[1])]["bytes_on_disk"] > 5 * memory[("prepared", sizes[0])]["bytes_on_disk"]
+    ratios = {row["source"]: row for row in record["memory_ratios"]}
+    assert set(ratios) == {"stream", "prepared"}
+    for source, row in ratios.items():
+        assert (
+            row["peak_ratio"]
+            == memory[(source, sizes[1])]["peak_rss_bytes"] / memory[(source, sizes[0])]["peak_rss_bytes"]
+        )
+        assert row["meets_target"] == (abs(row["peak_ratio"] - 1) <= 0.10)
+
+    resume = record["resume"]
+    for source, size in (("prepared", sizes[0]), ("prepared", sizes[1]), ("stream", sizes[0])):
+        rows = [row for row in resume if (row["source"], row["corpus_mb"]) == (source, size)]
+        assert [round(row["passes"], 1) for row in rows] == [round(p, 1) for p in settings["resume_passes"]]
+        assert all(row["seconds"] > 0 for row in rows) and max(row["passes"] for row in rows) > 1
+        assert rows[0]["micro_batch"] == 0 and rows[-1]["micro_batch"] > 0
+
+    preparation = {(row["streaming"], row["num_proc"]): row for row in record["preparation"]}
+    assert set(preparation) == {(streaming, n) for streaming in (False, True) for n in settings["num_proc"]}
+    assert all(row["tokens_per_s"] > 0 and row["tokens"] > 0 for row in preparation.values())
+    # the same texts give the same number of tokens read whole with any --num_proc
+    assert len({row["tokens"] for key, row in preparation.items() if not key[0]}) == 1
+
+    report = output.with_suffix(".md").read_text()
+    assert record["command"] in report and "Load average" in report and "| prepared |  | 0 |" in report
+    assert not (tmp_path / "work").exists()  # the generated corpora are removed
+
+
+def test_bad_argument_is_one_line(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        data_pipeline.main(["--batch_size", "0"])
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert "--batch_size=0 must be at least 1" in message and "\n" not in message
