@@ -338,18 +338,27 @@ def tokenizer_threads_for(workers: int) -> Iterator[None]:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
 
 
-def process_tree_rss(process: psutil.Process) -> int:
-    total = 0
-    for member in [process, *process.children(recursive=True)]:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += member.memory_info().rss
+MEMORY_KINDS = {"rss": "VmRSS", "anon": "RssAnon", "file": "RssFile"}  # /proc/PID/status fields, in kB
+
+
+def process_tree_memory(process: psutil.Process) -> dict[str, int]:
+    """Resident memory of `process` and its descendants, summed: all (rss), anonymous (anon: the heap, arrays) and
+    file-backed (file: mapped files such as memory-mapped shards and libraries, page cache the kernel can drop)."""
+    total, members = dict.fromkeys(MEMORY_KINDS, 0), [process]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        members += process.children(recursive=True)
+    for member in members:
+        with contextlib.suppress(OSError):
+            fields = dict(line.split(":", 1) for line in Path(f"/proc/{member.pid}/status").read_text().splitlines())
+            for kind, name in MEMORY_KINDS.items():
+                total[kind] += int(fields.get(name, "0 kB").split()[0]) * 1024
     return total
 
 
 def in_forked_process(target: Callable[..., dict], *arguments: Any, sample_memory: bool = False) -> tuple[dict, dict]:
     """Run target(report, *arguments) in a forked process (whose dataloader workers and tokenising processes are its
-    children); returns (its result, memory): the tree's RSS when target called report("ready"), and its peak before
-    and after that, sampled every 10 ms."""
+    children); returns (its result, memory): for each of process_tree_memory's kinds, the tree's memory when target
+    called report() (`KIND_ready`) and its peak over the whole run (`KIND_peak`), sampled every 10 ms."""
     receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
 
     def child() -> None:
@@ -365,17 +374,16 @@ def in_forked_process(target: Callable[..., dict], *arguments: Any, sample_memor
     process = multiprocessing.get_context("fork").Process(target=child)
     process.start()
     tree = psutil.Process(process.pid)
-    memory = {"peak_setup_bytes": 0, "ready_bytes": None, "peak_reading_bytes": 0}
+    memory = {f"{kind}_peak": 0 for kind in MEMORY_KINDS}
     result = None
     while True:
         if sample_memory:
-            rss = process_tree_rss(tree)
-            key = "peak_setup_bytes" if memory["ready_bytes"] is None else "peak_reading_bytes"
-            memory[key] = max(memory[key], rss)
+            for kind, value in process_tree_memory(tree).items():
+                memory[f"{kind}_peak"] = max(memory[f"{kind}_peak"], value)
         if receive.poll(0.01):
             kind, value = receive.recv()
             if kind == "ready":
-                memory["ready_bytes"] = process_tree_rss(tree)
+                memory.update({f"{kind}_ready": value for kind, value in process_tree_memory(tree).items()})
                 continue
             if kind == "error":
                 process.join()
@@ -500,7 +508,6 @@ def measure_memory(args: argparse.Namespace, corpora: Corpora) -> tuple[list[dic
             sample_memory=True,
         )
         on_disk = sum(map(bytes_of, files)) if files else bytes_of(blocks_dir)
-        peak = max(memory["peak_setup_bytes"], memory["peak_reading_bytes"])
         rows.append(
             {
                 "source": source,
@@ -509,25 +516,33 @@ def measure_memory(args: argparse.Namespace, corpora: Corpora) -> tuple[list[dic
                 "batches": args.memory_batches,
                 "workers": args.memory_workers,
                 "tokens_read": result["tokens"],
-                "rss_ready_bytes": memory["ready_bytes"],
-                "peak_rss_bytes": peak,
-                "peak_rss_reading_bytes": memory["peak_reading_bytes"],
-                "reading_growth_bytes": memory["peak_reading_bytes"] - memory["ready_bytes"],
+                "rss_ready_bytes": memory["rss_ready"],
+                "peak_rss_bytes": memory["rss_peak"],
+                "peak_anon_bytes": memory["anon_peak"],
+                "peak_file_bytes": memory["file_peak"],
+                "anon_ready_bytes": memory["anon_ready"],
             }
         )
-        print(f"memory {source} {megabytes:g} MB: peak {peak / MIB:,.0f} MiB", flush=True)
+        print(
+            f"memory {source} {megabytes:g} MB: peak RSS {memory['rss_peak'] / MIB:,.0f} MiB, anonymous "
+            f"{memory['anon_peak'] / MIB:,.0f} MiB",
+            flush=True,
+        )
     ratios = []
     for source in ("stream", "prepared"):
         small, large = [row for row in rows if row["source"] == source]
         ratio = large["peak_rss_bytes"] / small["peak_rss_bytes"]
+        anon_ratio = large["peak_anon_bytes"] / small["peak_anon_bytes"]
         ratios.append(
             {
                 "source": source,
                 "sizes_mb": [small["corpus_mb"], large["corpus_mb"]],
                 "peak_ratio": ratio,
-                "reading_growth_difference_bytes": large["reading_growth_bytes"] - small["reading_growth_bytes"],
+                "peak_anon_ratio": anon_ratio,
+                "peak_file_difference_bytes": large["peak_file_bytes"] - small["peak_file_bytes"],
                 "target": f"within {MEMORY_TARGET:.0%}",
                 "meets_target": abs(ratio - 1) <= MEMORY_TARGET,
+                "anon_meets_target": abs(anon_ratio - 1) <= MEMORY_TARGET,
             }
         )
     return rows, ratios
@@ -670,6 +685,23 @@ def measure_resume(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
     return rows
 
 
+def resume_summary(rows: list[dict]) -> list[dict]:
+    """Per source and size: the fastest and slowest resume and their ratio (flat: near 1); for the stream also the
+    least-squares cost of each text its shard is read through (seconds = base + per_text × texts skipped)."""
+    summary = []
+    for key in dict.fromkeys((row["source"], row["corpus_mb"]) for row in rows):
+        group = [row for row in rows if (row["source"], row["corpus_mb"]) == key]
+        times = [row["seconds"] for row in group]
+        entry = {"source": key[0], "corpus_mb": key[1], "fastest_s": min(times), "slowest_s": max(times)}
+        entry["slowest_over_fastest"] = max(times) / min(times)
+        skipped = [row["texts_skipped_in_shard"] or 0 for row in group]
+        if key[0] == "stream" and len(set(skipped)) > 1:
+            fit = statistics.linear_regression(skipped, times)
+            entry.update(seconds_per_text_skipped=fit.slope, base_seconds=fit.intercept)
+        summary.append(entry)
+    return summary
+
+
 # ---------------------------------------------------------------------------------------------------------- reporting
 
 
@@ -727,12 +759,23 @@ def format_report(record: dict) -> str:
                 )
     parts += [
         "## Peak memory of reading the first micro-batches",
-        f"RSS summed over the process and its {settings['memory_workers']} dataloader worker(s) (pages shared between "
-        "them counted in each), sampled every 10 ms, in a process forked for the case. `after setup`: when the "
-        "training blocks were loaded, before the DataLoader; `growth`: peak while reading minus that. The large "
-        "stream is the corpus repeated; the large prepared folder random token ids in the manifest's format.",
+        f"Resident memory summed over the process and its {settings['memory_workers']} dataloader worker(s) (pages "
+        "shared between them counted in each), from /proc/PID/status every 10 ms, in a process forked for the case: "
+        "`RSS` all of it (VmRSS), `anonymous` its heap and arrays (RssAnon), `file-backed` mapped files (RssFile: "
+        "libraries and memory-mapped shards, page cache the kernel can take back). `after setup`: when the training "
+        "blocks were loaded, before the DataLoader. The large stream is the corpus repeated; the large prepared "
+        "folder random token ids in the manifest's format.",
         table(
-            ["source", "corpus MB", "on disk MB", "micro-batches", "after setup MiB", "peak MiB", "growth MiB"],
+            [
+                "source",
+                "corpus MB",
+                "on disk MB",
+                "micro-batches",
+                "RSS after setup MiB",
+                "peak RSS MiB",
+                "peak anonymous MiB",
+                "peak file-backed MiB",
+            ],
             [
                 [
                     row["source"],
@@ -741,20 +784,21 @@ def format_report(record: dict) -> str:
                     str(row["batches"]),
                     mib(row["rss_ready_bytes"]),
                     mib(row["peak_rss_bytes"]),
-                    mib(row["reading_growth_bytes"]),
+                    mib(row["peak_anon_bytes"]),
+                    mib(row["peak_file_bytes"]),
                 ]
                 for row in record["memory"]
             ],
         ),
         table(
-            ["source", "peak ratio (large / small)", "growth difference MiB", "target", ""],
+            ["source", "peak RSS ratio (large / small)", "target", "peak anonymous ratio", "target"],
             [
                 [
                     row["source"],
                     f"{row['peak_ratio']:.3f}",
-                    mib(row["reading_growth_difference_bytes"]),
-                    row["target"],
-                    "met" if row["meets_target"] else "missed",
+                    f"{row['target']}: {'met' if row['meets_target'] else 'missed'}",
+                    f"{row['peak_anon_ratio']:.3f}",
+                    f"{row['target']}: {'met' if row['anon_meets_target'] else 'missed'}",
                 ]
                 for row in record["memory_ratios"]
             ],
@@ -802,6 +846,17 @@ def format_report(record: dict) -> str:
             ],
         ),
     ]
+    for entry in record["resume_summary"]:
+        line = (
+            f"{entry['source']} {entry['corpus_mb']:g} MB: {entry['fastest_s']:.3f} to {entry['slowest_s']:.3f} s, "
+            f"slowest / fastest {entry['slowest_over_fastest']:.2f}"
+        )
+        if "seconds_per_text_skipped" in entry:
+            line += (
+                f"; least squares: {entry['base_seconds']:.3f} s + {entry['seconds_per_text_skipped'] * 1e3:.3f} ms "
+                "per text read through in the shard"
+            )
+        parts.append(f"- {line}.")
     return "\n\n".join(parts) + "\n"
 
 
@@ -918,6 +973,7 @@ def measure_all(args: argparse.Namespace, root: Path) -> dict:
         "memory_ratios": memory_ratios,
         "delivery": delivery,
         "resume": resume,
+        "resume_summary": resume_summary(resume),
         "section_seconds": seconds,
     }
 

@@ -34,6 +34,9 @@ def test_quick_run_records_every_case(tmp_path):
     assert set(memory) == {(source, size) for source in ("stream", "prepared") for size in sizes}
     for row in memory.values():
         assert row["peak_rss_bytes"] >= row["rss_ready_bytes"] > 0
+        assert (
+            0 < row["peak_anon_bytes"] <= row["peak_rss_bytes"] and 0 < row["peak_file_bytes"] <= row["peak_rss_bytes"]
+        )
         assert row["tokens_read"] == settings["memory_batches"] * settings["batch_size"] * settings["block_length"]
     # the large corpora are about large_mb on disk, ten times the small ones
     assert memory[("stream", sizes[1])]["bytes_on_disk"] == pytest.approx(sizes[1] * 1e6, rel=0.01)
@@ -46,6 +49,8 @@ def test_quick_run_records_every_case(tmp_path):
             == memory[(source, sizes[1])]["peak_rss_bytes"] / memory[(source, sizes[0])]["peak_rss_bytes"]
         )
         assert row["meets_target"] == (abs(row["peak_ratio"] - 1) <= 0.10)
+        large, small = memory[(source, sizes[1])]["peak_anon_bytes"], memory[(source, sizes[0])]["peak_anon_bytes"]
+        assert row["peak_anon_ratio"] == large / small
 
     resume = record["resume"]
     for source, size in (("prepared", sizes[0]), ("prepared", sizes[1]), ("stream", sizes[0])):

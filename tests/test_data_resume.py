@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+import transformers
 
 from symbert.training import data
 from symbert.training.arguments import parse_arguments
@@ -130,6 +131,14 @@ pretrain.main(sys.argv[1:])
 """
 
 
+def skip_resume_of_cpu_processes_under_transformers_4():
+    if int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip(
+            "transformers 4.x resumes a multi-process CPU run's optimizer with map_location 'cpu:0', which torch "
+            "cannot restore (its Trainer, not this project: fixed in 5.x)"
+        )
+
+
 def run_recorded(args, log, processes=1, tmp_path=None):
     import os
     import subprocess
@@ -170,6 +179,7 @@ def test_two_processes_train_on_one_process_s_blocks_and_resume_exactly(two_file
     ranks = run_recorded(ddp_args, tmp_path / "ddp.log", processes=2)
     assert [entry["blocks"] for entry in single] == [a["blocks"] + b["blocks"] for a, b in zip(*ranks, strict=True)]
 
+    skip_resume_of_cpu_processes_under_transformers_4()
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(tmp_path / "ddp" / "checkpoint-6", resumed / "checkpoint-6")
@@ -188,6 +198,7 @@ def test_two_processes_read_disjoint_parts_of_a_stream_and_resume_exactly(two_fi
     ranks = run_recorded(resume_args(two_file_corpus, tmp_path / "ddp", *args), tmp_path / "ddp.log", processes=2)
     texts = [{tuple(block) for entry in rank for block in entry["blocks"]} for rank in ranks]
     assert not texts[0] & texts[1]  # each process its own file (shard)
+    skip_resume_of_cpu_processes_under_transformers_4()
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(tmp_path / "ddp" / "checkpoint-16", resumed / "checkpoint-16")  # inside the second pass

@@ -128,7 +128,8 @@ class SymBertPretrainingTrainer(Trainer):
             num_workers=workers,
             pin_memory=args.dataloader_pin_memory and args.device.type == "cuda",
             prefetch_factor=args.dataloader_prefetch_factor if workers else None,
-            multiprocessing_context=args.dataloader_multiprocessing_context if workers else None,
+            # transformers 5's argument (4.x forks, as torch does on Linux)
+            multiprocessing_context=getattr(args, "dataloader_multiprocessing_context", None) if workers else None,
         )  # in order (torch's default, whatever --dataloader_in_order says): micro-batch j from worker j mod N
 
     def training_step(self, model, inputs, num_items_in_batch=None):
