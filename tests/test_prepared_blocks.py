@@ -172,3 +172,30 @@ def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_
         data.load_blocks(parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2], None)
     manifest = prepare(run_args(corpus, folder))
     assert sorted(os.listdir(tmp_path)) == ["blocks"] and manifest["held_out"]["blocks"] == 8
+
+
+def test_a_hub_dataset_streamed_is_prepared_by_row_group(corpus, tmp_path):  # noqa: F811
+    """A dataset given by name (here a local folder in the Hub's layout: what load_dataset reads from the Hub after
+    the download) of Parquet files, streamed: resharded by row group, split between two processes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = (corpus / "train.txt").read_text().splitlines()
+    dataset = tmp_path / "hub-dataset" / "data"
+    dataset.mkdir(parents=True)
+    pq.write_table(pa.table({"text": lines}), dataset / "train-00000-of-00001.parquet", row_group_size=100)
+    args = run_args(corpus, tmp_path / "blocks", "--dataset_name", str(dataset.parent), "--streaming", "true")
+    args = [arg for arg in args if arg not in ("--train_files", str(corpus / "train.txt"))] + ["--num_proc", "2"]
+    manifest = prepare(args)
+    assert manifest["source"].startswith(f"dataset {str(dataset.parent)!r}")
+    # one Parquet file of 6 row groups: two processes, each with whole row groups of its own
+    assert [shard["file"] for shard in manifest["train"]["shards"]] == ["train-00000.bin", "train-00001.bin"]
+    counts = [shard["blocks"] for shard in manifest["train"]["shards"]]
+    assert min(counts) > 0 and abs(counts[0] - counts[1]) <= max(counts) // 2
+
+
+def test_a_stream_prepared_by_one_process_reads_back(two_file_corpus, tmp_path):  # noqa: F811
+    manifest = prepare(resume_args(two_file_corpus, tmp_path / "blocks", "--streaming", "true"))
+    assert prepared.read_manifest(tmp_path / "blocks") == manifest  # shard sizes agree with the manifest
+    (shard,) = manifest["train"]["shards"]
+    assert shard["blocks"] * 32 * 2 == (tmp_path / "blocks" / shard["file"]).stat().st_size

@@ -221,9 +221,7 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
     try:
         staging.mkdir(parents=True)
         if isinstance(train, IterableDataset):
-            shards = write_stream_shards(train, staging, dtype, data_args.num_proc or 1)
-            for shard in shards:
-                shard["blocks"] //= length
+            shards = write_stream_shards(train, staging, dtype, length, data_args.num_proc or 1)
         else:
             shards = [{"file": "train-00000.bin", "blocks": write_blocks(staging / "train-00000.bin", train, dtype)}]
         held = write_blocks(staging / HELD_OUT_FILE, held_out, dtype)
@@ -262,7 +260,9 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
     return manifest
 
 
-def write_stream_shards(train: IterableDataset, folder: Path, dtype: np.dtype, processes: int) -> list[dict]:
+def write_stream_shards(
+    train: IterableDataset, folder: Path, dtype: np.dtype, length: int, processes: int
+) -> list[dict]:
     """A stream's training blocks, split between `processes` (datasets' split_dataset_by_node), one shard each. The
     processes are forked, so the stream's functions need not be picklable; each writes its shard or its error."""
     names = [f"train-{index:05d}.bin" for index in range(processes)]
@@ -290,8 +290,7 @@ def write_stream_shards(train: IterableDataset, folder: Path, dtype: np.dtype, p
             if kind == "UserError":
                 raise UserError(message)
             raise RuntimeError(f"Preparing shard {index} failed:\n{kind}")
-    itemsize = dtype.itemsize
-    return [{"file": name, "blocks": (folder / name).stat().st_size // itemsize} for name in names]
+    return [{"file": name, "blocks": (folder / name).stat().st_size // (dtype.itemsize * length)} for name in names]
 
 
 # What decides the blocks a preparation holds: a prepared folder is reused for a run only if these are the same
