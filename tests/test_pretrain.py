@@ -14,6 +14,7 @@ import torch
 from datasets import Dataset
 from safetensors.torch import load_file
 from scipy.stats import binom
+from transformers import DataCollatorForLanguageModeling
 
 from conftest import file_names, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
@@ -244,6 +245,34 @@ def test_masking_is_berts_and_seeded_by_content(corpus):
     assert abs(replaced_by_mask.sum().item() / masked.sum().item() - 0.8) < 0.03
     assert abs(unchanged.sum().item() / masked.sum().item() - 0.1) < 0.03  # (plus random picks of the same id)
     assert torch.equal(batch["input_ids"][~masked], original[~masked])
+
+
+def test_block_collation_equals_the_tokenizers_padding_and_special_token_mask(corpus):
+    """Blocks of one length are collated without tokenizer.pad and get_special_tokens_mask: the same batch as
+    DataCollatorForLanguageModeling's own collation, masks included, for blocks with special tokens in them."""
+    tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, "unused"))[2])
+    collator = data.ResumableMLMCollator(tokenizer, mlm_probability=0.3, mask_seed=7)
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, len(tokenizer), (16, 32), generator=generator)  # special ids (0-4) among them
+    blocks = [{"input_ids": row.tolist()} for row in ids]
+    fast = collator(blocks)
+    collator.torch_call = lambda examples: DataCollatorForLanguageModeling.torch_call(collator, examples)
+    collator.generator = torch.Generator().manual_seed(fast_generator_seed(blocks, 7))
+    slow = DataCollatorForLanguageModeling.torch_call(collator, blocks)
+    assert fast.keys() == slow.keys() == {"input_ids", "attention_mask", "labels"}
+    for name in fast:
+        assert fast[name].dtype == slow[name].dtype and torch.equal(fast[name], slow[name]), name
+    assert (fast["labels"][ids < 5] == -100).all()  # special tokens are never masked
+
+
+def fast_generator_seed(blocks, mask_seed):
+    import hashlib
+
+    import numpy as np
+
+    ids = np.asarray([block["input_ids"] for block in blocks], dtype=np.int64)
+    digest = hashlib.blake2b(ids.tobytes(), digest_size=8, key=mask_seed.to_bytes(8, "little")).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def test_masking_cap_unmasks_random_extras_and_leaves_batches_within_it_alone(corpus):

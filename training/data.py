@@ -596,7 +596,15 @@ class ResumableMLMCollator(DataCollatorForLanguageModeling):
         ids = np.asarray([example["input_ids"] for example in examples], dtype=np.int64)
         digest = hashlib.blake2b(ids.tobytes(), digest_size=8, key=self.mask_seed.to_bytes(8, "little")).digest()
         self.generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
-        batch = super().torch_call(examples)
+        if all(example.keys() == {"input_ids"} for example in examples):
+            # Blocks of one length: the batch as the tokenizer's padding and special-token mask would make it, without
+            # their per-token Python loops (the same masks: tests/test_pretrain.py)
+            input_ids = torch.from_numpy(ids)
+            special = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids))
+            batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+            batch["input_ids"], batch["labels"] = self.torch_mask_tokens(input_ids, special_tokens_mask=special)
+        else:
+            batch = super().torch_call(examples)
         if self.max_predictions_per_seq is not None:
             cap_predictions(batch, len(examples) * self.max_predictions_per_seq, self.generator)
         return batch
