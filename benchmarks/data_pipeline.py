@@ -648,15 +648,26 @@ def resume_row(
     }
 
 
+def interleaved_timings(train: Any, tokenizer: Any, args: argparse.Namespace, points: list[tuple[int, dict]]) -> list:
+    """time_to_first_batch at each (micro-batch, reader states), in --resume_repeats rounds over all the points, each
+    round starting at another: a drift of the machine's speed spreads over them instead of following j."""
+    seconds: list[list[float]] = [[] for _ in points]
+    for repeat in range(args.resume_repeats):
+        for index in [(repeat + k) % len(points) for k in range(len(points))]:
+            first, states = points[index]
+            seconds[index] += time_to_first_batch(train, tokenizer, args.batch_size, first, states, 1)
+    return seconds
+
+
 def measure_resume(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
     rows = []
     for folder, megabytes in ((corpora.prepared, args.corpus_mb), (corpora.large_prepared, args.large_mb)):
         train, tokenizer = corpora.load(blocks_dir=folder)
-        for passes in args.resume_passes:
-            first = round(passes * len(train) / args.batch_size)
-            seconds = time_to_first_batch(train, tokenizer, args.batch_size, first, {}, args.resume_repeats)
+        firsts = [round(passes * len(train) / args.batch_size) for passes in args.resume_passes]
+        timings = interleaved_timings(train, tokenizer, args, [(first, {}) for first in firsts])
+        for first, seconds in zip(firsts, timings, strict=True):
             rows.append(resume_row("prepared", megabytes, len(train), first, args.batch_size, seconds))
-            print(f"resume prepared {megabytes:g} MB at {passes:g} passes: {rows[-1]['seconds']:.3f} s", flush=True)
+            print(f"resume prepared {megabytes:g} MB at j={first}: {rows[-1]['seconds']:.3f} s", flush=True)
     # the stream: read once to past the last resume point, keeping the tracker's reader states at every micro-batch
     train, tokenizer = corpora.load(corpora.streams["txt"])
     tracker = PositionTracker(Readers(), None, args.batch_size)
@@ -674,30 +685,54 @@ def measure_resume(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
     print(
         f"read {len(snapshots) - 1} micro-batches of the stream ({read_seconds:.0f} s) to take its states", flush=True
     )
+    points = []
     for passes in args.resume_passes:
         first = min(round(passes * blocks_per_pass / args.batch_size), len(snapshots) - 1)
-        states = snapshots[first]
-        seconds = time_to_first_batch(train, tokenizer, args.batch_size, first, states, args.resume_repeats)
+        points.append((first, snapshots[first]))
+    with tokenizer_threads_for(0):
+        timings = interleaved_timings(train, tokenizer, args, points)
+    for (first, states), seconds in zip(points, timings, strict=True):
         rows.append(
             resume_row("stream", args.corpus_mb, blocks_per_pass, first, args.batch_size, seconds, states.get(0))
         )
-        print(f"resume stream at {passes:g} passes: {rows[-1]['seconds']:.3f} s", flush=True)
+        print(f"resume stream at j={first}: {rows[-1]['seconds']:.3f} s", flush=True)
     return rows
 
 
-def resume_summary(rows: list[dict]) -> list[dict]:
-    """Per source and size: the fastest and slowest resume and their ratio (flat: near 1); for the stream also the
-    least-squares cost of each text its shard is read through (seconds = base + per_text × texts skipped)."""
+def read_through_rate(files: list[Path]) -> dict:
+    """Texts/s and MB/s at which the stream's source yields the texts of its first file untokenised: the rate at
+    which datasets reads through a shard to a saved position inside it."""
+    start, texts = time.perf_counter(), 0
+    for _ in data_module.stream_files([str(files[0])], "text", "text"):
+        texts += 1
+    seconds = time.perf_counter() - start
+    return {"texts_per_s": texts / seconds, "mb_per_s": files[0].stat().st_size / 1e6 / seconds, "texts": texts}
+
+
+def resume_summary(rows: list[dict], read_rate: dict | None, shard_mb: float) -> list[dict]:
+    """Per source and size: the fastest and slowest resume and their ratio (flat: near 1); for the stream also its
+    median at a shard's start (nothing to read through) and inside one, and the time to read through a whole shard
+    of the large corpus at the measured rate (the worst case of a resume there)."""
     summary = []
     for key in dict.fromkeys((row["source"], row["corpus_mb"]) for row in rows):
         group = [row for row in rows if (row["source"], row["corpus_mb"]) == key]
         times = [row["seconds"] for row in group]
         entry = {"source": key[0], "corpus_mb": key[1], "fastest_s": min(times), "slowest_s": max(times)}
         entry["slowest_over_fastest"] = max(times) / min(times)
-        skipped = [row["texts_skipped_in_shard"] or 0 for row in group]
-        if key[0] == "stream" and len(set(skipped)) > 1:
-            fit = statistics.linear_regression(skipped, times)
-            entry.update(seconds_per_text_skipped=fit.slope, base_seconds=fit.intercept)
+        if key[0] == "stream":
+            at_start = [row["seconds"] for row in group if not row["texts_skipped_in_shard"]]
+            inside = [row for row in group if row["texts_skipped_in_shard"]]
+            entry["median_at_shard_start_s"] = statistics.median(at_start) if at_start else None
+            entry["median_inside_shard_s"] = statistics.median(row["seconds"] for row in inside) if inside else None
+            if len({row["texts_skipped_in_shard"] for row in inside}) > 1:
+                fit = statistics.linear_regression(
+                    [row["texts_skipped_in_shard"] for row in inside], [row["seconds"] for row in inside]
+                )
+                entry["seconds_per_text_skipped_inside"] = fit.slope
+            if read_rate:
+                entry["read_through"] = read_rate
+                entry["large_shard_mb"] = shard_mb
+                entry["large_shard_read_through_s"] = shard_mb / read_rate["mb_per_s"]
         summary.append(entry)
     return summary
 
@@ -827,7 +862,7 @@ def format_report(record: dict) -> str:
         "## Resume: time to the first micro-batch at micro-batch j",
         "From constructing TrainingBlocks(first_micro_batch=j) (a stream: with the reader state of a PositionTracker "
         "that followed a first read of j micro-batches) to the first collated micro-batch, DataLoader with 0 "
-        f"workers; median of {settings['resume_repeats']}. `shard, texts skipped`: where datasets resumes the stream, "
+        f"workers; median of {settings['resume_repeats']} (in rounds over all j, each round starting at another j). `shard, texts skipped`: where datasets resumes the stream, "
         "the texts of its shard it reads through to get there (it skips inside a file by reading it).",
         table(
             ["source", "corpus MB", "blocks per pass", "j", "passes", "shard, texts skipped", "seconds", "range"],
@@ -851,11 +886,19 @@ def format_report(record: dict) -> str:
             f"{entry['source']} {entry['corpus_mb']:g} MB: {entry['fastest_s']:.3f} to {entry['slowest_s']:.3f} s, "
             f"slowest / fastest {entry['slowest_over_fastest']:.2f}"
         )
-        if "seconds_per_text_skipped" in entry:
-            line += (
-                f"; least squares: {entry['base_seconds']:.3f} s + {entry['seconds_per_text_skipped'] * 1e3:.3f} ms "
-                "per text read through in the shard"
-            )
+        if entry["source"] == "stream":
+            for name, where in (("median_at_shard_start_s", "at a shard's start"), ("median_inside_shard_s", "inside")):
+                line += f"; median {where}: " + ("none" if entry[name] is None else f"{entry[name]:.3f} s")
+            if "seconds_per_text_skipped_inside" in entry:
+                line += f" (least squares inside: {entry['seconds_per_text_skipped_inside'] * 1e3:+.4f} ms per text)"
+            if "read_through" in entry:
+                rate = entry["read_through"]
+                line += (
+                    f". Its source reads a file's texts (untokenised) at {rate['texts_per_s']:,.0f} texts/s, "
+                    f"{rate['mb_per_s']:.1f} MB/s: reading through a whole {entry['large_shard_mb']:g} MB shard of "
+                    f"the {settings['large_mb']:g} MB corpus, the worst case of a resume there, would take "
+                    f"{entry['large_shard_read_through_s']:.0f} s"
+                )
         parts.append(f"- {line}.")
     return "\n\n".join(parts) + "\n"
 
@@ -943,6 +986,7 @@ def measure_all(args: argparse.Namespace, root: Path) -> dict:
         path.unlink()
     delivery = timed(seconds, "delivery", measure_delivery, args, corpora)
     resume = timed(seconds, "resume", measure_resume, args, corpora)
+    read_rate = read_through_rate(corpora.streams["txt"])
     settings = {
         name: getattr(args, name)
         for name in (
@@ -973,7 +1017,7 @@ def measure_all(args: argparse.Namespace, root: Path) -> dict:
         "memory_ratios": memory_ratios,
         "delivery": delivery,
         "resume": resume,
-        "resume_summary": resume_summary(resume),
+        "resume_summary": resume_summary(resume, read_rate, args.large_mb / args.files),
         "section_seconds": seconds,
     }
 

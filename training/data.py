@@ -4,7 +4,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, count
@@ -505,34 +505,20 @@ def load_blocks(
                 f"Skipped {column.null_count:,} of {len(texts):,} records of {describe_source(data_args)} without a "
                 f"text in field {data_args.text_column!r} (--skip_records_without_text true)."
             )
-    if isinstance(texts, IterableDataset) and hasattr(texts, "reshard"):  # datasets >= 4.4
-        texts = texts.reshard()  # Parquet: a shard per row group, so that many readers each get whole shards
     # Blank lines would only add [CLS] [SEP] pairs to the blocks.
-    in_memory = {} if isinstance(texts, IterableDataset) else {"num_proc": data_args.num_proc}
-    texts = texts.filter(has_text, batched=True, with_indices=True, **in_memory)
-    if not isinstance(texts, IterableDataset) and len(texts) == 0:
+    if isinstance(texts, IterableDataset):
+        return stream_blocks(texts, data_args, has_text, tokenize)
+    texts = texts.filter(has_text, batched=True, with_indices=True, num_proc=data_args.num_proc)
+    if len(texts) == 0:
         raise UserError(f"The training data are empty: {describe_source(data_args)} hold no text.")
-    # select_columns rather than remove_columns: a stream may not know its columns before it is read
-    tokens = texts.map(tokenize, batched=True, **in_memory).select_columns(["input_ids"])
+    tokens = texts.map(tokenize, batched=True, num_proc=data_args.num_proc).select_columns(["input_ids"])
     blocks = tokens.map(
-        group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size}, **in_memory
+        group_into_blocks,
+        batched=True,
+        batch_size=1000,
+        fn_kwargs={"block_size": block_size},
+        num_proc=data_args.num_proc,
     )
-    if isinstance(blocks, IterableDataset):
-        held_out, held_out_texts = held_out_stream_blocks(texts, tokenize, data_args)
-        # The training stream leaves out every text of the held-out blocks by its digest, not by its place: a place
-        # in the stream is not one once the stream is split between processes and dataloader workers.
-        train_texts = texts.filter(
-            lambda batch: [text_digest(text) not in held_out_texts for text in batch[data_args.text_column]],
-            batched=True,
-        )
-        train_tokens = train_texts.map(tokenize, batched=True).select_columns(["input_ids"])
-        train = train_tokens.map(group_into_blocks, batched=True, batch_size=1000, fn_kwargs={"block_size": block_size})
-        if next(iter(train.iter(batch_size=1)), None) is None:
-            raise UserError(
-                f"{describe_source(data_args)} give no training block besides the "
-                f"{data_args.eval_blocks} held-out blocks; lower eval_blocks or max_seq_length, or add data."
-            )
-        return train, held_out
     if len(blocks) <= data_args.eval_blocks:
         raise UserError(
             f"{describe_source(data_args)} give {len(blocks)} blocks of {block_size} tokens, not more than eval_blocks="
@@ -540,6 +526,39 @@ def load_blocks(
         )
     split = blocks.train_test_split(test_size=data_args.eval_blocks, seed=seed)
     return split["train"], split["test"]
+
+
+def stream_blocks(
+    texts: IterableDataset, data_args: DataArguments, has_text: Callable, tokenize: Callable
+) -> tuple[IterableDataset, Dataset]:
+    """(training stream, held-out blocks) of a stream of texts. The held-out blocks are its first `eval_blocks`, and
+    every text they were cut from is left out of training by its digest, not by its place: a place in the stream is
+    not one once the stream is split between processes and dataloader workers."""
+    if hasattr(texts, "reshard"):  # datasets >= 4.4
+        texts = texts.reshard()  # Parquet: a shard per row group, so that many readers each get whole shards
+    held_out, held_out_texts = held_out_stream_blocks(
+        texts.filter(has_text, batched=True, with_indices=True), tokenize, data_args
+    )
+    column = data_args.text_column
+
+    def training_blocks(batch: dict, indices: list[int]) -> dict:
+        # One map for the check, the held-out texts, tokenising and blocking: a stream joins each batched step's
+        # example keys into the next one's, which costs more than tokenising when steps are chained.
+        keep = [
+            kept and text_digest(text) not in held_out_texts
+            for kept, text in zip(has_text(batch, indices), batch[column], strict=True)
+        ]
+        texts_kept = {column: [text for text, kept in zip(batch[column], keep, strict=True) if kept]}
+        return group_into_blocks(tokenize(texts_kept), data_args.max_seq_length)
+
+    columns = texts.column_names or list(next(iter(texts), {}))  # a stream may know its columns only once read
+    train = texts.map(training_blocks, batched=True, batch_size=1000, with_indices=True, remove_columns=columns)
+    if next(iter(train.iter(batch_size=1)), None) is None:
+        raise UserError(
+            f"{describe_source(data_args)} give no training block besides the {data_args.eval_blocks} held-out "
+            "blocks; lower eval_blocks or max_seq_length, or add data."
+        )
+    return train, held_out
 
 
 def text_digest(text: str) -> bytes:
