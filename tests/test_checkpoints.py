@@ -14,6 +14,7 @@ import textwrap
 import time
 
 import pytest
+import torch
 from transformers import modeling_utils
 
 from symbert.cli import UserError
@@ -193,6 +194,43 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
     assert re.search(f"Skipping {re.escape(str(newest))}: {reason}", out)
     assert f"Resuming from {output_dir / 'checkpoint-4'}" in out
     assert_same_training(output_dir, straight)
+
+
+def test_checkpoints_of_fsdp_and_deepspeed_are_checked_in_their_own_files(straight, tmp_path):
+    """FSDP and DeepSpeed save no optimizer.pt; the check reads what each writes instead (the FSDP2 test of
+    test_distributed_engines.py resumes from a real FSDP checkpoint). FSDP with full state dicts: optimizer.bin and
+    pytorch_model_fsdp.bin, loaded with weights_only=True. DeepSpeed (not installed here, so its layout is built):
+    global_stepN/ named by `latest`, whose torch.save archives must be whole, one optimizer file per process."""
+    plain = straight / "checkpoint-4"
+    fsdp = tmp_path / "fsdp"
+    shutil.copytree(plain, fsdp)
+    shutil.copy(plain / "scheduler.pt", fsdp / "pytorch_model_fsdp.bin")  # a state dict that loads weights-only
+    assert checkpoint_problem(fsdp) == "optimizer.bin is missing"
+    (fsdp / "optimizer.pt").rename(fsdp / "optimizer.bin")
+    assert checkpoint_problem(fsdp) is None
+    os.truncate(fsdp / "optimizer.bin", 100)
+    assert checkpoint_problem(fsdp).startswith("optimizer.bin is unreadable")
+
+    deepspeed = tmp_path / "deepspeed"
+    shutil.copytree(plain, deepspeed)
+    for name in ("optimizer.pt", "scheduler.pt"):  # DeepSpeed holds them
+        (deepspeed / name).unlink()
+    states = deepspeed / "global_step8"
+    states.mkdir()
+    (deepspeed / "latest").write_text("global_step8")
+    torch.save({"module": {"weight": torch.ones(4)}}, states / "mp_rank_00_model_states.pt")
+    for rank in (0, 1):
+        torch.save({"state": torch.ones(4)}, states / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
+    assert checkpoint_problem(deepspeed) is None
+    os.truncate(states / "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt", 200)
+    assert checkpoint_problem(deepspeed).startswith("latest is unreadable (BadZipFile")
+    (states / "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt").unlink()
+    torch.save({"state": torch.ones(4)}, states / "bf16_zero_pp_rank_2_mp_rank_00_optim_states.pt")
+    assert "optimizer states of processes [0, 2]" in checkpoint_problem(deepspeed)
+    (deepspeed / "latest").write_text("global_step4")
+    assert "it names 'global_step4', which is not a folder" in checkpoint_problem(deepspeed)
+    (deepspeed / "latest").unlink()
+    assert checkpoint_problem(deepspeed) == "latest is missing"  # global_step8/ is there: DeepSpeed's checkpoint
 
 
 def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path, capsys):  # noqa: F811

@@ -1,12 +1,11 @@
-"""Scaling out on the Trainer's engines: DDP without the unused-parameter search for every attention type, the FSDP2
-accelerate config and the DeepSpeed ZeRO-2 config shipped in training/accelerate/ (docs/distributed.md).
-
-accelerate runs FSDP only on accelerators: on CPU processes (gloo) it drops the FSDP plugin and wraps the model in
-DDP, so FSDP2 itself is not trained here; the test below that shows it fails the day accelerate runs FSDP on CPU."""
+"""Scaling out on the Trainer's engines: DDP without the unused-parameter search for every attention type, FSDP2
+trained on 2 CPU processes (accelerate forced to FSDP there), the FSDP2 accelerate config and the DeepSpeed ZeRO-2
+config shipped in training/accelerate/ (docs/distributed.md)."""
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,11 +15,13 @@ import pytest
 import torch
 import yaml
 from accelerate.commands.config.config_args import ClusterConfig
+from safetensors.torch import load_file
 
 from conftest import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
 from symbert.training.arguments import model_config, parse_arguments
+from symbert.training.run_folder import checkpoint_problem
 from test_pretrain import LAUNCHERS, corpus, run_args  # noqa: F401  (corpus is a fixture)
 
 ACCELERATE_DIR = Path(__file__).parent.parent / "training" / "accelerate"
@@ -32,6 +33,7 @@ DRIVER = textwrap.dedent(
     """
     import json, sys
     import torch
+    from torch.distributed.tensor import DTensor
     from symbert.training import pretrain
 
     original_step = pretrain.SymBertPretrainingTrainer.training_step
@@ -49,6 +51,9 @@ DRIVER = textwrap.dedent(
                 "wrapper": type(wrapped).__name__,
                 # DDP's own record of the search it runs after each backward (0 or 1)
                 "find_unused_parameters": wrapped._get_ddp_logging_data()["find_unused_parameters"] if ddp else None,
+                # FSDP2 shards each parameter into a DTensor
+                "parameters": len(list(wrapped.parameters())),
+                "sharded": sum(isinstance(p, DTensor) for p in wrapped.parameters()),
             }
             print("WRAPPING " + json.dumps(report), flush=True)
         return loss
@@ -59,10 +64,37 @@ DRIVER = textwrap.dedent(
 )
 
 
-def launch(tmp_path, args, timeout=240):
-    """symbert-pretrain in 2 gloo processes (torchrun), through DRIVER; the result and each process's report."""
+# accelerate (1.15) applies FSDP only on accelerators: on gloo CPU processes its state is MULTI_CPU, and the branch of
+# AcceleratorState.__init__ that keeps the FSDP plugin (and sets the type FSDP) is taken for GPU-like types only, so
+# the Trainer would wrap the model in DDP. This patch, the only change to accelerate, does what that branch does
+# (without mixed precision) for MULTI_CPU too, once accelerate has chosen: the type becomes FSDP (in PartialState's
+# shared state as well, which every later AcceleratorState copies) and the plugin is kept. Everything else (fully_shard, the state dicts, the
+# Trainer's FSDP saves and loads) is accelerate's, transformers' and torch's own code, run on CPU tensors.
+FORCE_FSDP_ON_CPU = textwrap.dedent(
+    """
+    from accelerate.state import AcceleratorState, PartialState
+    from accelerate.utils import DistributedType
+
+    accelerate_init = AcceleratorState.__init__
+
+    def init(self, *args, fsdp_plugin=None, **kwargs):
+        accelerate_init(self, *args, fsdp_plugin=fsdp_plugin, **kwargs)
+        if fsdp_plugin is not None and not getattr(self, "fsdp_plugin", None):
+            print("ACCELERATE CHOSE " + self.distributed_type.value, flush=True)
+            if self.distributed_type == DistributedType.MULTI_CPU:
+                PartialState._shared_state["distributed_type"] = self.distributed_type = DistributedType.FSDP
+                self.fsdp_plugin = fsdp_plugin
+
+    AcceleratorState.__init__ = init
+    """
+)
+
+
+def launch(tmp_path, args, timeout=240, force_fsdp=False):
+    """symbert-pretrain in 2 gloo processes (torchrun), through DRIVER (after FORCE_FSDP_ON_CPU with `force_fsdp`);
+    the result and each process's report."""
     driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
+    driver.write_text(FORCE_FSDP_ON_CPU + DRIVER if force_fsdp else DRIVER)
     result = subprocess.run(
         [sys.executable, *LAUNCHERS["torchrun"], str(driver), *args],
         capture_output=True,
@@ -114,19 +146,64 @@ def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_atte
 
 
 @pytest.mark.slow
-def test_fsdp_on_cpu_processes_trains_with_ddp(corpus, tmp_path):  # noqa: F811
-    """Why FSDP2 is not trained on CPU here: with --fsdp (FSDP2) on gloo processes, accelerate (on MULTI_CPU) keeps
-    no FSDP plugin and the Trainer wraps the model in DDP; the run succeeds, unsharded. If this fails, accelerate
-    shards on CPU: train FSDP2 here instead (docs/distributed.md says how far it was taken)."""
-    fsdp_config = json.dumps({"version": 2, "transformer_layer_cls_to_wrap": ["SymBertLayer"]})
-    args = run_args(corpus, tmp_path / "fsdp", "--fsdp", "--fsdp_config", fsdp_config, "--max_steps", "2")
-    args += ["--eval_steps", "2", "--save_steps", "2", "--ddp_find_unused_parameters", "false"]
-    result, reports = launch(tmp_path, args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert len(reports) == 2
+def test_fsdp2_trains_sharded_on_two_cpu_processes_and_resumes_exactly(corpus, tmp_path):  # noqa: F811
+    """FSDP2 (fsdp2.yaml's settings, as Trainer arguments) on 2 gloo processes, accelerate forced to FSDP there
+    (FORCE_FSDP_ON_CPU; accelerate itself chose MULTI_CPU, that is DDP): every parameter is a DTensor, the run
+    trains 4 steps and saves checkpoint-2 and checkpoint-4 in FSDP's files, which the run folder's check accepts; a
+    rerun from checkpoint-2 (as after a kill) ends with the same weights, bit for bit, and the same eval losses; the
+    final folder holds SymBERT's code and auto_map (not torch's FSDP classes) and loads with from_pretrained."""
+    fsdp_config = {
+        "version": 2,
+        "transformer_layer_cls_to_wrap": ["SymBertLayer"],
+        "reshard_after_forward": True,
+        "state_dict_type": "FULL_STATE_DICT",
+    }
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+
+    def train(output_dir):
+        args = run_args(corpus, output_dir, "--fsdp", "--fsdp_config", json.dumps(fsdp_config), "--max_steps", "4")
+        args += ["--eval_steps", "2", "--save_steps", "2", "--logging_steps", "1"]
+        result, reports = launch(tmp_path, args, force_fsdp=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result, reports
+
+    result, reports = train(straight)
+    assert result.stdout.count("ACCELERATE CHOSE MULTI_CPU") == 2  # else accelerate shards on CPU by itself
+    assert sorted(report["rank"] for report in reports) == [0, 1]
     for report in reports:
-        assert not report["fsdp"] and report["wrapper"] == "DistributedDataParallel", report
-    assert not list((tmp_path / "fsdp" / "checkpoint-2").glob("pytorch_model_fsdp*"))
+        assert report["fsdp"] and report["wrapper"] == "FSDPSymBertForMaskedLM", report
+        assert report["sharded"] == report["parameters"] > 0, report
+    checkpoint = straight / "checkpoint-2"
+    assert (checkpoint / "pytorch_model_fsdp.bin").is_file() and (checkpoint / "optimizer.bin").is_file()
+    assert not (checkpoint / "optimizer.pt").exists()
+    assert checkpoint_problem(checkpoint) is None and checkpoint_problem(straight / "checkpoint-4") is None
+
+    shutil.copytree(checkpoint, resumed / checkpoint.name)  # a run killed after its save at step 2
+    result, _ = train(resumed)
+    assert f"Resuming from {resumed / checkpoint.name}" in result.stdout
+    final = {
+        name: load_file(folder / "model.safetensors") for name, folder in (("straight", straight), ("resumed", resumed))
+    }
+    assert final["straight"].keys() == final["resumed"].keys()
+    for key, tensor in final["straight"].items():
+        assert torch.equal(tensor, final["resumed"][key]), key
+
+    def eval_losses(folder):
+        state = json.loads((folder / "trainer_state.json").read_text())
+        return [(entry["step"], entry["eval_loss"]) for entry in state["log_history"] if "eval_loss" in entry]
+
+    assert eval_losses(resumed) == eval_losses(straight) and [step for step, _ in eval_losses(straight)] == [2, 4]
+
+    for folder in (straight, straight / "checkpoint-4"):
+        assert {"modeling_symbert.py", "configuration_symbert.py"} <= {path.name for path in folder.glob("*.py")}
+        assert not list(folder.glob("_fsdp*"))
+        config = json.loads((folder / "config.json").read_text())
+        assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
+        assert config["architectures"] == ["SymBertForMaskedLM"]
+    model = SymBertForMaskedLM.from_pretrained(straight)
+    weights = load_file(straight / "checkpoint-4" / "model.safetensors")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, weights.get(name, tensor)), name  # tied copies are saved once
 
 
 def test_fsdp2_config_is_a_valid_accelerate_config_wrapping_symberts_layer():

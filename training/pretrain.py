@@ -12,6 +12,7 @@ recipe's values in place. With no argument at all it trains the defaults shown i
 CPU; --recipe cpu-demo takes minutes). An interrupted run resumes from its newest checkpoint when run again.
 """
 
+import functools
 import json
 import math
 import os
@@ -154,6 +155,31 @@ class SymBertPretrainingTrainer(Trainer):
         }
         return [name for name in super().get_decay_parameter_names(model) if name not in no_decay]
 
+    def create_accelerator_and_postprocess(self):
+        super().create_accelerator_and_postprocess()
+        if self.is_fsdp_enabled and getattr(self.accelerator.state.fsdp_plugin, "fsdp_version", 1) == 2:
+            self.accelerator.prepare = mlm_head_kept_in_the_root_unit(self.accelerator.prepare)
+
+    def _save(self, output_dir=None, state_dict=None):
+        """As the Trainer, and under FSDP2 saved as the model's own class. fully_shard changes the model's class to
+        torch's FSDPSymBertForMaskedLM (module torch.distributed.fsdp._fully_shard): save_pretrained would copy
+        torch's source files instead of modeling_symbert.py and write that class into config.json (auto_map,
+        architectures). While it saves (from the full state dict it is given), the model is the first class of its
+        MRO that is not an FSDP module, SymBertForMaskedLM, as without FSDP."""
+        fsdp_module = ()
+        if self.is_fsdp_enabled:
+            from torch.distributed import fsdp
+
+            fsdp_module = getattr(fsdp, "FSDPModule", ())  # the base of FSDP2's classes (torch 2.6+)
+        if not isinstance(self.model, fsdp_module):
+            return super()._save(output_dir, state_dict)
+        sharded_class = type(self.model)
+        self.model.__class__ = next(cls for cls in sharded_class.__mro__ if not issubclass(cls, fsdp_module))
+        try:
+            return super()._save(output_dir, state_dict)
+        finally:
+            self.model.__class__ = sharded_class
+
     def _get_output_dir(self, trial):
         run_dir = super()._get_output_dir(trial)
         return os.path.join(run_dir, STAGING_DIR) if self.staging else run_dir
@@ -189,6 +215,37 @@ class SymBertPretrainingTrainer(Trainer):
             os.rmdir(os.path.dirname(staged))
             rotate_checkpoints_in(self, run_dir)
         self.accelerator.wait_for_everyone()
+
+
+def mlm_head_kept_in_the_root_unit(prepare: Callable) -> Callable:
+    """accelerate's `prepare`, for FSDP2, with the word embeddings and the MLM head left in the root FSDP unit.
+
+    accelerate's fsdp2_prepare_model puts a model's input and output embeddings (get_input_embeddings and
+    get_output_embeddings: the word embeddings and cls.predictions.decoder, whose weight is tied) into one FSDP unit
+    of their own. BERT's head also ties the decoder's bias to cls.predictions.bias, a parameter of the head itself,
+    which stays in the root unit; torch (2.13) rejects a parameter that two units share ("Parameter
+    'cls.predictions.decoder.bias' is shared with a parameter already managed by another FSDP group"), and
+    transformers' BertForMaskedLM fails the same way. accelerate has no setting for this grouping, and the model's
+    state-dict keys (BERT's: cls.predictions.bias and cls.predictions.decoder.bias) must stay. So while `prepare`
+    runs, the model answers None for both embeddings: accelerate then makes no unit of them, and the root unit holds
+    the embeddings and the whole head with their tied weight and bias (each SymBertLayer still has its own unit).
+    The root unit is gathered at the start of the forward and kept until the backward ends, as accelerate's unit for
+    the embeddings would be (it is not resharded after forward). (With fsdp_cpu_ram_efficient_loading, which
+    fsdp2.yaml turns off, accelerate would also call tie_weights meanwhile; transformers 4.x ties the decoder
+    through get_output_embeddings there.)"""
+
+    @functools.wraps(prepare)
+    def prepare_with_the_head_in_the_root_unit(*args, **kwargs):
+        models = [arg for arg in args if isinstance(arg, SymBertForMaskedLM)]
+        for model in models:  # instance attributes over the class's methods, removed below
+            model.get_input_embeddings = model.get_output_embeddings = lambda: None
+        try:
+            return prepare(*args, **kwargs)
+        finally:
+            for model in models:
+                del model.get_input_embeddings, model.get_output_embeddings
+
+    return prepare_with_the_head_in_the_root_unit
 
 
 class StopOnNonFiniteEvalLoss(TrainerCallback):

@@ -4,15 +4,19 @@ deletes, what a failed run leaves, and whether a folder holds a finished run to 
 
 import json
 import os
+import pickletools
 import re
 import shutil
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
 import safetensors.torch
 import torch
+from accelerate.utils.constants import FSDP_MODEL_NAME
+from accelerate.utils.constants import OPTIMIZER_NAME as FSDP_OPTIMIZER_NAME  # optimizer.bin, optimizer_0/
 from filelock import FileLock, Timeout
 from transformers import TrainingArguments
 from transformers.trainer import (
@@ -74,31 +78,112 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
     """Why `checkpoint` cannot be resumed from (a part missing or unreadable), or None when every part loads as the
-    Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code."""
-
-    def load_state(path):
-        with safe_globals():  # RNG states hold numpy arrays, which the Trainer allows the same way
-            torch.load(path, map_location="cpu", weights_only=True)
-
+    Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code. The model
+    and optimizer parts are those of the engine that wrote it (checkpoint_parts): the Trainer's own, FSDP's or
+    DeepSpeed's; the parts that only torch's or DeepSpeed's own loaders read (which unpickle objects) are checked as
+    far as can be without unpickling them."""
     checkpoint = Path(checkpoint)
     rng_states = sorted(path.name for path in checkpoint.glob("rng_state*.pth")) or ["rng_state.pth"]
     parts = {
-        TRAINER_STATE_NAME: lambda path: json.loads(path.read_text()),
-        CONFIG_NAME: lambda path: json.loads(path.read_text()),
-        SAFE_WEIGHTS_NAME: safetensors.torch.load_file,
-        OPTIMIZER_NAME: load_state,
-        SCHEDULER_NAME: load_state,
+        TRAINER_STATE_NAME: read_json,
+        CONFIG_NAME: read_json,
+        **checkpoint_parts(checkpoint),
         **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
     }
     for name, load in parts.items():
-        if not (checkpoint / name).is_file():
+        path = checkpoint / name
+        if not (path.is_dir() if name.endswith("/") else path.is_file()):
             return f"{name} is missing"
         try:
-            load(checkpoint / name)
+            load(path)
         except Exception as error:  # whatever a damaged file raises: name the file and say why
             reason = " ".join(str(error).split())[:200]
             return f"{name} is unreadable ({type(error).__name__}: {reason})"
     return None
+
+
+def checkpoint_parts(checkpoint: Path) -> dict[str, Callable[[Path], object]]:
+    """{name: check} of the weights, optimizer and scheduler of `checkpoint` (a folder's name ends with /), as the
+    engine that saved it writes them:
+
+    - the Trainer (DDP or one process): model.safetensors, optimizer.pt, scheduler.pt;
+    - FSDP with full state dicts: pytorch_model_fsdp.bin (what a resume loads) and optimizer.bin, both written by
+      the first process, with model.safetensors and scheduler.pt;
+    - FSDP with sharded state dicts: the folders pytorch_model_fsdp_0/ and optimizer_0/ of torch's distributed
+      checkpoint (DCP), with scheduler.pt; no model.safetensors;
+    - DeepSpeed: global_stepN/ (its model, optimizer and scheduler states, one optimizer file per process) named by
+      the file `latest`; model.safetensors except under ZeRO-3 without gathered weights, and scheduler.pt only when
+      DeepSpeed does not hold the scheduler, so each is checked when it is there."""
+    if (checkpoint / "latest").exists() or any(checkpoint.glob("global_step*")):
+        optional = [name for name in (SAFE_WEIGHTS_NAME, SCHEDULER_NAME) if (checkpoint / name).exists()]
+        return {"latest": check_deepspeed_checkpoint, **{name: TRAINER_PARTS[name] for name in optional}}
+    if any(checkpoint.glob(f"{FSDP_MODEL_NAME}*")):
+        if (checkpoint / f"{FSDP_MODEL_NAME}_0").is_dir():
+            folders = (f"{FSDP_MODEL_NAME}_0/", f"{FSDP_OPTIMIZER_NAME}_0/")
+            return {**dict.fromkeys(folders, check_distributed_checkpoint), SCHEDULER_NAME: load_state}
+        return {
+            SAFE_WEIGHTS_NAME: safetensors.torch.load_file,
+            f"{FSDP_MODEL_NAME}.bin": load_state,
+            f"{FSDP_OPTIMIZER_NAME}.bin": load_state,
+            SCHEDULER_NAME: load_state,
+        }
+    return dict(TRAINER_PARTS)
+
+
+def read_json(path: Path) -> object:
+    return json.loads(path.read_text())
+
+
+def load_state(path: Path) -> None:
+    with safe_globals():  # RNG states hold numpy arrays, which the Trainer allows the same way
+        torch.load(path, map_location="cpu", weights_only=True)
+
+
+TRAINER_PARTS = {SAFE_WEIGHTS_NAME: safetensors.torch.load_file, OPTIMIZER_NAME: load_state, SCHEDULER_NAME: load_state}
+
+
+def check_distributed_checkpoint(folder: Path) -> None:
+    """A folder of torch.distributed.checkpoint: its .metadata is a pickle that torch loads with plain pickle.load,
+    so it is only parsed here (pickletools reads its opcodes, it executes none): it must be whole, and every data
+    file it names (__R_K.distcp, written by process R) must be there and not empty."""
+    metadata = folder / ".metadata"
+    if not metadata.is_file():
+        raise FileNotFoundError(".metadata is missing")
+    try:
+        strings = [arg for _, arg, _ in pickletools.genops(metadata.read_bytes()) if isinstance(arg, str)]
+    except ValueError as error:  # a truncated file ends before its STOP opcode
+        raise ValueError(f".metadata is not a whole pickle ({error})") from None
+    data_files = {name for name in strings if re.fullmatch(r"__\d+_\d+\.distcp", name)}
+    if not data_files:
+        raise ValueError(".metadata names no data file")
+    for name in sorted(data_files):
+        if not (folder / name).is_file() or (folder / name).stat().st_size == 0:
+            raise FileNotFoundError(f"{name} is missing or empty")
+
+
+def check_deepspeed_checkpoint(latest: Path) -> None:
+    """DeepSpeed's `latest` names the folder of its states (global_stepN); that folder holds its model states and one
+    optimizer-state file per process (zero_pp_rank_R_...optim_states.pt, R from 0). DeepSpeed loads them with
+    weights_only=False, so they are not unpickled here: each must be a whole torch.save archive (a zip whose every
+    member passes its CRC check)."""
+    tag = latest.read_text().strip()
+    folder = latest.parent / tag
+    if not tag or not folder.is_dir():
+        raise FileNotFoundError(f"it names {tag!r}, which is not a folder of the checkpoint")
+    states = sorted(folder.glob("*.pt"))
+    if not any(path.name.endswith("model_states.pt") for path in states):
+        raise FileNotFoundError(f"{tag}/ holds no model states (*model_states.pt)")
+    ranks = sorted(
+        int(match.group(1))
+        for path in states
+        if path.name.endswith("optim_states.pt") and (match := re.search(r"zero_pp_rank_(\d+)_", path.name))
+    )
+    if not ranks or ranks != list(range(len(ranks))):
+        raise FileNotFoundError(f"{tag}/ holds optimizer states of processes {ranks}, not of 0 to N-1")
+    for path in states:
+        with zipfile.ZipFile(path) as archive:
+            if (damaged := archive.testzip()) is not None:
+                raise ValueError(f"{tag}/{path.name}: {damaged} fails its CRC check")
 
 
 # Config fields that say how a config was saved, not what model it describes (use_cache: a decoder's runtime flag,
