@@ -164,6 +164,7 @@ def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_p
     [
         ("truncated weights", r"model\.safetensors is unreadable \(SafetensorError"),
         ("missing trainer state", r"trainer_state\.json is missing"),
+        ("truncated data position", r"data_position_rank0\.json is unreadable \(JSONDecodeError"),
     ],
 )
 def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):  # noqa: F811
@@ -175,6 +176,9 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
     if damage == "truncated weights":
         weights = newest / "model.safetensors"
         os.truncate(weights, weights.stat().st_size // 2)
+    elif damage == "truncated data position":
+        position = newest / "data_position_rank0.json"
+        os.truncate(position, position.stat().st_size // 2)
     else:
         (newest / "trainer_state.json").unlink()
 

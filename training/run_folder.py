@@ -84,11 +84,13 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     far as can be without unpickling them."""
     checkpoint = Path(checkpoint)
     rng_states = sorted(path.name for path in checkpoint.glob("rng_state*.pth")) or ["rng_state.pth"]
+    positions = sorted(path.name for path in checkpoint.glob("data_position_rank*.json"))  # none before they existed
     parts = {
         TRAINER_STATE_NAME: read_json,
         CONFIG_NAME: read_json,
         **checkpoint_parts(checkpoint),
         **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
+        **{name: read_json for name in positions},  # where each process's data stands (training/blocks.py)
     }
     for name, load in parts.items():
         path = checkpoint / name
