@@ -40,6 +40,7 @@ import platform
 import shlex
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 import traceback
@@ -314,8 +315,7 @@ def training_loader(train: Any, tokenizer: Any, batch_size: int, workers: int, f
         collate_fn=BatchCollator(collator),
         num_workers=workers,
         prefetch_factor=2 if workers else None,
-        in_order=True,
-    )
+    )  # in order, torch's default: micro-batch j from worker j mod N
 
 
 def checked(batch: dict) -> dict:
@@ -754,7 +754,7 @@ def format_report(record: dict) -> str:
     parts = [
         "# Data pipeline: delivery, memory, resume and preparation",
         f"Command: `{record['command']}`",
-        f"Machine: {record['machine']}; transformers {record['transformers']}; datasets {record['datasets']}; "
+        f"Code: commit {record['commit']}. Machine: {record['machine']}; transformers {record['transformers']}; datasets {record['datasets']}; "
         f"{record['python']}. Date {record['date']}. Wall time {record['wall_seconds'] / 60:.1f} min. Load average "
         f"(1, 5, 15 min): {tuple(round(x, 2) for x in record['load_average_start'])} at the start, "
         f"{tuple(round(x, 2) for x in record['load_average_end'])} at the end. OMP_NUM_THREADS="
@@ -839,7 +839,7 @@ def format_report(record: dict) -> str:
             ],
         ),
         "## Delivered tokens/s (what the Trainer consumes)",
-        f"TrainingBlocks + DataLoader(batch_size=None, in_order=True, prefetch_factor 2) + BatchCollator("
+        f"TrainingBlocks + DataLoader(batch_size=None, prefetch_factor 2, in order) + BatchCollator("
         f"ResumableMLMCollator, mlm {MLM_PROBABILITY}), one process; wall clock over {settings['batches']} "
         f"micro-batches after {settings['warmup']} (the first included), median of {settings['rounds']} round(s) with "
         "a fresh DataLoader each (range: min–max). Per reader: over the workers (the process itself with 0). `first "
@@ -903,6 +903,21 @@ def format_report(record: dict) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def git_commit() -> str | None:
+    """The repository's commit, with `+changes` when training/ differs from it: the code these numbers measured."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", "training", "modeling"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+changes" if changed else "")
+
+
 def cpu_model() -> str:
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as file:
         for line in file:
@@ -941,6 +956,7 @@ def run(argv: list[str]) -> None:
     wall_seconds = time.perf_counter() - start
     record = {
         "command": shlex.join(["python", "benchmarks/data_pipeline.py", *argv]),
+        "commit": git_commit(),
         "machine": describe_machine(),
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
