@@ -60,8 +60,10 @@ class MapStyleOrder:
 
     def permutation(self, pass_index: int) -> np.ndarray:
         if self._permutation[0] != pass_index:  # one pass at a time: O(blocks) once per pass
-            generator = np.random.default_rng([self.seed, pass_index])
-            self._permutation = (pass_index, generator.permutation(self.count))
+            # generator.permutation(count) as 4-byte indices: the same order, half its memory per reader
+            order = np.arange(self.count, dtype=np.uint32 if self.count < 2**32 else np.int64)
+            np.random.default_rng([self.seed, pass_index]).shuffle(order)
+            self._permutation = (pass_index, order)
         return self._permutation[1]
 
     def indices(self, start: int, size: int) -> list[int]:

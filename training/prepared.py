@@ -13,6 +13,7 @@ folder appears whole or not at all: it is written under a temporary name beside 
 
 import hashlib
 import json
+import mmap
 import multiprocessing
 import os
 import shutil
@@ -53,7 +54,10 @@ def block_map(path: Path, blocks: int, length: int, dtype: np.dtype) -> np.ndarr
     """The blocks of a raw shard file, memory-mapped (read-only)."""
     if blocks == 0:
         return np.zeros((0, length), dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(blocks, length))
+    array = np.memmap(path, dtype=dtype, mode="r", shape=(blocks, length))
+    if hasattr(mmap, "MADV_RANDOM"):  # blocks are read in a random order: no read-ahead around each one
+        array._mmap.madvise(mmap.MADV_RANDOM)
+    return array
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

@@ -113,6 +113,13 @@ class SymBertPretrainingTrainer(Trainer):
             position = read_position(self.resume_from, args.process_index)
             states = resumed_reader_states(position, self.resume_from, readers, micro_batches, streamed)
             self.data_positions.start_at(micro_batches, states)
+        shards, total = getattr(self.train_dataset, "num_shards", None), readers.world_size * readers.per_process
+        if streamed and shards is not None and shards < total and total > 1 and self.is_world_process_zero():
+            print(
+                f"The stream has {shards} shard(s) for {total} readers ({readers.world_size} processes × "
+                f"{readers.per_process}): each reader reads all of it and keeps 1 record in {total}; give it at least "
+                f"{total} files (or Parquet row groups) for each reader to read only its own."
+            )
         blocks = TrainingBlocks(
             self.train_dataset,
             batch_size=self._train_batch_size,
