@@ -13,7 +13,6 @@ folder appears whole or not at all: it is written under a temporary name beside 
 
 import hashlib
 import json
-import mmap
 import multiprocessing
 import os
 import shutil
@@ -54,10 +53,7 @@ def block_map(path: Path, blocks: int, length: int, dtype: np.dtype) -> np.ndarr
     """The blocks of a raw shard file, memory-mapped (read-only)."""
     if blocks == 0:
         return np.zeros((0, length), dtype=dtype)
-    array = np.memmap(path, dtype=dtype, mode="r", shape=(blocks, length))
-    if hasattr(mmap, "MADV_RANDOM"):  # blocks are read in a random order: no read-ahead around each one
-        array._mmap.madvise(mmap.MADV_RANDOM)
-    return array
+    return np.memmap(path, dtype=dtype, mode="r", shape=(blocks, length))
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -65,34 +61,43 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 class PreparedBlocks:
-    """The training blocks of a prepared folder as one map-style sequence over its memory-mapped shards: len(),
-    [index] → {"input_ids": [...]}, rows(indices) for a micro-batch, and iter(batch_size) as datasets has it."""
+    """The training blocks of a prepared folder as one map-style sequence over its shards: len(), [index] →
+    {"input_ids": [...]}, rows(indices) for a micro-batch, and iter(batch_size) as datasets has it.
+
+    A micro-batch's blocks are read with one pread each rather than through a memory map: the file's pages stay in the
+    page cache without counting in the process's resident memory, which a map of a freshly written shard fills with
+    whole cached folios around every block read at random (here 1 GB of RSS for 3,200 blocks of a 1 GB shard)."""
 
     def __init__(self, folder: str | Path, shards: list[dict], block_length: int, dtype: np.dtype):
         self.folder, self.shards, self.block_length, self.dtype = Path(folder), shards, block_length, dtype
         self.ends = np.cumsum([shard["blocks"] for shard in shards])
-        self._maps = None  # opened in the process that reads (each dataloader worker maps the files itself)
+        self.starts = self.ends - [shard["blocks"] for shard in shards]
+        self._files = None  # opened in the process that reads (each dataloader worker opens the files itself)
 
-    def maps(self) -> list[np.ndarray]:
-        if self._maps is None:
-            self._maps = [
-                block_map(self.folder / shard["file"], shard["blocks"], self.block_length, self.dtype)
-                for shard in self.shards
-            ]
-        return self._maps
+    def files(self) -> list[int]:
+        if self._files is None:
+            self._files = [os.open(self.folder / shard["file"], os.O_RDONLY) for shard in self.shards]
+        return self._files
 
     def __getstate__(self):
-        return {**self.__dict__, "_maps": None}
+        return {**self.__dict__, "_files": None}
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
 
     def rows(self, indices: list[int]) -> list[list[int]]:
-        positions = np.asarray(indices, dtype=np.int64)
-        shards = np.searchsorted(self.ends, positions, side="right")
-        starts = np.concatenate([[0], self.ends[:-1]])
-        maps = self.maps()
-        return [maps[shard][position - starts[shard]].tolist() for shard, position in zip(shards, positions)]
+        size = self.block_length * self.dtype.itemsize
+        files = self.files()
+        rows = []
+        for index in indices:
+            shard = int(np.searchsorted(self.ends, index, side="right"))
+            data = os.pread(files[shard], size, (index - int(self.starts[shard])) * size)
+            if len(data) != size:
+                raise UserError(
+                    f"{self.folder / self.shards[shard]['file']} ends before block {index}: it was cut short."
+                )
+            rows.append(np.frombuffer(data, dtype=self.dtype).tolist())
+        return rows
 
     def __getitem__(self, index: int) -> dict:
         if not -len(self) <= index < len(self):
@@ -100,9 +105,10 @@ class PreparedBlocks:
         return {"input_ids": self.rows([index % len(self)])[0]}
 
     def iter(self, batch_size: int):
-        for shard in self.maps():
-            for start in range(0, len(shard), batch_size):
-                yield {"input_ids": shard[start : start + batch_size].tolist()}
+        for shard in self.shards:
+            blocks = block_map(self.folder / shard["file"], shard["blocks"], self.block_length, self.dtype)
+            for start in range(0, len(blocks), batch_size):
+                yield {"input_ids": blocks[start : start + batch_size].tolist()}
 
 
 def read_manifest(folder: str | Path) -> dict:
