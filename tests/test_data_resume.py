@@ -14,7 +14,7 @@ from symbert.training import data
 from symbert.training.arguments import parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
-from test_pretrain import WORDS, assert_same_training, eval_losses
+from test_pretrain import WORDS, assert_same_training, eval_losses, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -32,40 +32,11 @@ def two_file_corpus(tmp_path_factory):
 
 
 def resume_args(corpus, output_dir, *extra):
-    return [
-        "--recipe",
-        "cpu-demo",
-        "--output_dir",
-        str(output_dir),
-        "--train_files",
-        str(corpus / "part0.txt"),
-        str(corpus / "part1.txt"),
-        "--tokenizer",
-        str(corpus / "tokenizer"),
-        "--max_seq_length",
-        "32",
-        "--eval_blocks",
-        "8",
-        "--per_device_train_batch_size",
-        "8",
-        "--max_steps",
-        "30",
-        "--warmup_steps",
-        "2",
-        "--eval_steps",
-        "5",
-        "--save_steps",
-        "1",
-        "--logging_steps",
-        "5",
-        "--eval_on_start",
-        "false",
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
-        *extra,
-    ]
+    """test_pretrain's tiny run on the two files: 30 steps of 8 blocks, a checkpoint at every step (the later of two
+    equal options wins)."""
+    files = (str(corpus / "part0.txt"), str(corpus / "part1.txt"))
+    steps = ("--max_steps", "30", "--eval_steps", "5", "--save_steps", "1", "--logging_steps", "5")
+    return run_args(corpus, output_dir, "--train_files", *files, "--per_device_train_batch_size", "8", *steps, *extra)
 
 
 def passes_at(output_dir, step):
