@@ -133,6 +133,8 @@ def refused(argv, capsys, monkeypatch):
         (["--save_strategy", "steps", "--save_steps", "-1"], "save_steps=-1.0 is not allowed"),
         (["--seed", "-1"], "seed=-1 is not allowed; it must be an integer ≥ 0"),
         (["--global_batch_size", "0"], "global_batch_size=0 is not allowed; it must be at least 1"),
+        (["--num_proc", "0"], "num_proc=0 is not allowed; it must be at least 1"),
+        (["--dataloader_num_workers", "-1"], "dataloader_num_workers=-1 is not allowed; it must be an integer ≥ 0"),
         (["--target_eval_loss", "nan"], "target_eval_loss=nan is not allowed"),
         (["--streaming", "true", "--max_steps", "-1"], "streaming=True needs --max_steps"),
         (

@@ -319,6 +319,8 @@ NUMBER_RULES = (
     ("gradient_accumulation_steps", at_least_one, "at least 1"),
     ("seed", lambda value: value >= 0, "an integer ≥ 0"),
     ("global_batch_size", at_least_one, "at least 1"),
+    ("num_proc", at_least_one, "at least 1 (or unset: one process)"),
+    ("dataloader_num_workers", lambda value: value >= 0, "an integer ≥ 0 (0: the training process reads the data)"),
 )
 # Checked only where they are used: epochs without max_steps, a step interval with its strategy set to "steps"
 EPOCHS_RULE = ("num_train_epochs", finite_above_zero, "a finite number above 0 (or set max_steps)")
