@@ -132,7 +132,7 @@ def run_recorded(args, log, processes=1, tmp_path=None):
     ]
 
 
-def test_two_processes_train_on_one_process_s_blocks_and_resume_exactly(two_file_corpus, tmp_path, monkeypatch):  # noqa: F811
+def test_two_processes_train_on_one_process_s_blocks(two_file_corpus, tmp_path, monkeypatch):  # noqa: F811
     common = ("--max_steps", "12", "--save_steps", "6", "--eval_steps", "6")
     single = []
     original_step = SymBertPretrainingTrainer.training_step
@@ -149,19 +149,8 @@ def test_two_processes_train_on_one_process_s_blocks_and_resume_exactly(two_file
     ddp_args = resume_args(two_file_corpus, tmp_path / "ddp", *common, "--per_device_train_batch_size", "4")
     ranks = run_recorded(ddp_args, tmp_path / "ddp.log", processes=2)
     assert [entry["blocks"] for entry in single] == [a["blocks"] + b["blocks"] for a, b in zip(*ranks, strict=True)]
-
-    skip_resume_of_cpu_processes_under_transformers_4()
-    resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    shutil.copytree(tmp_path / "ddp" / "checkpoint-6", resumed / "checkpoint-6")
-    resumed_ranks = run_recorded(
-        resume_args(two_file_corpus, resumed, *common, "--per_device_train_batch_size", "4"),
-        tmp_path / "resumed.log",
-        processes=2,
-    )
-    for rank in range(2):
-        assert resumed_ranks[rank] == ranks[rank][6:]  # steps 6 to 11: the same blocks on each process
-    assert_same_training(resumed, tmp_path / "ddp")
+    # (a resume of map-style data under 2 processes: its position is a function of the step, as under one process,
+    # whose resume is tested above; the streamed resume under 2 processes is tested below)
 
 
 def test_two_processes_read_disjoint_parts_of_a_stream_and_resume_exactly(two_file_corpus, tmp_path):  # noqa: F811
