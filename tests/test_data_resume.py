@@ -117,7 +117,9 @@ def run_recorded(args, log, processes=1, tmp_path=None):
 
     driver = log.with_suffix(".py")
     driver.write_text(RECORDING_DRIVER)
-    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes)] if processes > 1 else []
+    launcher = (
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)] if processes > 1 else []
+    )
     result = subprocess.run(
         [sys.executable, *launcher, str(driver), *args],
         capture_output=True,

@@ -368,7 +368,8 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
 
 
 LAUNCHERS = {
-    "torchrun": ("-m", "torch.distributed.run", "--nproc_per_node", "2"),
+    # --standalone: a free port for the rendezvous, so that no launch waits on one that another left in use
+    "torchrun": ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"),
     "accelerate": (
         "-m",
         "accelerate.commands.launch",
