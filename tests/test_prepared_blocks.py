@@ -107,6 +107,12 @@ def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_p
         pretrain(*parse_arguments(args))
 
 
+def edit_manifest(folder, field, value):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["train"]["shards"][0][field] = value
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
@@ -117,8 +123,20 @@ def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_p
         ),
         (lambda folder: (folder / "train-00000.bin").write_bytes(b"\0" * 10), "holds 10 bytes but the manifest names"),
         (lambda folder: (folder / "held_out.bin").unlink(), r"holds nothing \(missing\)"),
+        (
+            lambda folder: edit_manifest(folder, "file", "../../etc/passwd"),
+            r"shard '\.\./\.\./etc/passwd' is not a file",
+        ),
+        (lambda folder: edit_manifest(folder, "blocks", "10"), r"has '10' blocks, not a count"),
     ],
-    ids=["no manifest", "garbage manifest", "truncated shard", "missing held-out"],
+    ids=[
+        "no manifest",
+        "garbage manifest",
+        "truncated shard",
+        "missing held-out",
+        "path out of the folder",
+        "typed count",
+    ],
 )
 def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage, message):  # noqa: F811
     folder = tmp_path / "copy"
@@ -199,3 +217,12 @@ def test_a_stream_prepared_by_one_process_reads_back(two_file_corpus, tmp_path):
     assert prepared.read_manifest(tmp_path / "blocks") == manifest  # shard sizes agree with the manifest
     (shard,) = manifest["train"]["shards"]
     assert shard["blocks"] * 32 * 2 == (tmp_path / "blocks" / shard["file"]).stat().st_size
+
+
+def test_a_second_preparation_into_the_same_folder_at_once_is_refused(corpus, tmp_path):  # noqa: F811
+    from filelock import FileLock
+
+    with FileLock(tmp_path / ".blocks.prepare.lock"):  # as a preparation running in another process holds it
+        with pytest.raises(UserError, match="is being prepared by another symbert-prepare-data"):
+            prepare(run_args(corpus, tmp_path / "blocks"))
+    assert not (tmp_path / "blocks").exists()

@@ -129,13 +129,18 @@ def read_manifest(folder: str | Path) -> dict:
         length, dtype = int(manifest["block_length"]), np.dtype(manifest["dtype"])
         files = [(shard["file"], shard["blocks"]) for shard in manifest["train"]["shards"]]
         files.append((manifest["held_out"]["file"], manifest["held_out"]["blocks"]))
+        for name, blocks in files:
+            if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+                raise ValueError(f"shard {name!r} is not a file name in the folder")
+            if type(blocks) is not int or blocks < 0:
+                raise ValueError(f"shard {name!r} has {blocks!r} blocks, not a count")
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise UserError(
             f"{path} is not a manifest of symbert-prepare-data ({type(error).__name__}: {error})."
         ) from None
     for name, blocks in files:
-        shard = folder / Path(name).name  # a name, never a path out of the folder
-        expected = int(blocks) * length * dtype.itemsize
+        shard = folder / name  # a name checked above: never a path out of the folder
+        expected = blocks * length * dtype.itemsize
         size = shard.stat().st_size if shard.is_file() else None
         if size != expected:
             raise UserError(
@@ -181,7 +186,7 @@ def prepared_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
 
 
 def write_blocks(path: Path, blocks: Dataset | IterableDataset, dtype: np.dtype) -> int:
-    """Append `blocks` as raw token ids to `path`, WRITE_ROWS at a time (bounded memory for any corpus); returns the
+    """Write `blocks` as raw token ids to `path`, WRITE_ROWS at a time (bounded memory for any corpus); returns the
     number of blocks."""
     count = 0
     with open(path, "wb") as file:

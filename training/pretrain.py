@@ -129,6 +129,8 @@ class SymBertPretrainingTrainer(Trainer):
             reader_states=self.data_positions.reader_states,
         )
         workers = args.dataloader_num_workers
+        if workers and "TOKENIZERS_PARALLELISM" not in os.environ:
+            os.environ["TOKENIZERS_PARALLELISM"] = "false"  # forked workers: one tokenizer thread each, no warning
         return torch.utils.data.DataLoader(
             blocks,
             batch_size=None,  # TrainingBlocks yields whole micro-batches
@@ -441,8 +443,6 @@ def data_order_arguments(training_args: TrainingArguments, train_blocks) -> Trai
             * training_args.world_size
         )
         updates["max_steps"] = math.ceil(training_args.num_train_epochs * len(train_blocks) / blocks_per_step)
-    if training_args.dataloader_num_workers and "TOKENIZERS_PARALLELISM" not in os.environ:
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # forked workers: one tokenizer thread each, and no warning
     return replace(training_args, **updates)
 
 
