@@ -248,6 +248,15 @@ class SymBertSelfAttention(nn.Module):
         "key.weight"); returns the names set. By default none: such tensors are initialised as for a new model."""
         return []
 
+    def bert_projections(self):
+        """BERT's query, key and value of this layer ("query.weight", "query.bias", ...; all heads, BERT's shapes), in
+        float64, that give this module's output at this type's score scale (`bert_self_attention_tensors` folds the
+        scale into the query). A type whose Q, K and V are not linear in the layer input has no such form."""
+        raise NotImplementedError(
+            f"attention_type={self.attention_type!r} ({type(self).__name__}) has no BERT form: it does not define "
+            "bert_projections, so the model cannot be exported as BERT."
+        )
+
     @classmethod
     def qkv_parameters(cls, config):
         """Parameters of one layer's module (its query, key and value side), as a formula."""
@@ -424,6 +433,19 @@ class SymBertOriginalSelfAttention(SymBertSelfAttention):
             self.split_heads(self.value(hidden_states)),
         )
 
+    def bert_projections(self):
+        # a key/value head shared by a group of query heads is repeated for each head of its group
+        key, value = (
+            [
+                t.unflatten(0, (-1, self.attention_head_size))
+                .repeat_interleave(self.num_key_value_groups, 0)
+                .flatten(0, 1)
+                for t in _float64(linear)
+            ]
+            for linear in (self.key, self.value)
+        )
+        return _projection_tensors(_float64(self.query), key, value)
+
     @classmethod
     def qkv_parameters(cls, config):
         h, kv_size = config.hidden_size, cls.key_value_heads(config) * config.hidden_size // config.num_attention_heads
@@ -505,6 +527,10 @@ class SymBertSymmetricSelfAttention(SymBertSelfAttention):
         query = self.split_heads(self.query(hidden_states))
         return query, query, self.split_heads(self.value(hidden_states))
 
+    def bert_projections(self):
+        query = _float64(self.query)
+        return _projection_tensors(query, query, _float64(self.value))
+
     @classmethod
     def qkv_parameters(cls, config):
         return 2 * (config.hidden_size**2 + config.hidden_size)
@@ -545,6 +571,17 @@ class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
     def project(self, hidden_states):
         query = self.split_heads(self.query(hidden_states))
         return torch.matmul(query, self.pairwise), query, self.split_heads(self.value(hidden_states))
+
+    def bert_projections(self):
+        # head i's query q_i·S_i = x·(S_iᵀ W_i)ᵀ + b_i·S_i: S folds into the query side, the key is Q as in symmetric
+        weight, bias = _float64(self.query)
+        pairwise = self.pairwise.detach().double()
+        heads = (self.num_attention_heads, self.attention_head_size)
+        query = (
+            torch.einsum("nde,ndh->neh", pairwise, weight.unflatten(0, heads)).flatten(0, 1),
+            torch.einsum("nde,nd->ne", pairwise, bias.unflatten(0, heads)).flatten(),
+        )
+        return _projection_tensors(query, (weight, bias), _float64(self.value))
 
     def init_weights(self):
         # CODEPATH: new pairwise models take "normal" (the paper's N(0, 1), the default) unless the config sets
@@ -608,6 +645,16 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
         for scale in (self.scale_q, self.scale_k, self.scale_v):
             init.ones_(scale)
 
+    def bert_projections(self):
+        # W_{q,k,v} = diag(δ) W_s, biases δ ⊙ b_s
+        shared = _float64(self.shared)
+        return _projection_tensors(
+            *(
+                [t * scale.detach().double().view(-1, *[1] * (t.dim() - 1)) for t in shared]
+                for scale in (self.scale_q, self.scale_k, self.scale_v)
+            )
+        )
+
     @classmethod
     def qkv_parameters(cls, config):
         return config.hidden_size**2 + 4 * config.hidden_size
@@ -643,6 +690,22 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
         projections = tuple(linear(hidden_states).unsqueeze(1) for linear in (self.query, self.key, self.value))
         embeddings = self.head_embeddings.to(projections[0].dtype)[:, None, :, None, :]
         return projections, embeddings
+
+    def bert_projections(self):
+        """Head i's query, key and value: the single-head projection combined with e_i (`combine_with_embedding`)."""
+        embeddings = self.head_embeddings.detach().double()  # [3, heads, d]
+        return _projection_tensors(
+            *(
+                self.combine_with_embedding(*_float64(linear), embedding)
+                for linear, embedding in zip((self.query, self.key, self.value), embeddings)
+            )
+        )
+
+    @staticmethod
+    def combine_with_embedding(weight, bias, embedding):
+        """Every head's (weight [heads·d, h], bias [heads·d]) from a single-head projection (weight [d, h], bias [d])
+        and the heads' embeddings [heads, d]."""
+        raise NotImplementedError
 
     @classmethod
     def qkv_parameters(cls, config):
@@ -700,6 +763,11 @@ class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=0.0, std=self.config.initializer_range)
 
+    @staticmethod
+    def combine_with_embedding(weight, bias, embedding):
+        # x·W̃ᵀ + b̃ + e_i: the weight is shared, the embedding is head i's bias (exact for e^K and e^V too)
+        return weight.repeat(len(embedding), 1), (bias + embedding).flatten()
+
 
 class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
     """MHE-MUL. Head i scores (q̃⊙e_i^Q)·(k̃⊙e_i^K) = (q̃⊙e_i^Q⊙e_i^K)·k̃ and outputs A_i·(ṽ⊙e_i^V) = (A_i·ṽ)⊙e_i^V:
@@ -724,6 +792,11 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
 
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=1.0, std=self.config.initializer_range)
+
+    @staticmethod
+    def combine_with_embedding(weight, bias, embedding):
+        # (x·W̃ᵀ + b̃) ⊙ e_i = x·(diag(e_i) W̃)ᵀ + e_i ⊙ b̃
+        return (embedding[:, :, None] * weight).flatten(0, 1), (embedding * bias).flatten()
 
     @classmethod
     def score_forms(cls, weights, num_heads):
@@ -812,6 +885,11 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
             self.split_heads(self.value(hidden_states)),
         )
 
+    def bert_projections(self):
+        key, value = _float64(self.key), _float64(self.value)
+        identity = torch.eye(self.all_head_size, dtype=torch.float64, device=key[0].device)
+        return _projection_tensors((identity, torch.zeros_like(key[1])), key, value)
+
     # two h×h projections with biases, as `symmetric`: the same formulas
     qkv_parameters = SymBertSymmetricSelfAttention.__dict__["qkv_parameters"]
     projection_macs = SymBertSymmetricSelfAttention.__dict__["projection_macs"]
@@ -825,6 +903,29 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
         for head in range(num_heads):
             forms[head, head * head_size : (head + 1) * head_size] = key[head]
         return forms
+
+
+def _float64(linear):
+    return linear.weight.detach().double(), linear.bias.detach().double()
+
+
+def _projection_tensors(query, key, value):
+    """{"query.weight": ..., "query.bias": ..., "key.weight": ...} from (weight, bias) pairs."""
+    return {
+        f"{name}.{part}": tensor
+        for name, pair in zip(("query", "key", "value"), (query, key, value))
+        for part, tensor in zip(("weight", "bias"), pair)
+    }
+
+
+def bert_self_attention_tensors(module):
+    """BERT's self-attention tensors ("query.weight", ...) that compute `module`'s output exactly: its
+    `bert_projections` with the type's score scale folded into the query (BERT scores at 1/√d), in the module's dtype."""
+    tensors = module.bert_projections()
+    scale = module.score_scale(module.config)
+    tensors["query.weight"], tensors["query.bias"] = tensors["query.weight"] * scale, tensors["query.bias"] * scale
+    dtype = next(module.parameters()).dtype
+    return {name: tensor.to(dtype) for name, tensor in tensors.items()}
 
 
 register_attention("original", SymBertOriginalSelfAttention)
@@ -1100,6 +1201,57 @@ class SymBertPreTrainedModel(PreTrainedModel):
             f"{len(new_parameters)} tensors are new: {new_parameters}"
         )
         return model, new_parameters
+
+    def to_bert(self):
+        """This model as the matching transformers BERT class (`SymBertForMaskedLM` -> `BertForMaskedLM`, ...), with
+        the same outputs: every attention type builds Q, K and V linearly from the layer input, so its parameters fold
+        into BERT's query, key and value (each type's `bert_projections`); all other tensors are BERT's already. The
+        BERT has BERT's parameter count: a variant's saving is a training-time saving. It runs with plain transformers
+        (no remote code), on this model's device and dtype, in its train/eval mode; NotImplementedError for an
+        attention type without a BERT form, ValueError for a quantised model."""
+        bert_class = next(
+            (getattr(transformers, BERT_CLASSES[c.__name__]) for c in type(self).__mro__ if c.__name__ in BERT_CLASSES),
+            None,
+        )
+        if bert_class is None:
+            raise NotImplementedError(f"{type(self).__name__} has no BERT class to export to.")
+        if getattr(self, "hf_quantizer", None) is not None or any(not p.is_floating_point() for p in self.parameters()):
+            raise ValueError(
+                f"Cannot export a quantised {type(self).__name__} as BERT: load it without quantisation first."
+            )
+        attention = {name: m for name, m in self.named_modules() if isinstance(m, SymBertSelfAttention)}
+        state = {name: t for name, t in self.state_dict().items() if ATTENTION_MARKER not in name}
+        for module_name, module in attention.items():
+            for name, tensor in bert_self_attention_tensors(module).items():
+                state[f"{module_name}.{name}"] = tensor
+        config, kwargs = bert_config(self.config), {}
+        if bert_class is transformers.BertModel:
+            kwargs["add_pooling_layer"] = self.pooler is not None
+        if bert_class is transformers.BertForQuestionAnswering:
+            config.num_labels = 2  # BERT's QA head has num_labels outputs (start, end); SymBERT's always has 2
+        bert = bert_class(config, **kwargs).to(device=self.device, dtype=self.dtype)
+        bert.load_state_dict(state, strict=True)
+        return bert.train(self.training)
+
+
+BERT_CLASSES = {  # each SymBERT class -> the transformers class of its export
+    "SymBertModel": "BertModel",
+    "SymBertForMaskedLM": "BertForMaskedLM",
+    "SymBertForSequenceClassification": "BertForSequenceClassification",
+    "SymBertForTokenClassification": "BertForTokenClassification",
+    "SymBertForMultipleChoice": "BertForMultipleChoice",
+    "SymBertForQuestionAnswering": "BertForQuestionAnswering",
+}
+
+
+def bert_config(config):
+    """A `BertConfig` with `config`'s settings, less SymBERT's own fields (the attention type and its settings, the
+    sparse MLM prediction, `auto_map`): what plain transformers needs to build the export."""
+    fields = config.to_dict()
+    symbert_only = set(SymBertConfig().to_dict()) - set(transformers.BertConfig().to_dict())
+    for name in symbert_only | {"model_type", "architectures", "transformers_version"}:
+        fields.pop(name, None)
+    return transformers.BertConfig(**fields)
 
 
 def _convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):

@@ -1,0 +1,174 @@
+"""Export a saved SymBERT model as a plain BERT model that transformers loads without remote code.
+
+    symbert-to-bert MODEL OUTPUT
+    symbert-to-bert outputs/demo outputs/demo-bert
+
+Every attention type builds Q, K and V linearly from the layer input, so its parameters fold into BERT's query, key
+and value (`SymBertPreTrainedModel.to_bert`). OUTPUT gets the matching `Bert*` class (from the config's
+`architectures`), `model_type` "bert", safetensors weights and the model's tokenizer; no `auto_map`, no code. Before
+anything is written, the export is loaded back with plain transformers and compared with the SymBERT model in fp32 on
+a fixed padded batch; the command prints the largest relative difference and refuses to write above 1e-5. OUTPUT
+appears only when complete. The export has BERT's parameter count: a variant's saving is a training-time saving.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors import SafetensorError
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
+
+from . import modeling_symbert
+from .cli import UserError, command_parser, missing_local_path, run_command
+from .configuration_symbert import SymBertConfig
+from .modeling_symbert import BERT_CLASSES
+
+BOUND = 1e-5  # largest relative difference (max |a - b| / max |a| per output tensor) allowed in fp32
+CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on
+
+
+def check_inputs(config, batch: int = CHECK_BATCH[0], length: int = CHECK_BATCH[1]) -> dict[str, torch.Tensor]:
+    """A fixed batch of random ids (seed 0) with rows right-padded by 0, 3, 6, ... tokens and both token types; for
+    multiple choice, 2 choices per example."""
+    generator = torch.Generator().manual_seed(0)
+    length = min(length, config.max_position_embeddings)
+    input_ids = torch.randint(1, config.vocab_size, (batch, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    for row in range(batch):
+        attention_mask[row, length - min(3 * row, length - 1) :] = 0
+    token_type_ids = torch.zeros_like(input_ids)
+    if config.type_vocab_size > 1:
+        token_type_ids[:, length // 2 :] = 1
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    if config.architectures and config.architectures[0].endswith("ForMultipleChoice"):
+        inputs = {name: tensor.view(batch // 2, 2, length) for name, tensor in inputs.items()}
+    return inputs
+
+
+def output_tensors(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every output of `model` on `inputs` (eval mode, hidden states included), by name; hidden states as
+    hidden_states.0, hidden_states.1, ..."""
+    with torch.no_grad():
+        outputs = model.eval()(**inputs, output_hidden_states=True, return_dict=True)
+    tensors = {}
+    for name, value in outputs.items():
+        if isinstance(value, torch.Tensor):
+            tensors[name] = value.float()
+        elif isinstance(value, tuple):
+            tensors.update({f"{name}.{i}": tensor.float() for i, tensor in enumerate(value)})
+    return tensors
+
+
+def relative_difference(reference: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> float:
+    """The largest max |a - b| / max |a| over the output tensors; inf when the outputs differ in names or shapes."""
+    if reference.keys() != other.keys() or any(reference[k].shape != other[k].shape for k in reference):
+        return float("inf")
+    return max(
+        ((reference[k] - other[k]).abs().max() / reference[k].abs().max().clamp_min(1e-30)).item() for k in reference
+    )
+
+
+def load_symbert(model: str) -> PreTrainedModel:
+    """The SymBERT model in `model` (folder or Hub id), of its config's class, in fp32 (the export is fp32 whatever
+    the checkpoint's dtype: folded half-precision weights would not be exact); UserError naming what is wrong."""
+    if error := missing_local_path(model):
+        raise error
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{model!r} is not a model folder with a readable config.json ({error})") from error
+    if not isinstance(config, SymBertConfig):
+        raise UserError(f"{model!r} is a {config.model_type!r} model, not a SymBERT one (model_type 'symbert').")
+    if getattr(config, "quantization_config", None):
+        raise UserError(
+            f"{model!r} is quantised ({config.quantization_config.get('quant_method', 'unknown method')}); "
+            "export the unquantised model, then quantise the BERT."
+        )
+    name = (config.architectures or ["SymBertModel"])[0]
+    if name not in BERT_CLASSES:
+        raise UserError(f"{model!r} holds a {name!r}; the export supports {', '.join(BERT_CLASSES)}.")
+    try:
+        return getattr(modeling_symbert, name).from_pretrained(model).float()
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
+        raise UserError(f"Cannot load {model!r}: {' '.join(str(error).split())}") from error
+
+
+def export_to_bert(model: str, output: str | Path) -> float:
+    """Write `model`'s BERT export to `output` (which must not exist or be an empty folder) and return the largest
+    relative difference of the written folder's outputs from the SymBERT model's on `check_inputs`."""
+    output = Path(output)
+    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
+        raise UserError(f"output={str(output)!r} exists and is not an empty folder; choose a new path.")
+    symbert = load_symbert(model)
+    try:
+        bert = symbert.to_bert()
+    except NotImplementedError as error:
+        raise UserError(str(error)) from error
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+    except (OSError, ValueError):
+        tokenizer = None
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".to-bert.tmp", dir=output.parent))
+    try:
+        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the output folder's mode
+        bert.save_pretrained(staging, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging)
+        inputs = check_inputs(symbert.config)
+        saved = type(bert).from_pretrained(staging).float()  # what was written, read by plain transformers
+        difference = relative_difference(output_tensors(symbert, inputs), output_tensors(saved, inputs))
+        if not difference <= BOUND:
+            raise UserError(
+                f"The BERT export of {model!r} differs from it by {difference:.2e} (relative), above {BOUND:.0e}; "
+                "nothing was written."
+            )
+        if leftovers := [p.name for p in staging.iterdir() if p.suffix == ".py"] + _auto_map(staging):
+            raise RuntimeError(f"the export holds remote code: {leftovers}")  # a bug: BertConfig has no auto_map
+        try:
+            os.rename(staging, output)  # atomic; replaces an empty folder, fails on a non-empty one
+        except OSError as error:
+            raise UserError(f"output={str(output)!r} appeared while exporting; nothing was written.") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return difference
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _auto_map(folder: Path) -> list[str]:
+    return [name for name in ("config.json", "tokenizer_config.json") if '"auto_map"' in _text(folder / name)]
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
+def run(argv: list[str]) -> float:
+    parser = command_parser(__doc__)
+    parser.add_argument("model", help="a saved SymBERT folder or Hub id")
+    parser.add_argument("output", help="the folder to write (new or empty)")
+    args = parser.parse_args(argv)
+    transformers.utils.logging.disable_progress_bar()  # the weights' loading and writing bars, 4 times
+    difference = export_to_bert(args.model, args.output)
+    batch = "x".join(map(str, CHECK_BATCH))
+    print(
+        f"wrote {args.output}: plain BERT, no remote code; outputs vs the SymBERT model on a padded {batch} batch: "
+        f"max relative difference {difference:.2e} (bound {BOUND:.0e})"
+    )
+    return difference
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command(run, argv)
+
+
+if __name__ == "__main__":
+    main()
