@@ -81,6 +81,11 @@ def test_config_and_model_pick_up_a_registered_type(registered):
     assert not any(name.endswith(".gain") for name in decayed)
 
 
+def test_a_type_without_a_bert_form_cannot_be_exported_and_says_so(registered):
+    with pytest.raises(NotImplementedError, match=f"attention_type='{NAME}' .KeyValueTiedSelfAttention. has no BERT"):
+        SymBertForMaskedLM(tiny_config(NAME)).to_bert()
+
+
 def test_unregistered_type_is_refused_naming_the_registered_ones():
     with pytest.raises(ValueError, match=f"attention_type='{NAME}' is not supported; allowed: original, .*gqa"):
         SymBertConfig(attention_type=NAME)

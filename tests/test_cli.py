@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from symbert import onnx_export, parameter_table, symmetry
+from symbert import bert_export, onnx_export, parameter_table, symmetry
 from symbert.cli import UserError
 from symbert.hub_cards import release
 from symbert.training import arguments, glue, pretrain
@@ -18,6 +18,7 @@ from symbert.training import arguments, glue, pretrain
 COMMANDS = {
     "symbert-params": parameter_table,
     "symbert-onnx": onnx_export,
+    "symbert-to-bert": bert_export,
     "symbert-symmetry": symmetry,
     "symbert-pretrain": pretrain,
     "symbert-glue": glue,
@@ -105,6 +106,7 @@ def test_every_argument_of_ours_has_help(arguments):
 USER_ERRORS = {
     "symbert-params": (["--sizes", "tiny,huge"], "'huge'"),
     "symbert-onnx": (["some/model", "model.txt"], "'model.txt'"),
+    "symbert-to-bert": (["./no/such/model", "{tmp}"], "no/such/model"),
     "symbert-symmetry": (["./no/such/model"], "no/such/model"),
     "symbert-pretrain": (["--size", "huge", "--output_dir", "{tmp}"], "'huge'"),
     "symbert-glue": (["--model", "m", "--tasks", "rte,nope", "--output_dir", "{tmp}"], "nope"),
@@ -113,6 +115,7 @@ USER_ERRORS = {
 ARGPARSE_ERRORS = {  # argparse's own errors (unknown option, value of the wrong type) are one line too
     "symbert-params": (["--sises", "tiny"], "--sises"),
     "symbert-onnx": (["m", "m.onnx", "--head", "decoder"], "'decoder'"),
+    "symbert-to-bert": (["m"], "output"),
     "symbert-symmetry": ([], "model"),
     "symbert-pretrain": (["--max_steps", "ten", "--output_dir", "{tmp}"], "'ten'"),
     "symbert-glue": (["--model", "m", "--learning_rte", "1e-5"], "--learning_rte"),
