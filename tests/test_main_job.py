@@ -154,3 +154,16 @@ def test_the_report_scores_what_training_built(tmp_path, monkeypatch):
         monkeypatch.setattr(data, name, counted)
     train_main_job(tmp_path)
     assert calls == {"load_tokenizer": 1, "load_blocks": 1}
+
+
+def test_the_main_job_uses_the_shipped_tokenizer_whatever_the_cache(tmp_path, monkeypatch):
+    """The default vocabulary is the shipped tokenizer (training one is not reproducible: tokenizers' WordPiece
+    trainer breaks ties in no fixed order), so every machine gets the same ids and the documented figures."""
+    monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "empty-cache"))
+    tokenizer = data.load_tokenizer(data.DataArguments())
+    shipped = json.loads((data.SHIPPED_WORDPIECE / "tokenizer.json").read_text())["model"]["vocab"]
+    assert tokenizer.get_vocab() == shipped and len(shipped) == data.DataArguments().tokenizer_vocab_size
+    assert tokenizer("The old man walked slowly.")["input_ids"][0] == tokenizer.cls_token_id
+    assert not (tmp_path / "empty-cache").exists()  # nothing trained, nothing cached
+    text = (data.SHIPPED_WORDPIECE.parent / "SOURCE.md").read_text()
+    assert data.SHIPPED_WORDPIECE.name in text

@@ -409,10 +409,20 @@ def checked_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> PreTrain
     return tokenizer
 
 
+# The embedded corpus's WordPiece tokenizer at the default vocabulary size, trained once and shipped: tokenizers'
+# WordPiece trainer breaks ties between equally frequent pairs in no fixed order, so two trainings on the same text
+# differ (a few hundred tokens of 8,192), and with them the main job's figures.
+SHIPPED_WORDPIECE = Path(__file__).parent / "corpus" / "wordpiece-8192"
+SHIPPED_WORDPIECE_SIZE = 8192
+
+
 def cached_wordpiece(vocab_size: int) -> PreTrainedTokenizerBase:
-    """The WordPiece tokenizer trained on the embedded corpus, from the cache, (re)trained and cached if missing or
-    unreadable. The folder appears whole (written under a temporary name, then renamed); the lock makes parallel runs
-    on one machine train it once."""
+    """The WordPiece tokenizer of the embedded corpus: the shipped one at its vocabulary size; at another size, one
+    trained on the corpus, from the cache, (re)trained and cached if missing or unreadable (not reproducible across
+    trainings, see SHIPPED_WORDPIECE). The folder appears whole (written under a temporary name, then renamed); the
+    lock makes parallel runs on one machine train it once."""
+    if vocab_size == SHIPPED_WORDPIECE_SIZE:
+        return AutoTokenizer.from_pretrained(SHIPPED_WORDPIECE)
     digest = hashlib.sha256(EMBEDDED_CORPUS.read_bytes()).hexdigest()[:16]
     # "-bert": saved as BertTokenizer; older caches (no suffix) saved under 5.x name a class 4.x lacks
     folder = cache_dir() / "tokenizers" / f"wordpiece-{vocab_size}-{digest}-bert"
