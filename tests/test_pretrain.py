@@ -11,15 +11,17 @@ from dataclasses import replace
 
 import pytest
 import torch
+import transformers
 from datasets import Dataset
 from safetensors.torch import load_file
 from scipy.stats import binom
-from transformers import DataCollatorForLanguageModeling
+from transformers import AutoTokenizer, DataCollatorForLanguageModeling
+from transformers.testing_utils import CaptureLogger
 
 from conftest import file_names, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import data
-from symbert.training.arguments import model_config, parse_arguments
+from symbert.training.arguments import DataArguments, model_config, parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
 from symbert.training.run_folder import STAGING_DIR, checkpoint_problem
 from test_parameter_counts import EXPECTED
@@ -587,3 +589,17 @@ def test_overwrite_and_resume_checks(corpus, tmp_path):
     with pytest.raises(ValueError, match="resume_from_checkpoint='.*nowhere' is not a Trainer checkpoint"):
         run(run_args(corpus, other, "--resume_from_checkpoint", str(tmp_path / "nowhere")))
     assert not other.exists()
+
+
+def test_a_text_longer_than_the_model_is_blocked_without_a_length_warning(corpus, tmp_path):
+    """Texts are cut into blocks, never fed whole: transformers' "sequence length is longer than the specified
+    maximum" warning would be noise (the main job printed it for a 550-token paragraph)."""
+    long_text = " ".join(WORDS * 40)  # far more than model_max_length tokens
+    (tmp_path / "long.txt").write_text(long_text + "\n" + "a short line.\n" * 50)
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer", model_max_length=64)
+    data_args = DataArguments(train_files=[str(tmp_path / "long.txt")], max_seq_length=32, eval_blocks=2)
+    with CaptureLogger(transformers.tokenization_utils_base.logger) as captured:
+        train, held_out = data.load_blocks(data_args, tokenizer)
+    assert len(tokenizer(long_text)["input_ids"]) > 64
+    assert len(train) + len(held_out) >= len(tokenizer(long_text)["input_ids"]) // 32
+    assert "longer than the specified maximum" not in captured.out

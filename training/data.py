@@ -491,7 +491,10 @@ def load_blocks(
     # Each text gets [CLS] ... [SEP]; blocks then span text boundaries, as in the paper.
 
     def tokenize(batch):
-        return {"input_ids": tokenizer(batch[data_args.text_column], add_special_tokens=True)["input_ids"]}
+        # verbose=False: a text longer than model_max_length is cut into blocks, never fed whole, so transformers'
+        # "Token indices sequence length is longer than ..." warning does not apply
+        texts = batch[data_args.text_column]
+        return {"input_ids": tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]}
 
     skip = data_args.skip_records_without_text
     skipped = SKIPPED_IN_STREAMS[describe_source(data_args)] = set()
