@@ -34,8 +34,22 @@ def example_inputs(
     return input_ids, attention_mask
 
 
+class ByName(torch.nn.Module):
+    """`model` called with input_ids and attention_mask by name. The TorchScript-based exporter passes every parameter
+    of `forward` positionally, filled with its default; transformers 5's BertModel then gets use_cache twice (its
+    config-defaults decorator adds it as a keyword)."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).to_tuple()
+
+
 def export_onnx(model: PreTrainedModel, path: str, output_names: list[str], dynamo: bool = False) -> None:
-    """Write `model` (SymBertModel or a task head, in eval mode) to `path` with dynamic batch and sequence axes."""
+    """Write `model` (a SymBERT or BERT encoder or task head, in eval mode) to `path` with dynamic batch and sequence
+    axes."""
     model.eval()
     input_ids, attention_mask = example_inputs(model.config, batch=2, length=8)
     tmp_path = f"{path}.tmp"
@@ -59,7 +73,7 @@ def export_onnx(model: PreTrainedModel, path: str, output_names: list[str], dyna
         else:
             axes = {0: "batch", 1: "sequence"}
             torch.onnx.export(
-                model,
+                ByName(model),
                 (input_ids, attention_mask),
                 tmp_path,
                 input_names=INPUT_NAMES,

@@ -103,8 +103,10 @@ def test_lora_trains_and_merges(attention_type, tokenizer):
 
 def test_sentence_transformers_mean_pooling_and_reload(tmp_path, tokenizer):
     folder = save_with_tokenizer(symbert.SymBertModel(symbert_config("pairwise")), tokenizer, tmp_path / "encoder")
-    remote = {"trust_remote_code": True}
-    transformer = Transformer(folder, model_kwargs=remote, config_kwargs=remote, max_seq_length=32)
+    remote = {"trust_remote_code": True}  # the processor too: the tokenizer reads config.json (else it asks, twice)
+    transformer = Transformer(
+        folder, model_kwargs=remote, config_kwargs=remote, processor_kwargs=remote, max_seq_length=32
+    )
     encoder = SentenceTransformer(
         modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")], device="cpu"
     )
