@@ -1,5 +1,8 @@
 """The model card of a released SymBERT model.
 
+The `bert` branch's card (`bert_card_template.md`) is rendered the same way: the model of `main` exported as plain
+BERT, with the same sentences on its cost and on fine-tuning it as main's "Use it as plain BERT" section.
+
 The GLUE results are written twice, both with huggingface_hub's own classes: as `.eval_results/glue.yaml`
 (`EvalResultEntry`, the Hub's current format, shown on the model page and the benchmark's leaderboard) and as the
 card's `model-index` (`ModelCardData` + `EvalResult`, the legacy format older tools read). The Markdown body is
@@ -15,6 +18,7 @@ from typing import Any
 
 import huggingface_hub
 import torch
+import transformers
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import yaml_dump
@@ -22,11 +26,13 @@ from packaging.requirements import Requirement
 from transformers import TrainingArguments
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
+from ..bert_export import BOUND, CHECK_BATCH
 from ..training import glue
 from ..training.compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
 from ..training.glue_data import glue_mean_tasks, hub_datasets, reported_scores, score_names
 
 TEMPLATE = Path(__file__).with_name("card_template.md")
+BERT_TEMPLATE = Path(__file__).with_name("bert_card_template.md")
 EVAL_RESULTS_FILE = ".eval_results/glue.yaml"
 EVAL_RESULTS_NOTICE = (
     f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so the GLUE results are staged in "
@@ -133,13 +139,15 @@ def card_data(
     eval_results: list[EvalResult] | None = None,
     datasets: list[str] | None = None,
     extra_tags: Iterable[str] = (),
+    custom_code: bool = True,
 ) -> ModelCardData:
+    """The card's metadata; `custom_code=False` for the plain BERT export, which holds no code."""
     return ModelCardData(
         language="en",
         license="apache-2.0",
         library_name="transformers",
         pipeline_tag="fill-mask",
-        tags=["symbert", attention_type, "bert", "custom_code", *extra_tags],
+        tags=["symbert", attention_type, "bert", *(["custom_code"] if custom_code else []), *extra_tags],
         datasets=datasets or None,
         model_name=model_name if eval_results else None,
         eval_results=eval_results or None,
@@ -206,6 +214,13 @@ def install_command() -> str:
     return "pip install " + " ".join(f'"{name}{ranges.get(name, "")}"' for name in ("transformers", "torch"))
 
 
+def parameter_change(parameters: int, reference: int) -> str:
+    """`parameters` against `reference` in words: "—" when equal, else the signed difference and percentage."""
+    if parameters == reference:
+        return "—"
+    return f"{parameters - reference:+,} ({100 * (parameters - reference) / reference:+.1f}%)"
+
+
 def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
     """(this model's parameters, `original`'s with the same shape and vocabulary), counted on the meta device."""
     counts = []
@@ -233,9 +248,10 @@ def glue_table(results: dict) -> str:
     return "\n".join(rows)
 
 
-def render(model_name: str, data: ModelCardData, **template_values: Any) -> ModelCard:
-    """The card: `data` (ModelCardData) as YAML, the body from card_template.md."""
-    return ModelCard.from_template(data, template_path=str(TEMPLATE), model_name=model_name, **template_values)
+def render(model_name: str, data: ModelCardData, template: Path = TEMPLATE, **template_values: Any) -> ModelCard:
+    """The card: `data` (ModelCardData) as YAML, the body from `template` (card_template.md, or BERT_TEMPLATE for the
+    `bert` branch)."""
+    return ModelCard.from_template(data, template_path=str(template), model_name=model_name, **template_values)
 
 
 def files_named(card_text: str) -> list[str]:
@@ -334,6 +350,71 @@ class Training:
         return f"{self.final_eval_loss:.4f}" if self.run_steps is None else self.checkpoint_eval_loss
 
 
+def auto_class(bert_class: str) -> str:
+    """The Auto class that loads a BERT class: BertForMaskedLM -> AutoModelForMaskedLM, BertModel -> AutoModel."""
+    return "AutoModel" + bert_class.removeprefix("Bert").removeprefix("Model")
+
+
+@dataclass(frozen=True)
+class BertExport:
+    """What the cards say about a model's plain BERT export (the `bert` branch), as measured on the export."""
+
+    architecture: str  # the transformers class, e.g. "BertForMaskedLM"
+    parameters: int  # counted as num_parameters() of that class (tied decoder counted once)
+    difference: float  # largest relative difference of its outputs from the SymBERT model's (bert_export)
+
+    @classmethod
+    def measure(cls, folder: str | Path, difference: float) -> "BertExport":
+        """The export written in `folder` (by bert_export.export_to_bert, which measured `difference`): its class,
+        and its parameters counted on the meta device from its config.json."""
+        config = transformers.AutoConfig.from_pretrained(folder)
+        with torch.device("meta"):
+            parameters = getattr(transformers, config.architectures[0])(config).num_parameters()
+        return cls(config.architectures[0], parameters, difference)
+
+    @property
+    def auto_class(self) -> str:
+        return auto_class(self.architecture)
+
+    @property
+    def measured(self) -> str:
+        """How close the export's outputs are to the SymBERT model's, in words."""
+        return (
+            f"largest relative difference {self.difference:.1e} over the logits and every layer's hidden states on a "
+            f"fixed padded batch of {CHECK_BATCH[0]} × {CHECK_BATCH[1]} tokens; the release refuses an export above "
+            f"{BOUND:.0e}"
+        )
+
+
+def bert_export_notes(attention_type: str, parameters: int, bert: BertExport) -> list[str]:
+    """What the plain BERT export costs and what fine-tuning it means, from the SymBERT model's parameter count and
+    the export's (both cards say it: main's "Use it as plain BERT" section and the `bert` branch's card)."""
+    name = f"`{attention_type}`"
+    if bert.parameters > parameters:
+        cost = (
+            f"It has BERT's parameter count at inference: {bert.parameters:,} parameters against the SymBERT form's "
+            f"{parameters:,}, {parameter_change(bert.parameters, parameters)}. The export is larger than the {name} "
+            "model: the variant's saving is a training-time saving (fewer parameters to train); only the SymBERT form "
+            "on `main`, loaded with its remote code, keeps the smaller count at inference."
+        )
+        fine_tuning = (
+            f"Fine-tuning it is fine-tuning BERT: its query, key and value are BERT's independent matrices, so the "
+            f"{name} constraint on them (the formula above) is not kept once training changes the weights. To "
+            f"fine-tune the {name} variant itself, load `main` with `trust_remote_code=True`."
+        )
+    else:
+        relation = "as many as" if bert.parameters == parameters else "fewer than"
+        cost = (
+            f"It has BERT's parameter count at inference: {bert.parameters:,} parameters, {relation} the SymBERT form's "
+            f"{parameters:,}: the {name} form saves no parameters over BERT, so the export costs what it costs."
+        )
+        fine_tuning = (
+            f"Fine-tuning it is fine-tuning BERT, which is what fine-tuning the {name} model does too: the export "
+            "has no free parameter the SymBERT form lacks."
+        )
+    return [cost, fine_tuning]
+
+
 def checkpoint_title(name: str, step: int) -> str:
     return f"{name} at step {step}"
 
@@ -427,15 +508,12 @@ def card_values(
     size: str | None = None,
     training: Training | None = None,
     results: dict | None = None,
+    bert: BertExport | None = None,
 ) -> dict:
-    """Every value card_template.md reads but the GLUE files' names: from the model's config, the repository, the
-    provenance record, and for trained models their `Training` and (release cards) their glue_results.json."""
+    """Every value card_template.md (and bert_card_template.md) reads but the GLUE files' names: from the model's
+    config, the repository, the provenance record, for trained models their `Training` and (release cards) their
+    glue_results.json, and the plain BERT export on the `bert` branch when there is one."""
     parameters, original = parameter_counts(config)
-    change = (
-        "—"
-        if parameters == original
-        else f"{parameters - original:+,} ({100 * (parameters - original) / original:+.1f}%)"
-    )
     values = dict(
         kind=kind,
         repo_id=repo_id,
@@ -446,7 +524,7 @@ def card_values(
         formula=attention_class(config.attention_type).formula,
         parameters=parameters,
         original_parameters=original,
-        parameter_change=change,
+        parameter_change=parameter_change(parameters, original),
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         hidden_size=config.hidden_size,
@@ -461,6 +539,8 @@ def card_values(
         citations="\n\n".join(attention_class(config.attention_type).papers.values()),
         limitations=limitations(config, kind, training, results),
         training=training,
+        bert=bert,
+        bert_notes=bert_export_notes(config.attention_type, parameters, bert) if bert else [],
     )
     if results is not None:
         values.update(

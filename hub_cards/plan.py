@@ -58,11 +58,14 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
 # Sentences the staged and the source model must give the same logits for ({mask} is the tokenizer's mask token).
 CHECK_TEXTS = ["The old man walked slowly along the {mask} of the river.", "She {mask} the letter twice before night."]
+# The branch holding each model's plain BERT export (symbert-to-bert), which loads without remote code.
+BERT_REVISION = "bert"
 
 
 @dataclass
 class Stage:
-    """One revision (`main` or `step-N`) of one repository, staged in `folder`."""
+    """One revision (`main`, `step-N` or `bert`, the plain BERT export of main) of one repository, staged in
+    `folder`."""
 
     repo_id: str
     revision: str
@@ -71,6 +74,11 @@ class Stage:
     eval_results: list = field(default_factory=list)  # what the card's model-index must parse back into
     eval_entries: list = field(default_factory=list)  # what .eval_results/glue.yaml must parse back into
     config: dict | None = None  # what staging wrote as config.json; None: the source's config.json, as copied
+
+    @property
+    def bert_export(self) -> bool:
+        """Whether the folder is main's plain BERT export: transformers' own classes, no code."""
+        return self.revision == BERT_REVISION
 
     def intended_config(self) -> dict:
         """The config.json staging means the folder to hold (staging copies the source's, unchanged)."""
@@ -328,6 +336,7 @@ def plan_models(
             )
         repos[repo_id] = model
         staging.folder(repo_id, "main")
+        staging.folder(repo_id, BERT_REVISION)
         checkpoints = []
         for step in steps:
             staging.folder(repo_id, f"step-{step}")

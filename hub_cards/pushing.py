@@ -1,5 +1,6 @@
-"""Pushing staged folders to the Hub: one commit per repository and branch, tags, the collection; a Hub that cannot
-be reached is reported in one line naming what was pushed."""
+"""Pushing staged folders to the Hub: one commit per repository and branch (the `bert` export and the `step-N`
+checkpoints are branches from main's commit), tags, the collection; a Hub that cannot be reached is reported in one
+line naming what was pushed."""
 
 import argparse
 import sys
@@ -120,12 +121,12 @@ def push(stages: list[Stage], api: HfApi, args: argparse.Namespace, pushed: list
             if stage.revision in existing_branches:
                 api.delete_branch(repo_id, branch=stage.revision)
             api.create_branch(repo_id, branch=stage.revision, revision=commit.oid)
-            stale = set(staged_files(main.folder)) - set(staged_files(stage.folder))
+            stale = set(staged_files(main.folder)) - set(staged_files(stage.folder))  # main's code, for the export
             api.create_commit(
                 repo_id,
                 operations=operations(stage.folder, delete=stale),
                 revision=stage.revision,
-                commit_message=f"Checkpoint {stage.revision}",
+                commit_message=branch_commit_message(stage, args.tag),
             )
             pushed.append(f"{repo_id} branch {stage.revision}")
             print(f"{repo_id}: pushed branch {stage.revision}")
@@ -138,6 +139,18 @@ def push(stages: list[Stage], api: HfApi, args: argparse.Namespace, pushed: list
         print(f"collection {collection.slug}: {len(repos)} models")
 
 
+def branch_commit_message(stage: Stage, tag: str) -> str:
+    if stage.bert_export:
+        return f"Plain BERT export of {tag} (no remote code)"
+    return f"Checkpoint {stage.revision}"
+
+
+def branch_description(stage: Stage) -> str:
+    if stage.bert_export:
+        return "a branch from main's commit: the plain BERT export of main, loaded without remote code"
+    return "a branch from main's commit"
+
+
 def operations(folder: Path, delete: Iterable[str] = ()) -> list[CommitOperationAdd | CommitOperationDelete]:
     adds = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in staged_files(folder)]
     return adds + [CommitOperationDelete(path_in_repo=name) for name in sorted(delete)]
@@ -148,7 +161,7 @@ def show(stages: list[Stage], args: argparse.Namespace) -> None:
     for stage in stages:
         files = staged_files(stage.folder)
         size = sum((stage.folder / n).stat().st_size for n in files)
-        where = f"tag {args.tag}" if stage.revision == "main" else "a branch from main's commit"
+        where = f"tag {args.tag}" if stage.revision == "main" else branch_description(stage)
         print(
             f"\n{stage.repo_id} @ {stage.revision} ({where}): {len(files)} files, {size / 1e6:.1f} MB, staged in {stage.folder}"
         )

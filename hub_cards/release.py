@@ -8,9 +8,11 @@
 MODELS are `symbert-pretrain` output folders, or folders holding them (e.g. a `--compare` output, or one folder per
 size): every folder below with a `training_summary.json` is a model. Each model needs its GLUE results file
 (`glue_results.json`, written by `symbert-glue`), found under the model folder or under the `--results` paths and
-matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main` (and
+matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main`, its plain
+BERT export (symbert-to-bert: transformers' own BERT class, no code) as `OUTPUT_DIR/<repo name>/bert` (and
 `OUTPUT_DIR/<repo name>/step-N` per checkpoint), then validated: it loads in a fresh Python process that cannot import
-this project and reproduces the source model's logits, its card's model-index and its .eval_results/glue.yaml (the
+this project and reproduces the source model's logits (the export without remote code, with no code file and no
+auto_map, and within 1e-5 relative of the source's outputs on a fixed batch), its card's model-index and its .eval_results/glue.yaml (the
 Hub's current format) parse back into the same GLUE results, the GLUE results name its weights, every file the card
 names is there, its code files are this project's (by sha256), its config.json holds what was staged (the source's: no
 key added, removed or changed) and it holds no pickle. Nothing is pushed unless every model passes.
@@ -19,8 +21,9 @@ Nothing is unpickled: the training arguments come from `training_summary.json` (
 `symbert-pretrain`), and no training_args.bin, optimizer or RNG state is staged. Every repository id is checked with
 huggingface_hub's rules and every staged folder must lie inside --output_dir before anything is written.
 
-With --push, every repository is uploaded in one commit on `main`, tagged `--tag` (the revision the card pins);
-each checkpoint becomes a branch `step-N` with one commit of its own; all repositories join the `--collection`.
+With --push, every repository is uploaded in one commit on `main`, tagged `--tag` (the revision the card pins); the
+export becomes a branch `bert` and each checkpoint a branch `step-N`, each from main's commit with one commit of its
+own; all repositories join the `--collection`.
 The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfApi`.
 """
 
@@ -112,8 +115,9 @@ def release(args: argparse.Namespace) -> list[Stage]:
         validate(stages)
         print(
             f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
-            "trust_remote_code=True and reproduces its source model; cards, GLUE results and provenance check out; "
-            "the code files are the project's and no file is a pickle."
+            "trust_remote_code=True (the `bert` exports as plain BERT, without it) and reproduces its source model; "
+            "cards, GLUE results and provenance check out; the code files are the project's (the exports have none) "
+            "and no file is a pickle."
         )
         if args.push:
             push_or_explain(stages, HfApi(token=token), args)

@@ -1,20 +1,28 @@
 """Staging: each planned model written as a Hub repository folder (weights, config, code, tokenizer, card, GLUE
-results, provenance), or a tiny random model per attention type."""
+results, provenance), or a tiny random model per attention type; next to each `main`, its plain BERT export as the
+`bert` revision (transformers' own BERT classes, no code, a card of its own)."""
 
 import argparse
 import hashlib
 import json
 import subprocess
+import sys
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .. import ATTENTION_TYPES, SymBertConfig, modeling_symbert
+from huggingface_hub import ModelCardData
+from transformers.utils import logging as transformers_logging
+
+from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, modeling_symbert
+from ..bert_export import BOUND, CHECK_BATCH, export_to_bert
+from ..cli import UserError
 from ..training.reporting import plot_losses
 from . import card as cards
 from . import tiny_random
 from .plan import (
+    BERT_REVISION,
     GLUE_PLOT,
     LIBRARIES,
     MODEL_FILES,
@@ -92,6 +100,68 @@ def provenance(folder_files: dict[str, Path], dataset: str, **extra: Any) -> dic
     }
 
 
+def has_bert_form(attention_type: str) -> bool:
+    """Whether the type's class folds into BERT's query, key and value: it defines `bert_projections` (the base
+    class's raises). Every built-in type does; one registered without it is released without a `bert` branch."""
+    return attention_class(attention_type).bert_projections is not SymBertSelfAttention.bert_projections
+
+
+def export_bert(
+    source: Path, workdir: str | Path, name: str, config: SymBertConfig
+) -> tuple[Path, cards.BertExport] | None:
+    """`source`'s plain BERT export, written to workdir/bert-exports/`name` by `export_to_bert` (which measures it
+    against the model before it appears and refuses above its bound), and what the cards say about it; None, with a
+    notice, for an attention type without a BERT form."""
+    if not has_bert_form(config.attention_type):
+        print(
+            f"notice: {name}: attention_type={config.attention_type!r} has no BERT form (its class defines no "
+            "bert_projections), so it is released without a `bert` branch.",
+            file=sys.stderr,
+        )
+        return None
+    output = Path(workdir) / "bert-exports" / name
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # four loads and saves of the weights
+    try:
+        difference = export_to_bert(str(source), output)
+    except UserError as error:  # an export off its bound, or a type without a BERT form: no release
+        raise UserError(f"{error} The release stops here: nothing was pushed.") from None
+    finally:
+        if bars:
+            transformers_logging.enable_progress_bar()
+    return output, cards.BertExport.measure(output, difference)
+
+
+def stage_bert_export(
+    staging: Staging,
+    repo_id: str,
+    tag: str,
+    config: SymBertConfig,
+    source: Path,
+    export: tuple[Path, cards.BertExport],
+    dataset: str,
+    data: ModelCardData,
+    card_options: dict,
+    **provenance_extra: Any,
+) -> Stage:
+    """Stage `export` (`export_bert`'s folder and facts) as the repository's `bert` revision with a card of its own
+    (`card_options`: card_values' kind, size, training, results) and a provenance record naming main's weights."""
+    folder, bert = export
+    files = {path.name: path for path in sorted(folder.iterdir()) if path.is_file()}
+    prov = provenance(
+        files,
+        dataset,
+        exported_from={"revision": "main", "weights_sha256": sha256(source / "model.safetensors")},
+        bert_export={"max_relative_difference": bert.difference, "bound": BOUND, "batch": list(CHECK_BATCH)},
+        **provenance_extra,
+    )
+    values = cards.card_values(config, repo_id, BERT_REVISION, provenance=prov, bert=bert, **card_options)
+    card = cards.render(repo_id.split("/")[1], data, template=cards.BERT_TEMPLATE, tag=tag, **values)
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+    staged = staging.write(repo_id, BERT_REVISION, files, texts)
+    return Stage(repo_id, BERT_REVISION, staged, source, config=read_json(files["config.json"]))
+
+
 def stage_model(
     run: PretrainingRun,
     config: SymBertConfig,
@@ -107,9 +177,11 @@ def stage_model(
     hardware: str | None,
     workdir: str | Path,
 ) -> list[Stage]:
-    """Stage `main` and one `step-N` folder per checkpoint; returns their `Stage`s. `dataset` and `hardware`
-    (--dataset, --hardware) override what symbert-pretrain recorded; `tag` is the revision the card pins."""
+    """Stage `main`, its plain BERT export as `bert` and one `step-N` folder per checkpoint; returns their `Stage`s.
+    `dataset` and `hardware` (--dataset, --hardware) override what symbert-pretrain recorded; `tag` is the revision
+    the card pins."""
     name, model = repo_id.split("/")[1], run.folder
+    export = export_bert(model, workdir, name, config)
     training = run.training(dataset, hardware)
     dataset, hub_dataset = run.data(dataset)
     datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
@@ -144,6 +216,7 @@ def stage_model(
         size=run.size,
         training=training,
         results=results,
+        bert=export and export[1],
     )
     card = cards.render(
         name,
@@ -156,6 +229,15 @@ def stage_model(
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
     main = staging.write(repo_id, "main", files, texts)
     stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, read_json(files["config.json"]))]
+    if export:
+        tags = ["bert-export"]
+        data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=tags, custom_code=False)
+        options = dict(kind="release", size=run.size, training=training, results=results)
+        stages.append(
+            stage_bert_export(
+                staging, repo_id, tag, config, model, export, dataset, data, options, training_steps=run.steps
+            )
+        )
 
     for checkpoint in checkpoints:
         step = int(checkpoint.name.split("-")[1])
@@ -179,14 +261,16 @@ def stage_model(
 
 
 def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Stage]:
-    """One tiny random model per attention type, saved in `workdir` and staged from there."""
+    """One tiny random model per attention type, saved in `workdir` and staged from there, each with its plain BERT
+    export as `bert`."""
     repo_ids = {
         kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
         for kind in ATTENTION_TYPES
     }
     staging = Staging(args.output_dir, args.name_template)
     for repo_id in repo_ids.values():
-        staging.folder(repo_id, "main")  # every folder checked before the first is written
+        for revision in ("main", BERT_REVISION):
+            staging.folder(repo_id, revision)  # every folder checked before the first is written
     tokenizer = tiny_random.tiny_tokenizer()
     stages = []
     for attention_type, repo_id in repo_ids.items():
@@ -194,10 +278,30 @@ def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Sta
         config = SymBertConfig.from_pretrained(source)
         name = repo_id.split("/")[1]
         files = model_files(source)
+        export = export_bert(source, workdir, name, config)
         prov = provenance(files, tiny_random.DATASET, seed=tiny_random.SEED)
         data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
-        card = cards.render(name, data, **cards.card_values(config, repo_id, args.tag, "tiny_random", prov))
+        values = cards.card_values(config, repo_id, args.tag, "tiny_random", prov, bert=export and export[1])
+        card = cards.render(name, data, **values)
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         folder = staging.write(repo_id, "main", files, texts)
         stages.append(Stage(repo_id, "main", folder, source, config=read_json(files["config.json"])))
+        if not export:
+            continue
+        tags = ["tiny-random", "testing", "bert-export"]
+        data = cards.card_data(name, attention_type, extra_tags=tags, custom_code=False)
+        stages.append(
+            stage_bert_export(
+                staging,
+                repo_id,
+                args.tag,
+                config,
+                source,
+                export,
+                tiny_random.DATASET,
+                data,
+                {"kind": "tiny_random"},
+                seed=tiny_random.SEED,
+            )
+        )
     return stages

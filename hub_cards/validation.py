@@ -1,5 +1,7 @@
 """Validation of staged folders before any push: each loads in a fresh process and reproduces its source model, its
-files are the ones the card names, its code is the project's, its config is the source's, and nothing is a pickle."""
+files are the ones the card names, its code is the project's, its config is the source's, and nothing is a pickle. A
+`bert` revision (main's plain BERT export) loads without remote code as transformers' own BERT class, holds no code
+and no auto_map, and its outputs on a fixed batch are the source model's within bert_export's bound."""
 
 import json
 import tempfile
@@ -12,31 +14,69 @@ from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
 
 from .. import SymBertForMaskedLM, fresh_load
+from ..bert_export import BOUND, check_inputs, load_symbert, output_tensors, relative_difference
 from ..cli import UserError
+from ..modeling_symbert import BERT_CLASSES
 from . import card as cards
 from .plan import CHECK_TEXTS, PICKLE_SUFFIXES, RESULTS_FILE, Stage, read_json, sha256
 from .staging import code_files, code_hashes
 
 
-def load_in_fresh_process(folders: list[Path]) -> tuple[dict[Path, dict], dict[Path, torch.Tensor]]:
-    """({folder: report}, {folder: logits}) from loading each folder with trust_remote_code=True in a fresh process
-    that cannot import this project (symbert/fresh_load.py): the staged folders must load from their own files, as on
-    a machine without this project."""
+def load_in_fresh_process(
+    stages: list[Stage], batches: dict[Path, dict[str, torch.Tensor]]
+) -> tuple[dict[Path, dict], dict[Path, dict[str, torch.Tensor]]]:
+    """({folder: report}, {folder: {output name: tensor}}) from loading every stage's folder in one fresh process that
+    cannot import this project (symbert/fresh_load.py), as on a machine without it: a SymBERT folder with
+    trust_remote_code=True from its own code, run on CHECK_TEXTS; a `bert` export with transformers' own classes
+    (trust_remote_code=False), its tokenizer encoding CHECK_TEXTS and its model run on its fixed batch (`batches`, by
+    folder). The outputs hold every layer's hidden states."""
     with tempfile.TemporaryDirectory() as elsewhere:
+        inputs, auto_classes = [], []
+        for i, stage in enumerate(stages):
+            if stage.bert_export:
+                inputs.append(Path(elsewhere) / f"inputs-{i}.pt")
+                torch.save(batches[stage.folder], inputs[-1])
+                auto_classes.append(cards.auto_class(read_json(stage.folder / "config.json")["architectures"][0]))
+            else:
+                inputs.append(fresh_load.NO_INPUTS)
+                auto_classes.append("AutoModelForMaskedLM")
         outputs = Path(elsewhere) / "outputs.pt"
-        report = fresh_load.load_in_fresh_process(folders, "--texts", json.dumps(CHECK_TEXTS), "--outputs", outputs)
+        report = fresh_load.load_in_fresh_process(
+            [stage.folder for stage in stages],
+            "--auto_class",
+            *auto_classes,
+            "--trust_remote_code",
+            *["false" if stage.bert_export else "true" for stage in stages],
+            "--texts",
+            json.dumps(CHECK_TEXTS),
+            "--inputs",
+            *inputs,
+            "--all_outputs",
+            "--outputs",
+            outputs,
+        )
         outputs = torch.load(outputs, weights_only=True)
     if report["symbert_imported"]:
         raise RuntimeError("The fresh-process load check imported the symbert package; it must not.")
-    logits = {Path(folder): tensors[0] for folder, tensors in outputs.items()}
-    return {Path(folder): loaded for folder, loaded in report["models"].items()}, logits
+    reports = {Path(folder): loaded for folder, loaded in report["models"].items()}
+    return reports, {Path(folder): tensors for folder, tensors in outputs.items()}
+
+
+def reference_inputs(source: Path) -> dict[str, torch.Tensor]:
+    """CHECK_TEXTS encoded by the source model's tokenizer."""
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=True)
+    texts = [t.format(mask=tokenizer.mask_token) for t in CHECK_TEXTS]
+    return dict(tokenizer(texts, padding=True, return_tensors="pt"))
+
+
+def reference_input_ids(source: Path) -> list[list[int]]:
+    return reference_inputs(source)["input_ids"].tolist()
 
 
 def reference_outputs(source: Path) -> tuple[list[list[int]], torch.Tensor]:
     """(input ids, logits) of the source model, loaded with this project's classes."""
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=True)
+    inputs = reference_inputs(source)
     model = SymBertForMaskedLM.from_pretrained(source).eval()
-    inputs = tokenizer([t.format(mask=tokenizer.mask_token) for t in CHECK_TEXTS], padding=True, return_tensors="pt")
     with torch.no_grad():
         return inputs["input_ids"].tolist(), model(**inputs).logits
 
@@ -103,13 +143,20 @@ def looks_pickled(path: Path) -> bool:
     return False
 
 
-def check_safety(folder: Path) -> list[str]:
+def check_safety(folder: Path, code: bool = True) -> list[str]:
     """Problems that make a staged folder unsafe to load at all: a pickle anywhere in it, or code files that are not
-    byte for byte the project's own (the installed symbert package's)."""
+    byte for byte the project's own (the installed symbert package's); with `code=False` (a plain BERT export), any
+    code file at all."""
     files = sorted(path for path in folder.rglob("*") if path.is_file())
     problems = [
         f"{path.relative_to(folder)} is a pickle, which a release never holds" for path in files if looks_pickled(path)
     ]
+    if not code:
+        return problems + [
+            f"{path.relative_to(folder)} is code, which the plain BERT export never holds"
+            for path in files
+            if path.suffix == ".py"
+        ]
     project_files = code_files()
     project = code_hashes(project_files)
     staged = code_hashes({path.relative_to(folder).as_posix(): path for path in files if path.suffix == ".py"})
@@ -180,41 +227,117 @@ def check_config(stage: Stage) -> list[str]:
     return [f"config.json is not the one staged from {stage.source / 'config.json'}: {'; '.join(details)}"]
 
 
+def check_bert_export(stage: Stage) -> list[str]:
+    """Problems that keep a `bert` stage from being plain BERT, which transformers loads with its own classes:
+    config.json's model_type must be "bert" and its architecture the BERT class of the source's, and neither it nor
+    tokenizer_config.json may map classes to code (auto_map)."""
+    config = json_object(stage.folder / "config.json")
+    if config is None:
+        return []  # check_config names it
+    problems = []
+    source = (read_json(stage.source / "config.json").get("architectures") or ["SymBertModel"])[0]
+    if config.get("model_type") != "bert":
+        problems.append(f"config.json has model_type={config.get('model_type')!r}, not 'bert'")
+    if config.get("architectures") != [BERT_CLASSES.get(source)]:
+        problems.append(
+            f"config.json names {config.get('architectures')!r}, not the BERT class of the source's {source} "
+            f"({BERT_CLASSES.get(source)})"
+        )
+    for name in ("config.json", "tokenizer_config.json"):
+        if "auto_map" in (json_object(stage.folder / name) or {}):
+            problems.append(f"{name} has an auto_map: the plain BERT export loads without remote code")
+    return problems
+
+
+def json_object(path: Path) -> dict | None:
+    """The JSON object in `path`; None when it is missing or not a JSON object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def check_loaded_model(report: dict) -> list[str]:
+    """Problems in a fresh process's report on a loaded masked-LM folder: re-initialised weights, an untied decoder."""
+    problems = []
+    if report["reinitialised"] or report["missing_from_file"]:
+        problems.append(
+            f"weights re-initialised on load: {(report['reinitialised'] + report['missing_from_file'])[:5]}"
+        )
+    if not report["tied"]:
+        problems.append("the MLM decoder is not tied to the word embeddings after loading")
+    return problems
+
+
+def check_loaded_export(
+    stage: Stage, report: dict, outputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]
+) -> list[str]:
+    """Problems of a `bert` stage as the fresh process loaded it without remote code: not transformers' BERT class,
+    a tokenizer that encodes otherwise than the source's, outputs further than bert_export's bound from `reference`
+    (the source model's on the same fixed batch)."""
+    problems = []
+    expected = read_json(stage.folder / "config.json")["architectures"][0]
+    if (report["class"], report["module"]) != (expected, "transformers.models.bert.modeling_bert"):
+        problems.append(f"loaded as {report['module']}.{report['class']}, not transformers' {expected}")
+    if not report["tokenizer"]["module"].startswith("transformers."):
+        problems.append(f"its tokenizer loaded from {report['tokenizer']['module']}, not from transformers")
+    problems += check_loaded_model(report)
+    if report["input_ids"] != reference_input_ids(stage.source):
+        problems.append("its tokenizer encodes differently from the source model's")
+    difference = relative_difference(reference, outputs)
+    if not difference <= BOUND:
+        problems.append(
+            f"its outputs differ from those of {stage.source} by {difference:.2e} (relative) on the fixed batch, "
+            f"above {BOUND:.0e}"
+        )
+    return problems
+
+
+def check_loaded_symbert(stage: Stage, report: dict, logits: torch.Tensor) -> list[str]:
+    """Problems of a SymBERT stage as the fresh process loaded it with trust_remote_code=True: classes not from the
+    folder's code, a tokenizer that encodes otherwise than the source's, other logits than the source model's."""
+    problems = []
+    if not report["module"].startswith("transformers_modules"):
+        problems.append(f"loaded its classes from {report['module']}, not from the folder's code")
+    problems += check_loaded_model(report)
+    input_ids, expected = reference_outputs(stage.source)
+    if report["input_ids"] != input_ids:
+        problems.append("its tokenizer encodes differently from the source model's")
+    elif logits.shape != expected.shape or not torch.allclose(logits, expected, rtol=1e-5, atol=1e-5):
+        difference = (
+            (logits - expected).abs().max().item() if logits.shape == expected.shape else f"shape {tuple(logits.shape)}"
+        )
+        problems.append(f"does not reproduce the logits of {stage.source} (max difference {difference})")
+    return problems
+
+
 def validate(stages: list[Stage]) -> None:
     """Raise listing every problem of every staged folder; return quietly if all pass."""
     problems = {stage.folder: check_files(stage) for stage in stages}
-    unsafe = {stage.folder: check_config(stage) + check_safety(stage.folder) for stage in stages}
-    loadable = [stage.folder for stage in stages if not unsafe[stage.folder]]  # never run code that is not ours
-    reports, logits = load_in_fresh_process(loadable) if loadable else ({}, {})
+    unsafe = {
+        stage.folder: check_config(stage)
+        + check_safety(stage.folder, code=not stage.bert_export)
+        + (check_bert_export(stage) if stage.bert_export else [])
+        for stage in stages
+    }
+    loadable = [stage for stage in stages if not unsafe[stage.folder]]  # never run code that is not ours
+    sources = {stage.folder: load_symbert(stage.source) for stage in loadable if stage.bert_export}
+    batches = {folder: check_inputs(model.config) for folder, model in sources.items()}
+    reports, outputs = load_in_fresh_process(loadable, batches) if loadable else ({}, {})
     for stage in stages:
         if unsafe[stage.folder]:
             problems[stage.folder] += [*unsafe[stage.folder], "so it was not loaded, nor its code run"]
             continue
-        report = reports[stage.folder.resolve()]
+        report, got = reports[stage.folder.resolve()], outputs.get(stage.folder.resolve())
         if "error" in report:
-            problems[stage.folder].append(
-                f"does not load with trust_remote_code=True in a fresh process: {report['error']}"
-            )
-            continue
-        if not report["module"].startswith("transformers_modules"):
-            problems[stage.folder].append(f"loaded its classes from {report['module']}, not from the folder's code")
-        if report["reinitialised"] or report["missing_from_file"]:
-            problems[stage.folder].append(
-                f"weights re-initialised on load: {(report['reinitialised'] + report['missing_from_file'])[:5]}"
-            )
-        if not report["tied"]:
-            problems[stage.folder].append("the MLM decoder is not tied to the word embeddings after loading")
-        input_ids, expected = reference_outputs(stage.source)
-        got = logits[stage.folder.resolve()]
-        if report["input_ids"] != input_ids:
-            problems[stage.folder].append("its tokenizer encodes differently from the source model's")
-        elif got.shape != expected.shape or not torch.allclose(got, expected, rtol=1e-5, atol=1e-5):
-            difference = (
-                (got - expected).abs().max().item() if got.shape == expected.shape else f"shape {tuple(got.shape)}"
-            )
-            problems[stage.folder].append(
-                f"does not reproduce the logits of {stage.source} (max difference {difference})"
-            )
+            how = "without remote code (plain transformers)" if stage.bert_export else "with trust_remote_code=True"
+            problems[stage.folder].append(f"does not load {how} in a fresh process: {report['error']}")
+        elif stage.bert_export:
+            reference = output_tensors(sources[stage.folder], batches[stage.folder])
+            problems[stage.folder] += check_loaded_export(stage, report, got, reference)
+        else:
+            problems[stage.folder] += check_loaded_symbert(stage, report, got["logits"])
     failed = {folder: items for folder, items in problems.items() if items}
     if failed:
         lines = [f"{folder}:\n" + "\n".join(f"  - {item}" for item in items) for folder, items in failed.items()]

@@ -1,18 +1,19 @@
 """Load saved model folders as a user without this project would, and report on them as JSON.
 
-    python fresh_load.py FOLDER [FOLDER ...] [--auto_class NAME ...] [--texts JSON | --inputs FILE]
-                         [--outputs FILE] [--fill_mask JSON]
+    python fresh_load.py FOLDER [FOLDER ...] [--auto_class NAME ...] [--trust_remote_code BOOL ...]
+                         [--texts JSON] [--inputs FILE ...] [--all_outputs] [--outputs FILE] [--fill_mask JSON]
 
 This file is a script first: it runs in a fresh interpreter in which `import symbert` fails, so each folder loads
-from its own code with `trust_remote_code=True`. It imports nothing of this project (only the standard library,
-torch and transformers), so it runs from any path. Pre-training's fill-mask example, the release validation and the
-tests all load folders through `load_in_fresh_process`, which runs it.
+from its own code with `trust_remote_code=True`, or, with `--trust_remote_code false`, with transformers' own classes
+only (a plain BERT export). It imports nothing of this project (only the standard library, torch and transformers),
+so it runs from any path. Pre-training's fill-mask example, the release validation and the tests all load folders
+through `load_in_fresh_process`, which runs it.
 
 Each folder's report: the loaded class and its module, the weights that differ from model.safetensors
 ("reinitialised") or are missing from it, whether the MLM decoder is tied to the word embeddings, and on request the
-input ids of `--texts`, the top-5 fill-mask predictions of `--fill_mask`; `--outputs` saves {folder: output
-tensors}. A folder that fails to load is reported with its "error"; "symbert_imported" says whether the package was
-imported anyway.
+tokenizer's class and the input ids of `--texts`, the top-5 fill-mask predictions of `--fill_mask`; `--outputs` saves
+{folder: output tensors} of the model on `--inputs`, else on `--texts`. A folder that fails to load is reported with
+its "error"; "symbert_imported" says whether the package was imported anyway.
 """
 
 import argparse
@@ -25,6 +26,8 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+
+NO_INPUTS = "-"  # the --inputs value of a folder that has no inputs file: it runs on --texts, if given
 
 
 class BlockProject:
@@ -45,38 +48,76 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         default=["AutoModelForMaskedLM"],
         help="transformers Auto class to load with: one for every folder, or one per folder",
     )
-    parser.add_argument("--texts", help='JSON list of sentences ("{mask}" marks the masked word) to run the model on')
-    parser.add_argument("--inputs", help="name of a file in each folder holding the model's inputs (tensors only)")
-    parser.add_argument("--outputs", help="file to save {folder: [output tensors]} in")
+    parser.add_argument(
+        "--trust_remote_code",
+        nargs="+",
+        choices=["true", "false"],
+        default=["true"],
+        help="true: load with the folder's own code; false: with transformers' own classes only (a folder that needs "
+        "code fails to load): one for every folder, or one per folder",
+    )
+    parser.add_argument(
+        "--texts",
+        help='JSON list of sentences ("{mask}" marks the masked word) to encode (input ids reported) and, without '
+        "--inputs, to run the model on",
+    )
+    parser.add_argument(
+        "--inputs",
+        nargs="+",
+        help=f"file holding the model's inputs (tensors only): a name found in each folder, or a path; one for every "
+        f"folder, or one per folder ({NO_INPUTS!r} for a folder that runs on --texts)",
+    )
+    parser.add_argument(
+        "--all_outputs",
+        action="store_true",
+        help="run with output_hidden_states=True and save every output tensor by name (hidden states as "
+        "hidden_states.0, hidden_states.1, ...) instead of the output tuple",
+    )
+    parser.add_argument(
+        "--outputs", help="file to save {folder: [output tensors]} in ({folder: {name: tensor}} with --all_outputs)"
+    )
     parser.add_argument("--fill_mask", help='JSON list of sentences ("{mask}" marks the masked word) to fill in')
     args = parser.parse_args(argv)
-    if len(args.auto_class) not in (1, len(args.folders)):
-        parser.error(f"--auto_class takes one name or one per folder ({len(args.folders)}), not {len(args.auto_class)}")
-    if args.texts and args.inputs:
-        parser.error("give --texts or --inputs, not both")
+    for option in ("auto_class", "trust_remote_code", "inputs"):
+        values = getattr(args, option)
+        if values is not None and len(values) not in (1, len(args.folders)):
+            parser.error(f"--{option} takes one value or one per folder ({len(args.folders)}), not {len(values)}")
     return args
 
 
-def load_and_report(folder: str, auto_class: str, args: argparse.Namespace, outputs: dict[str, list]) -> dict:
+def per_folder(values: list[str] | None, folders: list[str]) -> list[str | None]:
+    """An option's value for each folder: its one value for all of them, or one per folder; None where not given."""
+    if values is None:
+        return [None] * len(folders)
+    return values * len(folders) if len(values) == 1 else values
+
+
+def load_and_report(
+    folder: str, auto_class: str, remote_code: bool, inputs_file: str | None, args: argparse.Namespace, outputs: dict
+) -> dict:
     import torch
     import transformers
     from safetensors.torch import load_file
 
-    model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+    model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=remote_code).eval()
     report = {"class": type(model).__name__, "module": type(model).__module__}
     tokenizer = None
-    if args.texts or args.fill_mask:  # trust_remote_code, else it asks: config.json maps custom code
-        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    if args.texts or args.fill_mask:  # as the model: with custom code mapped in config.json, false fails to load
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=remote_code)
+        report["tokenizer"] = {"class": type(tokenizer).__name__, "module": type(tokenizer).__module__}
     inputs = None
     if args.texts:
         texts = [text.format(mask=tokenizer.mask_token) for text in json.loads(args.texts)]
         inputs = dict(tokenizer(texts, padding=True, return_tensors="pt"))
         report["input_ids"] = inputs["input_ids"].tolist()
-    elif args.inputs:
-        inputs = torch.load(Path(folder) / args.inputs, weights_only=True)  # tensors only
+    if inputs_file not in (None, NO_INPUTS):
+        inputs = torch.load(Path(folder) / inputs_file, weights_only=True)  # tensors only; a path stays itself
     if inputs is not None:
         with torch.no_grad():
-            outputs[folder] = list(model(**inputs).to_tuple())
+            if args.all_outputs:
+                outputs[folder] = named_outputs(model(**inputs, output_hidden_states=True, return_dict=True))
+            else:
+                outputs[folder] = list(model(**inputs).to_tuple())
     saved, state = load_file(Path(folder) / "model.safetensors"), model.state_dict()
     report["reinitialised"] = [k for k, v in saved.items() if k in state and not torch.equal(state[k], v)]
     report["missing_from_file"] = [k for k in state if k not in saved and not k.startswith("cls.predictions.decoder")]
@@ -93,16 +134,33 @@ def load_and_report(folder: str, auto_class: str, args: argparse.Namespace, outp
     return report
 
 
+def named_outputs(outputs) -> dict:
+    """Every output tensor by name, in fp32: tuples (the hidden states) as name.0, name.1, ..."""
+    tensors = {}
+    for name, value in outputs.items():
+        if isinstance(value, tuple):
+            tensors.update({f"{name}.{i}": tensor.float() for i, tensor in enumerate(value)})
+        else:
+            tensors[name] = value.float()
+    return tensors
+
+
 def main(argv: list[str] | None = None) -> None:
     sys.meta_path.insert(0, BlockProject())
     args = parse_arguments(argv)
     import torch
 
     reports, outputs = {}, {}
-    classes = args.auto_class * len(args.folders) if len(args.auto_class) == 1 else args.auto_class
-    for folder, auto_class in zip(args.folders, classes, strict=True):
+    settings = zip(
+        args.folders,
+        per_folder(args.auto_class, args.folders),
+        per_folder(args.trust_remote_code, args.folders),
+        per_folder(args.inputs, args.folders),
+        strict=True,
+    )
+    for folder, auto_class, remote_code, inputs_file in settings:
         try:
-            reports[folder] = load_and_report(folder, auto_class, args, outputs)
+            reports[folder] = load_and_report(folder, auto_class, remote_code == "true", inputs_file, args, outputs)
         except Exception as error:  # reported per folder: the caller says what failed
             traceback.print_exc()
             reports[folder] = {"error": "".join(traceback.format_exception_only(error)).strip()}

@@ -123,10 +123,14 @@ def test_parameter_table_symmetry_and_flops_ask_the_class(registered, tmp_path, 
     assert throughput.training_flops_per_token(tiny_config(NAME), seq) == 6 * (2 * per_layer + h * h + h * vocab)
 
 
-def test_staged_card_states_the_class_facts(registered, tmp_path):
+def test_staged_card_states_the_class_facts(registered, tmp_path, capsys):
     args = release.parse_arguments(["--tiny_random", "--namespace", "someone", "--output_dir", str(tmp_path / "out")])
     stages = staging.stage_tiny_random(args, tmp_path / "work")
-    (stage,) = [s for s in stages if s.repo_id.endswith(f"-{NAME}")]
+    (stage,) = [s for s in stages if s.repo_id.endswith(f"-{NAME}")]  # no bert_projections: no `bert` branch
+    assert (
+        f"attention_type='{NAME}' has no BERT form (its class defines no bert_projections)" in capsys.readouterr().err
+    )
     card = (stage.folder / "README.md").read_text()
+    assert "## Use it as plain BERT" not in card and 'revision="bert"' not in card
     assert registered.formula in card and registered.open_choices[0] in card and BIBTEX in card
     assert "@inproceedings{courtois" not in card  # only its own paper

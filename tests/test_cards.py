@@ -196,7 +196,7 @@ def test_validation_refuses_changed_eval_results(run, tmp_path):
 def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cards, "EvalResultEntry", None)  # as under huggingface_hub 0.x
     output = tmp_path / "staged"
-    (stage,) = release_command(
+    stage, _ = release_command(
         [str(run.folder), "--results", str(run.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)]
     )
     notices = [line for line in capsys.readouterr().err.splitlines() if "EvalResultEntry" in line]

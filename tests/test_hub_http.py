@@ -3,13 +3,15 @@ asks the Hub API for the revision's commit and downloads config, code, weights a
 `{endpoint}/{repo}/resolve/{commit}/{file}`, which loading a local folder never does.
 
 The staged folders of a `symbert-release` dry run are committed to a Git repository as `--push` leaves them on the Hub
-(`main` with the weights in Git LFS, the tag on main's commit, a `step-N` branch from main's commit) and served on
+(`main` with the weights in Git LFS, the tag on main's commit, a `step-N` branch and the `bert` branch, the plain BERT
+export, each from main's commit with main's files it lacks deleted) and served on
 127.0.0.1 by olah, a Hub mirror from PyPI (the `hub-server` extra) that answers the Hub's read API from local Git
 repositories in offline mode, so no Hub server is written here: only one wrong answer of olah's is fixed (see OLAH).
 Unlike the Hub, olah serves LFS files without a redirect and gives their sha256 as the ETag itself rather than as
 X-Linked-Etag; huggingface_hub caches them under that sha256 either way. A fresh Python process that cannot import this
 project then loads every head and the tokenizer of each revision with HF_ENDPOINT pointing at the mirror and a private
-HF_HOME, and its outputs must match the staged weights loaded here. Runs in the default suite (about 25 s).
+HF_HOME, and its outputs must match the staged weights loaded here; it loads `revision="bert"` with plain transformers,
+without trust_remote_code, and its outputs must match the SymBERT model's. Runs in the default suite (about 25 s).
 """
 
 import contextlib
@@ -31,7 +33,7 @@ import torch
 from huggingface_hub import scan_cache_dir
 from transformers import AutoTokenizer
 
-from symbert import SymBertForMaskedLM, SymBertModel
+from symbert import SymBertForMaskedLM, SymBertModel, bert_export
 from symbert.hub_cards.release import release_command
 from symbert.training import data
 from test_hub_loading import HEADS
@@ -45,6 +47,7 @@ pytest.importorskip(
 REPO_ID = f"{NAMESPACE}/symbert-tiny-original"
 TAG = "v0.1.0"  # symbert-release's default --tag
 REVISIONS = ["main", TAG, "step-1"]
+PLAIN_REVISIONS = ["bert"]  # loaded without trust_remote_code: transformers' own BERT
 TEXTS = [
     "the old man walked slowly along the [MASK] of the river.",
     "she [MASK] the road at night.",
@@ -82,7 +85,7 @@ def staged(tmp_path_factory):
             ]
         )
     folders = {stage.revision: stage.folder for stage in stages}
-    assert [stage.repo_id for stage in stages] == [REPO_ID, REPO_ID] and sorted(folders) == ["main", "step-1"]
+    assert [stage.repo_id for stage in stages] == [REPO_ID] * 3 and sorted(folders) == ["bert", "main", "step-1"]
     folders[TAG] = folders["main"]  # the tag names main's commit
     return SimpleNamespace(root=root, folders=folders)
 
@@ -158,6 +161,8 @@ def hub(staged):
     git(repository, "tag", TAG)
     git(repository, "checkout", "--quiet", "-b", "step-1")  # from main's commit, as symbert-release branches
     commits["step-1"] = commit_folder(repository, staged.folders["step-1"], "Checkpoint at step 1")
+    git(repository, "checkout", "--quiet", "-b", "bert", "main")  # from main's commit too
+    commits["bert"] = commit_folder(repository, staged.folders["bert"], "Plain BERT export")
     commits[TAG] = commits["main"]
 
     config = staged.root / "olah.toml"
@@ -200,7 +205,7 @@ FRESH_PROCESS = textwrap.dedent(
     sys.modules["symbert"] = None  # any import of symbert or symbert.* now raises ImportError
     import torch, transformers
 
-    repo_id, revisions, heads, texts, output = json.loads(sys.argv[1])
+    repo_id, revisions, heads, texts, output, plain_revisions = json.loads(sys.argv[1])
     report, tensors = {}, {}
     for revision in revisions:
         tokenizer = transformers.AutoTokenizer.from_pretrained(repo_id, revision=revision, trust_remote_code=True)
@@ -219,6 +224,17 @@ FRESH_PROCESS = textwrap.dedent(
             report[f"{revision}/{head}"] = {
                 "class": type(model).__name__, "module": type(model).__module__, "missing": sorted(info["missing_keys"]),
             }
+    for revision in plain_revisions:  # as a user of plain transformers loads them: no trust_remote_code
+        tokenizer = transformers.AutoTokenizer.from_pretrained(repo_id, revision=revision)
+        inputs = dict(tokenizer(texts, padding=True, return_tensors="pt"))
+        tensors[f"{revision}/input_ids"] = inputs["input_ids"]
+        model = transformers.AutoModelForMaskedLM.from_pretrained(repo_id, revision=revision)
+        with torch.no_grad():
+            outputs = model.eval()(**inputs, output_hidden_states=True)
+        tensors[f"{revision}/logits"], tensors[f"{revision}/hidden"] = outputs.logits, outputs.hidden_states[-1]
+        report[revision] = {
+            "class": type(model).__name__, "module": type(model).__module__, "model_type": model.config.model_type,
+        }
     report["symbert_modules"] = [m for m, module in sys.modules.items() if m.split(".")[0] == "symbert" and module]
     torch.save(tensors, f"{output}/tensors.pt")
     with open(f"{output}/report.json", "w") as file:
@@ -236,7 +252,7 @@ def downloaded(staged, hub):
     env.update(
         HF_ENDPOINT=hub.endpoint, HF_HOME=str(elsewhere / "hf-home"), PYTHONPATH="", TOKENIZERS_PARALLELISM="false"
     )
-    arguments = [REPO_ID, REVISIONS, list(HEADS), TEXTS, str(elsewhere)]
+    arguments = [REPO_ID, REVISIONS, list(HEADS), TEXTS, str(elsewhere), PLAIN_REVISIONS]
     result = subprocess.run(
         [sys.executable, "-c", FRESH_PROCESS, json.dumps(arguments)],
         cwd=elsewhere,
@@ -258,17 +274,18 @@ def test_revisions_resolve_to_their_commits_and_files_come_over_http(staged, hub
     (repo,) = scan_cache_dir(downloaded.home / "hub").repos
     assert repo.repo_id == REPO_ID and repo.repo_type == "model"
     refs = {revision.commit_hash: set(revision.refs) for revision in repo.revisions}
-    assert refs == {hub.commits["main"]: {"main", TAG}, hub.commits["step-1"]: {"step-1"}}
+    assert refs == {
+        hub.commits["main"]: {"main", TAG},
+        hub.commits["step-1"]: {"step-1"},
+        hub.commits["bert"]: {"bert"},
+    }
     for revision in repo.revisions:
-        folder = staged.folders["step-1" if "step-1" in revision.refs else "main"]
+        (ref,) = set(revision.refs) - {TAG}
+        folder = staged.folders[ref]
         files = {file.file_path.relative_to(revision.snapshot_path).as_posix(): file for file in revision.files}
-        assert {
-            "config.json",
-            "modeling_symbert.py",
-            "configuration_symbert.py",
-            "model.safetensors",
-            "tokenizer.json",
-        } <= set(files)
+        assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
+        code = {"modeling_symbert.py", "configuration_symbert.py"}
+        assert code <= set(files) if ref != "bert" else not [name for name in files if name.endswith(".py")]
         for name, file in files.items():
             assert file.file_path.read_bytes() == (folder / name).read_bytes(), (revision.refs, name)
         weights = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
@@ -283,7 +300,7 @@ def test_revisions_resolve_to_their_commits_and_files_come_over_http(staged, hub
     assert f'"GET /{REPO_ID}/resolve/{step}/model.safetensors HTTP/1.1" 200' in requests
 
 
-@pytest.mark.parametrize("revision", REVISIONS)
+@pytest.mark.parametrize("revision", REVISIONS + PLAIN_REVISIONS)
 def test_tokenizer_over_http_encodes_as_the_staged_one(staged, downloaded, revision):
     local = AutoTokenizer.from_pretrained(staged.folders[revision], trust_remote_code=True)
     expected = local(TEXTS, padding=True, return_tensors="pt")["input_ids"]
@@ -331,3 +348,24 @@ def test_every_head_over_http_matches_the_staged_weights(staged, hub, downloaded
         assert torch.equal(tensors[f"{revision}/{head}/first"], logits)
         other = "main" if revision == "step-1" else "step-1"
         assert not torch.equal(tensors[f"{other}/{head}/first"], logits)  # each revision has its own weights
+
+
+def test_bert_branch_loads_as_plain_bert_with_the_symbert_outputs(staged, hub, downloaded):
+    """`from_pretrained(repo, revision="bert")` with plain transformers, no trust_remote_code, in a process that cannot
+    import this project: transformers' own BertForMaskedLM, giving the SymBERT model's outputs on main."""
+    assert downloaded.report["bert"] == {
+        "class": "BertForMaskedLM",
+        "module": "transformers.models.bert.modeling_bert",
+        "model_type": "bert",
+    }
+    repository = staged.root / "mirrors" / "models" / REPO_ID
+    assert git(repository, "rev-parse", "bert^") == hub.commits["main"]  # a branch from main's commit
+    assert git(repository, "ls-tree", "--name-only", "bert").split() == sorted(
+        [".gitattributes", *(p.name for p in staged.folders["bert"].iterdir())]
+    )  # main's code, config, card and GLUE files are gone from it
+    hidden, logits = staged_outputs(staged.folders["main"])  # the SymBERT model, loaded here with this project
+    tensors = downloaded.tensors
+    assert torch.equal(tensors["bert/input_ids"], tensors["main/input_ids"])
+    for got, expected in ((tensors["bert/logits"], logits), (tensors["bert/hidden"], hidden)):
+        assert bert_export.relative_difference({"x": expected}, {"x": got}) <= bert_export.BOUND
+    assert f'"GET /api/models/{REPO_ID}/revision/bert HTTP/1.1" 200' in hub.log.read_text()

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import transformers
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard
 from huggingface_hub.errors import RevisionNotFoundError
 from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x releases transformers 4.x needs
@@ -23,7 +24,7 @@ from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
 from conftest import file_names
-from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
+from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, bert_export
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan as plans
@@ -198,8 +199,10 @@ def family(tmp_path_factory):
 def test_stages_each_model_and_checkpoint(family):
     assert [(s.repo_id, s.revision) for s in family.stages] == [
         (f"{NAMESPACE}/symbert-tiny-original", "main"),
+        (f"{NAMESPACE}/symbert-tiny-original", "bert"),
         (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
         (f"{NAMESPACE}/symbert-tiny-pairwise", "main"),
+        (f"{NAMESPACE}/symbert-tiny-pairwise", "bert"),
         (f"{NAMESPACE}/symbert-tiny-pairwise", "step-1"),
     ]
     main = family.staged / "symbert-tiny-pairwise" / "main"
@@ -304,7 +307,7 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     assert (
         by_name["GLUE"].metric_value == round(glue_mean, 2) == 73.29
     )  # 638/9 (base) + 1 (offset) + 0.7 × 2 (mean seed)
-    assert card.data.eval_results == family.stages[2].eval_results  # parses back into what it was built from
+    assert card.data.eval_results == family.stages[3].eval_results  # parses back into what it was built from
 
     body = card.text
     glue_std = statistics.stdev(glue_per_seed)
@@ -355,6 +358,94 @@ def test_card_metadata_round_trips_and_body_holds_the_numbers(family):
     assert "devlin-etal-2019-bert" in original_card and "courtois-etal-2024-symmetric" in original_card
 
 
+def bert_counts(folder):
+    """(the SymBERT model's parameters, its BERT export's), each counted here from its own config.json."""
+    symbert = SymBertForMaskedLM(SymBertConfig.from_pretrained(folder / "main")).num_parameters()
+    return symbert, transformers.BertForMaskedLM(
+        transformers.BertConfig.from_pretrained(folder / "bert")
+    ).num_parameters()
+
+
+def test_bert_stage_is_plain_bert_with_the_source_outputs(family):
+    for kind in ("original", "pairwise"):
+        repo, source = family.staged / f"symbert-tiny-{kind}", family.runs / kind
+        folder = repo / "bert"
+        names = ["README.md", "config.json", "model.safetensors", "provenance.json", "tokenizer.json"]
+        assert file_names(tree(folder)) == sorted([*names, "tokenizer_config.json"])  # no code
+        config = json.loads((folder / "config.json").read_text())
+        assert (config["model_type"], config["architectures"], "auto_map" in config) == (
+            "bert",
+            ["BertForMaskedLM"],
+            False,
+        )
+        model = transformers.AutoModelForMaskedLM.from_pretrained(folder)  # plain transformers, no remote code
+        assert type(model) is transformers.BertForMaskedLM
+        reference = SymBertForMaskedLM.from_pretrained(source)
+        batch = bert_export.check_inputs(reference.config)
+        expected, got = bert_export.output_tensors(reference, batch), bert_export.output_tensors(model, batch)
+        assert len(got) == 1 + 1 + reference.config.num_hidden_layers  # logits and every layer's hidden states
+        assert bert_export.relative_difference(expected, got) <= 1e-5
+        texts = ["the old man walked slowly along the [MASK] of the river."]
+        encoded = transformers.AutoTokenizer.from_pretrained(folder)(texts)["input_ids"]
+        assert encoded == transformers.AutoTokenizer.from_pretrained(source)(texts)["input_ids"]
+        provenance = json.loads((folder / "provenance.json").read_text())
+        assert provenance["exported_from"] == {
+            "revision": "main",
+            "weights_sha256": sha256(source / "model.safetensors"),
+        }
+        assert provenance["weights_sha256"] == sha256(folder / "model.safetensors") and provenance["code_sha256"] == {}
+        assert provenance["bert_export"]["max_relative_difference"] <= provenance["bert_export"]["bound"] == 1e-5
+    pairwise = bert_export.output_tensors(model, batch)["logits"]
+    original = transformers.BertForMaskedLM.from_pretrained(family.staged / "symbert-tiny-original" / "bert")
+    assert not torch.allclose(bert_export.output_tensors(original, batch)["logits"], pairwise)  # each its own model
+
+
+def test_cards_say_how_to_load_the_bert_export_and_what_it_costs(family):
+    repo = family.staged / "symbert-tiny-pairwise"
+    ours, bert = bert_counts(repo)
+    original = SymBertForMaskedLM(SymBertConfig.from_pretrained(family.runs / "original")).num_parameters()
+    assert bert == original > ours  # BERT's parameter count: the export is larger than the pairwise model
+    main = ModelCard.load(repo / "main" / "README.md").text
+    section = main[main.index("## Use it as plain BERT") : main.index("## Provenance")]
+    assert 'AutoModelForMaskedLM.from_pretrained("symbert-test/symbert-tiny-pairwise", revision="bert")' in section
+    assert 'AutoTokenizer.from_pretrained("symbert-test/symbert-tiny-pairwise", revision="bert")' in section
+    assert "trust_remote_code=True)" not in section and "\nNo remote code is needed:" in section
+    change = f"+{bert - ours:,} ({100 * (bert - ours) / ours:+.1f}%)"
+    assert (
+        f"It has BERT's parameter count at inference: {bert:,} parameters against the SymBERT form's {ours:,}, {change}."
+        in section
+    )
+    assert "The export is larger than the `pairwise` model: the variant's saving is a training-time saving" in section
+    assert (
+        "- Fine-tuning it is fine-tuning BERT: its query, key and value are BERT's independent matrices, so the "
+        "`pairwise` constraint on them (the formula above) is not kept"
+    ) in section
+    difference = json.loads((repo / "bert" / "provenance.json").read_text())["bert_export"]["max_relative_difference"]
+    assert f"largest relative difference {difference:.1e} over the logits and every layer's hidden states" in section
+
+    card = ModelCard.load(repo / "bert" / "README.md")
+    assert (card.data.library_name, card.data.pipeline_tag, card.data.eval_results) == (
+        "transformers",
+        "fill-mask",
+        None,
+    )
+    assert "custom_code" not in card.data.tags and {"pairwise", "bert-export"} <= set(card.data.tags)
+    assert "[main's card](https://huggingface.co/symbert-test/symbert-tiny-pairwise)" in card.text
+    assert "release tag `v0.1.0`" in card.text and "not re-measured on this export" in card.text
+    assert "GLUE |" not in card.text and "73.29" not in card.text  # the results stay on main's card
+    assert "[Q]_i S_i [Q]_iᵀ" in card.text  # what the model on main computes
+    assert (
+        'model = AutoModelForMaskedLM.from_pretrained("symbert-test/symbert-tiny-pairwise", revision="bert")'
+        in card.text
+    )
+    assert f"{bert:,} parameters against the SymBERT form's {ours:,}, {change}" in card.text
+
+    repo = family.staged / "symbert-tiny-original"
+    main = ModelCard.load(repo / "main" / "README.md").text
+    assert bert_counts(repo) == (original, original)
+    assert f"{original:,} parameters, as many as the SymBERT form's {original:,}" in main and "is larger" not in main
+
+
 def test_validation_catches_a_tampered_staged_folder(family, tmp_path):
     folder = tmp_path / "main"
     shutil.copytree(family.staged / "symbert-tiny-pairwise" / "main", folder)
@@ -363,7 +454,7 @@ def test_validation_catches_a_tampered_staged_folder(family, tmp_path):
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
     card = folder / "README.md"
     card.write_text(card.read_text() + "\n![GLUE](glue_missing.png)\n")
-    main = family.stages[2]
+    main = family.stages[3]
     stage = Stage(main.repo_id, "main", folder, family.runs / "pairwise", main.eval_results, main.eval_entries)
     with pytest.raises(UserError) as error:
         validation.validate([stage])
@@ -516,13 +607,17 @@ def test_push_creates_repositories_commits_branches_and_collection(family):
     assert [call[0] for call in api.of("create_repo")] == repos
     commits = api.of("create_commit")
     assert [(repo, revision) for repo, revision, *_ in commits] == [
-        (r, rev) for r in repos for rev in ("main", "step-1")
+        (r, rev) for r in repos for rev in ("main", "bert", "step-1")
     ]
     for repo, revision, added, deleted in commits:
         folder = output / repo.split("/")[1] / revision
         assert added == tree(folder), (repo, revision)
         if revision == "main":
             assert deleted == []
+        elif revision == "bert":  # from main's commit: main's code and every file of the SymBERT release go
+            assert deleted == sorted(set(tree(output / repo.split("/")[1] / "main")) - set(added))
+            assert {"modeling_symbert.py", "configuration_symbert.py", "glue_results.json"} <= set(deleted)
+            assert {"config.json", "README.md", "model.safetensors"} <= set(added)  # replacing main's
         else:  # the branch starts from main's commit: files only the final model has go
             assert deleted == [
                 *EVAL_RESULTS,
@@ -533,7 +628,10 @@ def test_push_creates_repositories_commits_branches_and_collection(family):
             ]
     main_oids = {repo: hashlib.sha1(f"{repo}@main".encode()).hexdigest() for repo in repos}
     assert api.of("create_tag") == [(repo, "v0.1.0", main_oids[repo]) for repo in repos]
-    assert api.of("create_branch") == [(repo, "step-1", main_oids[repo]) for repo in repos]
+    assert api.of("create_branch") == [
+        (repo, branch, main_oids[repo]) for repo in repos for branch in ("bert", "step-1")
+    ]
+    assert "pushed branch bert" in family.printed
     assert api.of("create_collection") == [("SymBERT", NAMESPACE, True)]
     assert api.of("add_collection_item") == [(f"{NAMESPACE}/symbert-0123456789abcdef", repo, "model") for repo in repos]
 
@@ -575,9 +673,29 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
 def test_tiny_random_models_for_every_attention_type(tmp_path, capsys):
     output = tmp_path / "tiny"
     stages = release.release(parse_arguments(["--tiny_random", "--namespace", NAMESPACE, "--output_dir", str(output)]))
-    assert [s.repo_id for s in stages] == [f"{NAMESPACE}/tiny-random-symbert-{kind}" for kind in ATTENTION_TYPES]
+    assert [(s.repo_id, s.revision) for s in stages] == [
+        (f"{NAMESPACE}/tiny-random-symbert-{kind}", revision)
+        for kind in ATTENTION_TYPES
+        for revision in ("main", "bert")
+    ]
     tokenizer = tiny_tokenizer()
-    for stage, kind in zip(stages, ATTENTION_TYPES, strict=True):
+    counts = {kind: bert_counts(output / f"tiny-random-symbert-{kind}") for kind in ATTENTION_TYPES}
+    assert len({bert for _, bert in counts.values()}) == 1  # every export has BERT's count: the one of `original`
+    assert counts["original"][0] == counts["original"][1] == counts["symmetric_init"][0]
+    assert all(counts[kind][0] < counts[kind][1] for kind in ("mhe_add", "mhe_mul", "shared", "symmetric", "pairwise"))
+    for stage, export, kind in zip(stages[::2], stages[1::2], ATTENTION_TYPES, strict=True):
+        assert json.loads((export.folder / "config.json").read_text())["model_type"] == "bert"
+        export_card = ModelCard.load(export.folder / "README.md").text
+        assert "randomly initialised" in export_card
+        ours, bert = counts[kind]  # each card states its type's counts, and what follows from them
+        than = (
+            f" against the SymBERT form's {ours:,}, +{bert - ours:,}"
+            if ours < bert
+            else f", as many as the SymBERT form's {ours:,}"
+        )
+        for text in (export_card, ModelCard.load(stage.folder / "README.md").text):
+            assert f"It has BERT's parameter count at inference: {bert:,} parameters{than}" in text
+            assert (f"The export is larger than the `{kind}` model" in text) == (ours < bert)
         config = json.loads((stage.folder / "config.json").read_text())
         assert (
             config["attention_type"] == kind and config["hidden_size"] == 32 and config["vocab_size"] == len(tokenizer)

@@ -21,9 +21,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 from huggingface_hub import HfApi
+from safetensors.torch import load_file, save_file
 from transformers import TrainingArguments
 
-from symbert import SymBertConfig, SymBertForMaskedLM
+from symbert import SymBertConfig, SymBertForMaskedLM, bert_export
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation
 from symbert.hub_cards.plan import Stage
@@ -155,6 +156,7 @@ def release_args(model, run, output, *more):
 def test_dry_run_unpickles_nothing_and_stages_no_pickle(run, staged):
     assert [(s.repo_id, s.revision) for s in staged.stages] == [
         (f"{NAMESPACE}/symbert-tiny-original", "main"),
+        (f"{NAMESPACE}/symbert-tiny-original", "bert"),
         (f"{NAMESPACE}/symbert-tiny-original", "step-1"),
     ]
     assert not run.marker.exists()  # training_args.bin (main and checkpoint) was never unpickled
@@ -333,6 +335,58 @@ def test_validation_refuses_a_changed_config(run, staged, tmp_path):
     validation.validate(staged.stages)  # the untouched staged folders (main and step-1) pass
 
 
+def test_validation_refuses_a_bert_export_that_is_not_main_as_plain_bert(run, staged, tmp_path):
+    """The `bert` stage: one weight changed (its provenance updated to match, so only the fresh process's outputs on
+    the fixed batch can tell), main's code added, an auto_map added; the last two are not loaded at all."""
+    bert_stage = next(stage for stage in staged.stages if stage.revision == "bert")
+    main = staged.output / "symbert-tiny-original" / "main"
+    folders = {name: shutil.copytree(bert_stage.folder, tmp_path / name) for name in ("tampered", "code", "auto-map")}
+    weights = load_file(folders["tampered"] / "model.safetensors")
+    weights["bert.encoder.layer.0.attention.self.query.weight"][0, 0] += 0.5  # one number of one tensor
+    save_file(weights, folders["tampered"] / "model.safetensors", metadata={"format": "pt"})
+    provenance = json.loads((folders["tampered"] / "provenance.json").read_text())
+    provenance["weights_sha256"] = plan.sha256(folders["tampered"] / "model.safetensors")
+    (folders["tampered"] / "provenance.json").write_text(json.dumps(provenance))
+    shutil.copyfile(main / "modeling_symbert.py", folders["code"] / "modeling_symbert.py")
+    config = json.loads((folders["auto-map"] / "config.json").read_text())
+    auto_map = json.loads((main / "config.json").read_text())["auto_map"]
+    (folders["auto-map"] / "config.json").write_text(json.dumps({**config, "auto_map": auto_map}))
+    stages = [dataclasses.replace(bert_stage, folder=folder) for folder in folders.values()]
+    with pytest.raises(UserError) as error:
+        validation.validate(stages)
+    message = str(error.value)
+    tampered = message[message.index(f"{folders['tampered']}:") : message.index(f"{folders['code']}:")]
+    assert tampered.count("\n  - ") == 1  # the outputs alone: it loads as plain BERT and its files check out
+    assert re.search(
+        rf"  - its outputs differ from those of {re.escape(str(run.folder))} by \d\.\d\de-0\d \(relative\) on the fixed "
+        r"batch, above 1e-05\n",
+        tampered,
+    )
+    assert f"{folders['code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message
+    assert "  - modeling_symbert.py is code, which the plain BERT export never holds\n" in message
+    assert (
+        f"{folders['auto-map']}:\n  - config.json is not the one staged from {run.folder}/config.json: added key(s) auto_map"
+        in message
+    )
+    assert "  - config.json has an auto_map: the plain BERT export loads without remote code\n" in message
+    assert message.count("so it was not loaded, nor its code run") == 2
+
+
+def test_an_export_off_its_bound_stops_the_release_before_anything_is_pushed(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(bert_export, "BOUND", -1.0)  # no export can pass: as one that differs from its model
+    monkeypatch.setenv("HF_TOKEN", "hf_notARealToken")
+    api = RecordingHfApi()
+    monkeypatch.setattr(release, "HfApi", api)
+    monkeypatch.setattr(release.constants, "HF_HUB_OFFLINE", False)
+    with pytest.raises(
+        UserError,
+        match=r"The BERT export of '.*tiny-original' differs from it by .*; nothing was written. The release stops here: "
+        "nothing was pushed.$",
+    ):
+        release_command(release_args(run.folder, run, tmp_path / "staged", "--push"))
+    assert api.calls == [] and not (tmp_path / "staged").exists()
+
+
 def test_push_that_stops_part_way_says_what_was_pushed(staged):
     class LosesTheNetwork(RecordingHfApi):
         def create_commit(self, *args, **kwargs):
@@ -378,7 +432,7 @@ def test_push_without_a_reachable_hub_is_one_line(run, tmp_path):
         last_line,
     )
     assert last_line.endswith("): nothing was pushed.") and "Connection refused" in last_line
-    assert "Validated 1 staged folders" in result.stdout  # it got as far as pushing
+    assert "Validated 2 staged folders" in result.stdout  # main and its bert export: it got as far as pushing
 
 
 def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, monkeypatch):
