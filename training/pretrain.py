@@ -142,6 +142,18 @@ class SymBertPretrainingTrainer(Trainer):
             multiprocessing_context=getattr(args, "dataloader_multiprocessing_context", None) if workers else None,
         )  # in order (torch's default, whatever --dataloader_in_order says): micro-batch j from worker j mod N
 
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        """As the Trainer's, but a resumed run does not evaluate again at its start (--eval_on_start): the run it
+        resumes evaluated at step 0 and the checkpoint's history holds that; another evaluation at the checkpoint's
+        step would add a point (to the metrics, the plot, the comparison) that the uninterrupted run does not have."""
+        eval_on_start = self.args.eval_on_start
+        if resume_from_checkpoint:
+            self.args.eval_on_start = False
+        try:
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            self.args.eval_on_start = eval_on_start
+
     def training_step(self, model, inputs, num_items_in_batch=None):
         if ERROR_KEY in inputs:  # a bad record met by a dataloader worker
             raise UserError(inputs[ERROR_KEY])
