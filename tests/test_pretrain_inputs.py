@@ -11,13 +11,14 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+import torch
 from datasets import Dataset
 from transformers import TrainingArguments
 
 from symbert.cli import UserError
-from symbert.training import data
+from symbert.training import data, evaluation
 from symbert.training.arguments import argument_names, model_config, optimizer_for, parse_arguments
-from symbert.training.pretrain import main
+from symbert.training.pretrain import SymBertPretrainingTrainer, main
 
 WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()
 
@@ -379,6 +380,43 @@ def test_non_string_texts_in_a_stream_are_named(tmp_path, tokenizer_dir, monkeyp
     with pytest.raises(UserError, match=r"text_column 'text' of .* holds values of type list, not strings"):
         train, _ = data.load_blocks(data_args, tokenizer)
         list(train)
+
+
+def test_a_bad_record_past_what_a_stream_trained_on_leaves_a_finished_run(tmp_path, tokenizer_dir, capsys, monkeypatch):
+    """A streamed corpus with a non-string text past the part training reads: the run finishes, records itself
+    finished and reports (no exit 2 after the summary); the report's unigram baseline counts the tokens of exactly the
+    blocks that training read, nothing further."""
+    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    texts = sentences(1500)
+    texts[1200] = [1, 2]  # past the first 1,000 texts: the stream's first batch, all that the 8 blocks trained need
+    corpus = tmp_path / "late_list.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    trained, counted = [], []
+    step, baseline = SymBertPretrainingTrainer.training_step, evaluation.unigram_baseline
+
+    def recording_step(self, model, inputs, num_items_in_batch=None):
+        trained.append(torch.where(inputs["labels"] != -100, inputs["labels"], inputs["input_ids"]))
+        return step(self, model, inputs, num_items_in_batch)
+
+    monkeypatch.setattr(SymBertPretrainingTrainer, "training_step", recording_step)
+    monkeypatch.setattr(
+        evaluation, "unigram_baseline", lambda counts, labels: counted.append(counts) or baseline(counts, labels)
+    )
+    monkeypatch.setattr(evaluation, "fill_mask_example", lambda folder: {"class": "-", "examples": []})  # no process
+    output_dir = tmp_path / "run"
+    main(args(output_dir, "--train_files", str(corpus), "--streaming", "true", tokenizer=tokenizer_dir))
+    assert (output_dir / "training_summary.json").is_file()
+    assert "unigram baseline" in capsys.readouterr().out
+    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
+    expected = torch.bincount(torch.cat(trained).flatten(), minlength=len(tokenizer))
+    expected[tokenizer.all_special_ids] = 0
+    assert len(trained) == 2 and torch.equal(counted[0], expected)
+    with pytest.raises(UserError, match=r"late_list.jsonl has a array in column 'text' on line 1201"):
+        list(
+            data.load_blocks(
+                parse_arguments(args(output_dir, "--train_files", str(corpus), "--streaming", "true"))[2], tokenizer
+            )[0]
+        )
 
 
 def test_missing_corpus_file_is_a_user_error_and_a_file_not_found(tmp_path, tokenizer_dir):

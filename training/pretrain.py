@@ -50,7 +50,7 @@ from .blocks import (
 )
 from .compat import overwrite_requested, rotate_checkpoints_in
 from .data import prediction_cap
-from .evaluation import HeldOut, eval_comparison, held_out_scores, report
+from .evaluation import HeldOut, baseline_blocks, eval_comparison, held_out_scores, report
 from .prepared import prepared_once
 from .reporting import (
     MetricsLogCallback,
@@ -439,6 +439,9 @@ def pretrain_in_locked_folder(
             raise write_error(error, path, "the training summary") from None
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
         return TrainedRun(trainer.state.log_history)
+    micro_batches = trainer.state.global_step * trainer.args.gradient_accumulation_steps
+    readers = Readers(trainer.args.world_size, workers=trainer.args.dataloader_num_workers)
+    train_blocks = baseline_blocks(train_blocks, micro_batches, trainer._train_batch_size, readers)
     held_out = HeldOut(tokenizer, train_blocks, eval_blocks, collator, training_args.per_device_eval_batch_size)
     return TrainedRun(trainer.state.log_history, model, held_out)
 
