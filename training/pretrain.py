@@ -381,6 +381,13 @@ def pretrain_in_locked_folder(
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
+    precision = precision_trained(trainer)
+    if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)
+        raise UserError(
+            f"The training arguments ask for {precision_named(training_args)} but accelerate would train in "
+            f"{precision} on {training_args.device}; set bf16 and fp16 for what the device runs (symbert-pretrain's "
+            "--precision checks that)."
+        )
     if resume and training_finished_at(resume, training_args):
         # A run stopped during its final save (after its last checkpoint): training it again would take one step
         # past max_steps. The last checkpoint's weights and state are the trained model's: finish from them.
@@ -421,6 +428,7 @@ def pretrain_in_locked_folder(
             "steps": trainer.state.global_step,
             "passes": trainer.state.epoch,  # over the training blocks (a stream: whole passes until one is done)
             "final_eval_loss": final_eval_loss,
+            "precision": precision,  # what the forward and backward ran in, as accelerate applied it
             # what symbert-release reads (it unpickles nothing): the data, the machine, every training argument
             "run_arguments": asdict(run_args),
             "model_arguments": asdict(model_args),
@@ -444,6 +452,21 @@ def pretrain_in_locked_folder(
     train_blocks = baseline_blocks(train_blocks, micro_batches, trainer._train_batch_size, readers)
     held_out = HeldOut(tokenizer, train_blocks, eval_blocks, collator, training_args.per_device_eval_batch_size)
     return TrainedRun(trainer.state.log_history, model, held_out)
+
+
+def precision_named(training_args: TrainingArguments) -> str:
+    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
+
+
+def precision_trained(trainer: Trainer) -> str:
+    """The precision a Trainer trains in, as accelerate applies it: its mixed precision where it autocasts, else fp32
+    (accelerate takes a launcher's --mixed_precision when bf16 and fp16 are off, and autocasts fp16 on GPUs only: on
+    a CPU, fp16 trains in fp32). Under DeepSpeed, which casts as its config says, the bf16 or fp16 that transformers
+    fills the config's "auto" with (tests/test_distributed_engines.py)."""
+    if trainer.is_deepspeed_enabled:
+        return precision_named(trainer.args)
+    accelerator = trainer.accelerator
+    return accelerator.mixed_precision if accelerator.native_amp and accelerator.mixed_precision != "no" else "fp32"
 
 
 def data_order_arguments(training_args: TrainingArguments, train_blocks) -> TrainingArguments:
