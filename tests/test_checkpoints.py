@@ -22,7 +22,13 @@ from symbert.training.arguments import RECIPES_DIR, parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
-from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (corpus is a fixture)
+from test_pretrain import (  # noqa: F401  (corpus is a fixture)
+    assert_same_metrics,
+    assert_same_training,
+    corpus,
+    eval_losses,
+    run_args,
+)
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
 # own saving steps, so nothing of this lives in the project's code.
@@ -157,6 +163,24 @@ def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_p
         assert step == step_ref and bool(loss) == bool(loss_ref) and bool(eval_loss) == bool(eval_loss_ref)
         for value, ref in ((loss, loss_ref), (eval_loss, eval_loss_ref)):
             assert not value or abs(float(value) - float(ref)) <= 1e-5
+
+
+def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):  # noqa: F811
+    """--eval_on_start evaluates at step 0 of the run, not again at the step a rerun resumes from: stopped after
+    checkpoint 2 or 6, between the evaluations at steps 0, 4 and 8, the run ends with the uninterrupted run's
+    evaluations, weights and metrics rows (the step and metrics of each row, the losses)."""
+    extra = ("--eval_on_start", "true", "--save_steps", "2")
+    straight = tmp_path / "straight"
+    pretrain(*parse_arguments(run_args(corpus, straight, *extra)))
+    assert [step for step, _ in eval_losses(straight)] == [0, 4, 8]
+    for step in (2, 6):
+        resumed = tmp_path / f"resumed-{step}"
+        resumed.mkdir()
+        shutil.copytree(straight / f"checkpoint-{step}", resumed / f"checkpoint-{step}")
+        pretrain(*parse_arguments(run_args(corpus, resumed, *extra)))
+        assert [step for step, _ in eval_losses(resumed)] == [0, 4, 8]
+        assert_same_training(resumed, straight)
+        assert_same_metrics(resumed, straight, values=("loss", "eval_loss", "epoch", "learning_rate"))
 
 
 @pytest.mark.parametrize(

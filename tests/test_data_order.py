@@ -8,7 +8,14 @@ import torch
 from datasets import Dataset, IterableDataset
 
 from symbert.cli import UserError
-from symbert.training.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks, resumed_reader_states
+from symbert.training.blocks import (
+    ERROR_KEY,
+    PositionTracker,
+    Readers,
+    StreamTrained,
+    TrainingBlocks,
+    resumed_reader_states,
+)
 
 
 def loader(blocks, workers):
@@ -117,6 +124,43 @@ def test_two_processes_read_disjoint_parts_of_a_stream():
         for r in range(2)
     ]
     assert not parts[0] & parts[1] and parts[0] | parts[1] == set(range(24))
+
+
+def stream_with_bad_records(count, shards):
+    """stream_blocks, each shard ending with a record that cannot be read (as a corpus with a bad line further on)."""
+
+    def generate(shard_ids):
+        for shard in shard_ids:
+            yield from ({"input_ids": [index, index]} for index in range(shard, count, shards))
+            raise UserError(f"shard {shard} has a bad record after its {len(range(shard, count, shards))} blocks")
+
+    return IterableDataset.from_generator(generate, gen_kwargs={"shard_ids": list(range(shards))})
+
+
+@pytest.mark.parametrize(
+    "processes, workers, micro_batches", [(1, 0, 13), (2, 2, 4)], ids=["one-reader-2-passes", "2x2-readers"]
+)
+def test_the_blocks_a_stream_trained_on_are_read_again_in_order_and_no_further(processes, workers, micro_batches):
+    """What the end-of-run report counts the baseline's tokens on: each process's micro-batches as its dataloader
+    (workers included) gave them, micro-batch by micro-batch, rank after rank; and nothing of a stream past them, so a
+    bad record that training never reached is never read (the stream read from its start meets it)."""
+    trained = [
+        ids(take(TrainingBlocks(stream_blocks(), 3, seed=0, readers=Readers(processes, rank, workers)), micro_batches))
+        for rank in range(processes)
+    ]
+    expected = list(itertools.chain.from_iterable(itertools.chain.from_iterable(zip(*trained, strict=True))))
+    again = StreamTrained(stream_blocks(), 3, Readers(processes, workers=workers), micro_batches)
+    assert [block[0] for batch in again.iter(batch_size=5) for block in batch["input_ids"]] == expected
+    if processes == 1:
+        assert len(expected) > 23  # into the second pass
+        return
+    bad = stream_with_bad_records(count=40, shards=4)  # a shard of 10 blocks per reader, 6 of them trained
+    again = StreamTrained(bad, 3, Readers(processes, workers=workers), micro_batches)
+    assert sorted(block[0] for batch in again.iter(batch_size=1000) for block in batch["input_ids"]) == sorted(
+        index for shard in range(4) for index in range(shard, 40, 4)[:6]
+    )
+    with pytest.raises(UserError, match="shard 0 has a bad record after its 10 blocks"):
+        list(bad.iter(batch_size=1000))
 
 
 def test_a_reader_without_data_is_one_line_from_a_worker():

@@ -14,7 +14,7 @@ from symbert.training import data
 from symbert.training.arguments import parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
-from test_pretrain import WORDS, assert_same_training, eval_losses, run_args
+from test_pretrain import WORDS, assert_same_metrics, assert_same_training, eval_losses, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,9 @@ def resume_from(straight, step, resumed, args):
     "streaming, workers", [("true", "0"), ("true", "2"), ("false", "0")], ids=["stream", "stream-2-workers", "map"]
 )
 def test_a_run_stopped_at_any_pass_resumes_exactly(two_file_corpus, tmp_path, streaming, workers):
-    extra = ("--streaming", streaming, "--dataloader_num_workers", workers)
+    """Stopped after any checkpoint, the run ends as the uninterrupted one: its weights, its evaluations (with
+    --eval_on_start, at step 0 only, not again at the step resumed from) and its metrics rows."""
+    extra = ("--streaming", streaming, "--dataloader_num_workers", workers, "--eval_on_start", "true")
     straight = tmp_path / "straight"
     pretrain(*parse_arguments(resume_args(two_file_corpus, straight, *extra)))
     summary = json.loads((straight / "training_summary.json").read_text())
@@ -73,11 +75,14 @@ def test_a_run_stopped_at_any_pass_resumes_exactly(two_file_corpus, tmp_path, st
         assert [entry["epoch"] for entry in logged if entry.get("step") == 30 and "loss" in entry] == [
             pytest.approx(30 * 8 / train_blocks)
         ]
-    for step in stop_points(straight, 30):
+    stops = stop_points(straight, 30)
+    assert any(step % 5 for step in stops)  # some between two evaluations (every 5 steps)
+    for step in stops:
         resumed = tmp_path / f"resumed-{step}"
         resume_from(straight, step, resumed, resume_args(two_file_corpus, resumed, *extra))
         assert_same_training(resumed, straight)
         assert eval_losses(resumed) == eval_losses(straight)
+        assert_same_metrics(resumed, straight, values=("eval_loss", "epoch"))
 
 
 # Child processes: pre-training that writes, per process, the blocks of each micro-batch it trains (before masking)

@@ -1,5 +1,6 @@
 """Pre-training: recipes, data pipeline, weight decay, resume after SIGKILL, 2-process DDP, comparison mode."""
 
+import csv
 import json
 import math
 import os
@@ -129,6 +130,25 @@ def assert_same_training(output_dir, reference):
             # steps: it differs between two processes' runs (by ~4e-4 under transformers 4.54) while the rest agree
             continue
         torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
+
+
+def metrics_csv(output_dir):
+    with open(output_dir / "metrics.csv") as file:
+        return list(csv.DictReader(file))
+
+
+def assert_same_metrics(output_dir, reference, values=("eval_loss",)):
+    """The same metrics.csv rows as the reference run: each row's step and the metrics it holds, and `values` within
+    1e-5 (timings differ; a train loss logged over a window that a resume cut averages only the steps after it)."""
+    rows, reference_rows = metrics_csv(output_dir), metrics_csv(reference)
+
+    def shape(row):
+        return row["step"], sorted(name for name, value in row.items() if value and name != "step")
+
+    assert [shape(row) for row in rows] == [shape(row) for row in reference_rows]
+    for row, reference_row in zip(rows, reference_rows, strict=True):
+        for name in values:
+            assert not row[name] or abs(float(row[name]) - float(reference_row[name])) <= 1e-5, (row, reference_row)
 
 
 def test_paper_recipe_is_the_papers_protocol(tmp_path):

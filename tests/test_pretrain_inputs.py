@@ -1,6 +1,7 @@
 """symbert-pretrain's inputs: degenerate numbers, bad corpus files, bad recipes and a corrupt tokenizer cache are
 refused with one line naming the value, file or line, before anything is written."""
 
+import functools
 import gzip
 import json
 import random
@@ -11,13 +12,22 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+import torch
 from datasets import Dataset
 from transformers import TrainingArguments
 
+from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
-from symbert.training import data
-from symbert.training.arguments import argument_names, model_config, optimizer_for, parse_arguments
-from symbert.training.pretrain import main
+from symbert.training import data, evaluation
+from symbert.training.arguments import (
+    LAUNCHER_PRECISION_VARIABLE,
+    argument_names,
+    model_config,
+    optimizer_for,
+    parse_arguments,
+    precision_for,
+)
+from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain
 
 WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()
 
@@ -217,6 +227,83 @@ def test_optimizer_on_cpu_stays_the_trainers_default_or_the_named_one(tmp_path):
     assert parse_arguments(args(tmp_path, "--recipe", str(recipe)))[3].optim == "sgd"
 
 
+# --- precision -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "requested, device, bf16_supported, launcher, expected",
+    [
+        ("auto", "cuda", True, "no", "bf16"),
+        ("auto", "cuda", False, "no", "fp16"),
+        ("auto", "cpu", True, "no", "fp32"),
+        ("auto", "cuda", True, "fp16", "fp16"),  # the launcher's --mixed_precision
+        ("fp16", "cuda", True, "no", "fp16"),
+        ("bf16", "cpu", True, "no", "bf16"),  # CPU autocast
+        ("fp16", "cpu", True, "no", "precision 'fp16' cannot run on the CPU: .* would train in fp32"),
+        ("auto", "cpu", True, "fp16", "the launcher's mixed precision 'fp16' .* cannot run on the CPU"),
+        ("bf16", "cpu", False, "no", "bf16 on the cpu needs --use_cpu true"),
+        ("bf16", "cuda", False, "no", "bf16 on the cuda is not supported"),
+        ("fp32", "cuda", True, "bf16", "precision 'fp32' disagrees with the launcher's mixed precision 'bf16'"),
+        ("auto", "cuda", True, "fp8", "the launcher's mixed precision 'fp8' .* is not supported"),
+    ],
+)
+def test_precision_is_what_the_device_runs_or_refused(requested, device, bf16_supported, launcher, expected):
+    if expected in ("bf16", "fp16", "fp32"):
+        assert precision_for(requested, device, bf16_supported, launcher) == expected
+    else:
+        with pytest.raises(UserError, match=expected):
+            precision_for(requested, device, bf16_supported, launcher)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--precision", "fp16"], "precision 'fp16' cannot run on the CPU"),
+        (["--fp16", "true"], "fp16=True disagrees with precision='auto', which trains in fp32 here"),
+        (["--precision", "bf16", "--bf16", "false"], "bf16=False disagrees with precision='bf16'"),
+    ],
+)
+def test_a_precision_the_cpu_does_not_run_is_refused_in_one_line(output_dir, capsys, monkeypatch, extra, message):
+    monkeypatch.setenv(LAUNCHER_PRECISION_VARIABLE, "no")  # as it was after the test (transformers 4.x writes it)
+    before = snapshot(output_dir)
+    line = refused(args(output_dir, "--train_files", "not-read.txt", *extra), capsys, monkeypatch)
+    assert message in line, line
+    assert snapshot(output_dir) == before
+
+
+@pytest.mark.parametrize("precision, dtype", [("auto", torch.float32), ("bf16", torch.bfloat16)])
+def test_the_summary_records_the_precision_that_ran(tmp_path, tokenizer_dir, monkeypatch, precision, dtype):
+    """On a CPU: fp32 for auto, bf16 autocast for bf16; the summary names the dtype the training forwards computed
+    their logits in, and the training arguments (which model cards read) agree. TrainingArguments that ask for fp16
+    there (the Python API) are refused before training: the run would be fp32 and say fp16."""
+    monkeypatch.setenv(LAUNCHER_PRECISION_VARIABLE, "no")  # as it was after the test (the run sets it to bf16)
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    logits = []
+    forward = SymBertForMaskedLM.forward
+
+    @functools.wraps(forward)  # the Trainer reads the forward's arguments
+    def recording_forward(self, *inputs, **kwargs):
+        outputs = forward(self, *inputs, **kwargs)
+        if self.training:
+            logits.append(outputs.logits.dtype)
+        return outputs
+
+    monkeypatch.setattr(SymBertForMaskedLM, "forward", recording_forward)
+    argv = args(tmp_path / "run", "--train_files", str(tmp_path / "a.txt"), "--precision", precision)
+    arguments = parse_arguments([*argv, "--tokenizer", str(tokenizer_dir)])
+    pretrain(*arguments)
+    summary = json.loads((tmp_path / "run" / "training_summary.json").read_text())
+    ran = {torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype]
+    assert set(logits) == {dtype} and len(logits) == 2 and summary["precision"] == ran
+    assert (summary["training_arguments"]["bf16"], summary["training_arguments"]["fp16"]) == (ran == "bf16", False)
+    if precision == "auto":
+        *others, training_args = arguments
+        training_args = replace(training_args, output_dir=str(tmp_path / "fp16"))
+        with pytest.raises(UserError, match="arguments ask for fp16 but accelerate would train in fp32 on cpu"):
+            pretrain(*others, replace(training_args, fp16=True))
+        assert not (tmp_path / "fp16" / "training_summary.json").exists() and len(logits) == 2
+
+
 class SizedTokenizer:
     pad_token_id = 0
 
@@ -379,6 +466,43 @@ def test_non_string_texts_in_a_stream_are_named(tmp_path, tokenizer_dir, monkeyp
     with pytest.raises(UserError, match=r"text_column 'text' of .* holds values of type list, not strings"):
         train, _ = data.load_blocks(data_args, tokenizer)
         list(train)
+
+
+def test_a_bad_record_past_what_a_stream_trained_on_leaves_a_finished_run(tmp_path, tokenizer_dir, capsys, monkeypatch):
+    """A streamed corpus with a non-string text past the part training reads: the run finishes, records itself
+    finished and reports (no exit 2 after the summary); the report's unigram baseline counts the tokens of exactly the
+    blocks that training read, nothing further."""
+    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    texts = sentences(1500)
+    texts[1200] = [1, 2]  # past the first 1,000 texts: the stream's first batch, all that the 8 blocks trained need
+    corpus = tmp_path / "late_list.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    trained, counted = [], []
+    step, baseline = SymBertPretrainingTrainer.training_step, evaluation.unigram_baseline
+
+    def recording_step(self, model, inputs, num_items_in_batch=None):
+        trained.append(torch.where(inputs["labels"] != -100, inputs["labels"], inputs["input_ids"]))
+        return step(self, model, inputs, num_items_in_batch)
+
+    monkeypatch.setattr(SymBertPretrainingTrainer, "training_step", recording_step)
+    monkeypatch.setattr(
+        evaluation, "unigram_baseline", lambda counts, labels: counted.append(counts) or baseline(counts, labels)
+    )
+    monkeypatch.setattr(evaluation, "fill_mask_example", lambda folder: {"class": "-", "examples": []})  # no process
+    output_dir = tmp_path / "run"
+    main(args(output_dir, "--train_files", str(corpus), "--streaming", "true", tokenizer=tokenizer_dir))
+    assert (output_dir / "training_summary.json").is_file()
+    assert "unigram baseline" in capsys.readouterr().out
+    tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
+    expected = torch.bincount(torch.cat(trained).flatten(), minlength=len(tokenizer))
+    expected[tokenizer.all_special_ids] = 0
+    assert len(trained) == 2 and torch.equal(counted[0], expected)
+    with pytest.raises(UserError, match=r"late_list.jsonl has a array in column 'text' on line 1201"):
+        list(
+            data.load_blocks(
+                parse_arguments(args(output_dir, "--train_files", str(corpus), "--streaming", "true"))[2], tokenizer
+            )[0]
+        )
 
 
 def test_missing_corpus_file_is_a_user_error_and_a_file_not_found(tmp_path, tokenizer_dir):

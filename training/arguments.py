@@ -48,7 +48,11 @@ class RunArguments:
         },
     )
     precision: str = field(
-        default="auto", metadata={"help": "auto (bf16 or fp16 on GPU, fp32 on CPU), bf16, fp16, fp32"}
+        default="auto",
+        metadata={
+            "help": "auto (the launcher's --mixed_precision if it names one, else bf16 or fp16 on GPU, fp32 on CPU), "
+            "bf16, fp16 (not on a CPU), fp32"
+        },
     )
     if not TRAINER_HAS_OVERWRITE:  # transformers 4.x's TrainingArguments has its own --overwrite_output_dir
         overwrite_output_dir: bool = field(
@@ -378,8 +382,8 @@ def check_arguments(
             )
     if model_args.size not in SIZE_PRESETS:
         raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
-    if run_args.precision not in ("auto", "bf16", "fp16", "fp32"):
-        raise UserError(f"precision {run_args.precision!r} is not supported; allowed: auto, bf16, fp16, fp32.")
+    if run_args.precision not in PRECISIONS:
+        raise UserError(f"precision {run_args.precision!r} is not supported; allowed: {', '.join(PRECISIONS)}.")
     for name in ("max_seq_length", "eval_blocks", "tokenizer_vocab_size"):
         if getattr(data_args, name) <= 0:
             raise UserError(f"{name}={getattr(data_args, name)} must be positive.")
@@ -410,17 +414,72 @@ def check_arguments(
                 f"{training_args.per_device_train_batch_size} × {training_args.world_size} processes."
             )
         updates["gradient_accumulation_steps"] = run_args.global_batch_size // per_step
-    on_gpu = torch.cuda.is_available() and not training_args.use_cpu
-    precision = run_args.precision
-    if precision == "auto":
-        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
+    device = training_args.device.type  # "cuda" on a GPU unless --use_cpu
+    # bf16 autocast: on GPUs that have it, and on the CPU with --use_cpu (TrainingArguments' rule; accelerate's too)
+    bf16_supported = {"cuda": torch.cuda.is_bf16_supported, "cpu": lambda: training_args.use_cpu}.get(
+        device, lambda: True
+    )()
+    precision = precision_for(run_args.precision, device, bf16_supported, LAUNCHER_PRECISION)
+    for flag in ("bf16", "fp16"):  # the Trainer's own flags: --precision replaces them
+        if flag in named and getattr(training_args, flag) != (precision == flag):
+            raise UserError(
+                f"{flag}={getattr(training_args, flag)} disagrees with precision={run_args.precision!r}, which trains "
+                f"in {precision} here; mixed precision is set by --precision alone: leave out --{flag} and pass "
+                f"--precision {flag if getattr(training_args, flag) else 'fp32'}."
+            )
     updates["bf16"], updates["fp16"] = precision == "bf16", precision == "fp16"
-    updates["optim"] = optimizer_for("cuda" if on_gpu else "cpu", training_args.optim, "optim" in named)
+    # what accelerate applies where bf16 and fp16 are off: the precision chosen, not a value that an earlier
+    # TrainingArguments of this process left there (transformers 4.x writes its bf16/fp16 into the variable)
+    os.environ[LAUNCHER_PRECISION_VARIABLE] = "no" if precision == "fp32" else precision
+    updates["optim"] = optimizer_for(device, training_args.optim, "optim" in named)
     if "ddp_find_unused_parameters" not in named:
         # Every parameter of every attention type gets a gradient in each step (tests/test_distributed_engines.py);
         # the Trainer's default (search, without gradient checkpointing) would traverse the graph after each forward.
         updates["ddp_find_unused_parameters"] = False
     return replace(training_args, **updates)
+
+
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+LAUNCHER_PRECISION_VARIABLE = "ACCELERATE_MIXED_PRECISION"  # accelerate launch --mixed_precision (or its config)
+# the launcher's, as this process started with it (transformers 4.x's TrainingArguments writes the variable)
+LAUNCHER_PRECISION = os.environ.get(LAUNCHER_PRECISION_VARIABLE, "no")
+
+
+def precision_for(requested: str, device: str, bf16_supported: bool, launcher: str = "no") -> str:
+    """The precision a run trains in, "bf16", "fp16" or "fp32", on a `device` ("cuda", "cpu", ...): `requested`
+    (--precision), or for "auto" the launcher's mixed precision if it names one (accelerate launch --mixed_precision
+    or its config file: `launcher`), else bf16 or fp16 on CUDA and fp32 elsewhere. Refused, in one line, where the
+    run would train in another precision than the one it records: fp16 on a CPU (accelerate then trains in fp32),
+    bf16 where TrainingArguments refuses it, a launcher that asks for another mixed precision (accelerate applies it
+    whenever the Trainer's bf16 and fp16 are both off)."""
+    launcher = launcher.lower()
+    named_by_launcher = launcher not in ("no", "")
+    what, instead = f"precision {requested!r}", "--precision fp32"
+    if requested == "auto" and named_by_launcher:
+        requested = launcher
+        what = (
+            f"the launcher's mixed precision {launcher!r} ({LAUNCHER_PRECISION_VARIABLE}, which --precision auto takes)"
+        )
+        instead = "accelerate launch --mixed_precision no"
+    elif requested == "auto":
+        requested = ("bf16" if bf16_supported else "fp16") if device == "cuda" else "fp32"
+    if requested not in PRECISIONS[1:]:
+        raise UserError(f"{what} is not supported; allowed: {', '.join(PRECISIONS)}; use {instead}.")
+    if requested == "fp16" and device == "cpu":
+        raise UserError(
+            f"{what} cannot run on the CPU: accelerate applies fp16 autocast on GPUs only, so the run would train in "
+            f"fp32; use {instead}, or bf16."
+        )
+    if requested == "bf16" and not bf16_supported:
+        needs = "needs --use_cpu true" if device == "cpu" else f"is not supported by this {device} device"
+        raise UserError(f"{what}: bf16 on the {device} {needs}; or use {instead}.")
+    if named_by_launcher and launcher != requested:
+        raise UserError(
+            f"{what} disagrees with the launcher's mixed precision {launcher!r} ({LAUNCHER_PRECISION_VARIABLE}, from "
+            f"accelerate launch --mixed_precision or its config file); give both the same, e.g. --precision "
+            f"{launcher} or accelerate launch --mixed_precision {'no' if requested == 'fp32' else requested}."
+        )
+    return requested
 
 
 def check_output_dir(output_dir: str | Path) -> None:

@@ -18,6 +18,7 @@ new iterator. Micro-batch j belongs to reader j mod N; after a resume at micro-b
 """
 
 import inspect
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -157,6 +158,45 @@ class TrainingBlocks(torch.utils.data.IterableDataset):
                     "data has fewer shards or records than readers; lower --dataloader_num_workers or use more data."
                 )
             state = {"pass": state["pass"] + 1, "blocks_in_pass": 0, "blocks_per_pass": state["blocks_in_pass"]}
+
+
+@dataclass
+class StreamTrained:
+    """The blocks of a stream that a run's processes trained on, read again in the order they trained them: micro-batch
+    j of each process, for j < `micro_batches`, from its reader j mod N (N dataloader workers, each reading its part
+    of the stream as training split it, in passes). A reader reads no further than its last trained block, so no
+    record past what training read is read (a bad one there never stops a finished run)."""
+
+    source: IterableDataset
+    batch_size: int
+    readers: Readers
+    micro_batches: int
+
+    def iter(self, batch_size: int) -> Iterator[dict]:
+        """Batches of `batch_size` blocks, {"input_ids": [...]}, as datasets' iter() gives them."""
+        blocks = self.blocks()
+        while batch := list(itertools.islice(blocks, batch_size)):
+            yield {"input_ids": batch}
+
+    def blocks(self) -> Iterator[list[int]]:
+        readers = self.readers
+        total_readers = readers.world_size * readers.per_process
+        streams = {}
+        for micro_batch in range(self.micro_batches):
+            for rank in range(readers.world_size):
+                reader = rank * readers.per_process + micro_batch % readers.per_process
+                if reader not in streams:
+                    streams[reader] = self._reader_blocks(reader, total_readers)
+                yield from itertools.islice(streams[reader], self.batch_size)
+
+    def _reader_blocks(self, reader: int, total_readers: int) -> Iterator[list[int]]:
+        while True:  # passes, as TrainingBlocks chains them
+            read = 0
+            for example in stream_for_reader(self.source, reader, total_readers).iter(batch_size=1):
+                read += 1
+                yield example["input_ids"][0]
+            if read == 0:
+                return
 
 
 class PositionTracker:

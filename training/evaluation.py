@@ -15,7 +15,9 @@ from .. import SymBertConfig, SymBertForMaskedLM
 from ..fresh_load import load_in_fresh_process
 from . import data as data_module
 from .arguments import DataArguments
+from .blocks import Readers, StreamTrained
 from .data import prediction_cap
+from .prepared import PreparedBlocks
 
 # Fixed before any training: each masked word is a common word of 19th-century English prose.
 FILL_MASK_SENTENCES = [
@@ -45,21 +47,33 @@ BASELINE_MAX_TRAIN_BLOCKS = 100_000  # token frequencies from at most this many 
 
 @dataclass
 class HeldOut:
-    """What a run scores its model on: the training blocks (for the baseline's token frequencies), the held-out
-    blocks, and the collator that masks them as the Trainer's evaluation did (it seeds each batch's masks by its
-    content, so the same batches get the same masks)."""
+    """What a run scores its model on: the training blocks (for the baseline's token frequencies: a stream's as
+    training read them, see baseline_blocks), the held-out blocks, and the collator that masks them as the Trainer's
+    evaluation did (it seeds each batch's masks by its content, so the same batches get the same masks)."""
 
     tokenizer: PreTrainedTokenizerBase
-    train_blocks: Dataset | IterableDataset
+    train_blocks: Dataset | StreamTrained | PreparedBlocks
     eval_blocks: Dataset
     collator: data_module.ResumableMLMCollator
     batch_size: int
 
 
+def baseline_blocks(
+    train_blocks: Dataset | IterableDataset | PreparedBlocks, micro_batches: int, batch_size: int, readers: Readers
+) -> Dataset | StreamTrained | PreparedBlocks:
+    """The training blocks whose token frequencies the unigram baseline takes: map-style blocks as they are (read and
+    checked whole before training); of a stream, the blocks that training read in its `micro_batches` micro-batches of
+    `batch_size` blocks per process (StreamTrained), so the report reads no record past them (the stream may go on
+    further, with records that training never read)."""
+    if isinstance(train_blocks, IterableDataset):
+        return StreamTrained(train_blocks, batch_size, readers, micro_batches)
+    return train_blocks
+
+
 def held_out_scores(model: SymBertForMaskedLM, held_out: HeldOut) -> dict:
     """The unigram baseline and `model` scored on the same masked held-out tokens: {"eval_blocks", "unigram",
     "model"}, each score {"loss", "accuracy", "masked_tokens"}. The baseline's token frequencies are the training
-    blocks'."""
+    blocks' (`held_out.train_blocks`, at most BASELINE_MAX_TRAIN_BLOCKS of them)."""
     tokenizer, size = held_out.tokenizer, held_out.batch_size
     eval_blocks = list(held_out.eval_blocks)
     batches = [held_out.collator(eval_blocks[start : start + size]) for start in range(0, len(eval_blocks), size)]
@@ -95,6 +109,10 @@ def eval_comparison(output_dir: str | Path) -> dict:
         max_predictions_per_seq=prediction_cap(SymBertConfig.from_pretrained(output_dir)),
     )
     model = SymBertForMaskedLM.from_pretrained(output_dir)
+    arguments = summary["training_arguments"]
+    micro_batches = summary["steps"] * arguments["gradient_accumulation_steps"]
+    readers = Readers(summary["world_size"], workers=arguments["dataloader_num_workers"])
+    train_blocks = baseline_blocks(train_blocks, micro_batches, summary["per_device_train_batch_size"], readers)
     return held_out_scores(model, HeldOut(tokenizer, train_blocks, eval_blocks, collator, batch_size))
 
 

@@ -50,7 +50,7 @@ from .blocks import (
 )
 from .compat import overwrite_requested, rotate_checkpoints_in
 from .data import prediction_cap
-from .evaluation import HeldOut, eval_comparison, held_out_scores, report
+from .evaluation import HeldOut, baseline_blocks, eval_comparison, held_out_scores, report
 from .prepared import prepared_once
 from .reporting import (
     MetricsLogCallback,
@@ -141,6 +141,18 @@ class SymBertPretrainingTrainer(Trainer):
             # transformers 5's argument (4.x forks, as torch does on Linux)
             multiprocessing_context=getattr(args, "dataloader_multiprocessing_context", None) if workers else None,
         )  # in order (torch's default, whatever --dataloader_in_order says): micro-batch j from worker j mod N
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        """As the Trainer's, but a resumed run does not evaluate again at its start (--eval_on_start): the run it
+        resumes evaluated at step 0 and the checkpoint's history holds that; another evaluation at the checkpoint's
+        step would add a point (to the metrics, the plot, the comparison) that the uninterrupted run does not have."""
+        eval_on_start = self.args.eval_on_start
+        if resume_from_checkpoint:
+            self.args.eval_on_start = False
+        try:
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            self.args.eval_on_start = eval_on_start
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if ERROR_KEY in inputs:  # a bad record met by a dataloader worker
@@ -369,6 +381,13 @@ def pretrain_in_locked_folder(
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
+    precision = precision_trained(trainer)
+    if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)
+        raise UserError(
+            f"The training arguments ask for {precision_named(training_args)} but accelerate would train in "
+            f"{precision} on {training_args.device}; set bf16 and fp16 for what the device runs (symbert-pretrain's "
+            "--precision checks that)."
+        )
     if resume and training_finished_at(resume, training_args):
         # A run stopped during its final save (after its last checkpoint): training it again would take one step
         # past max_steps. The last checkpoint's weights and state are the trained model's: finish from them.
@@ -409,6 +428,7 @@ def pretrain_in_locked_folder(
             "steps": trainer.state.global_step,
             "passes": trainer.state.epoch,  # over the training blocks (a stream: whole passes until one is done)
             "final_eval_loss": final_eval_loss,
+            "precision": precision,  # what the forward and backward ran in, as accelerate applied it
             # what symbert-release reads (it unpickles nothing): the data, the machine, every training argument
             "run_arguments": asdict(run_args),
             "model_arguments": asdict(model_args),
@@ -427,8 +447,26 @@ def pretrain_in_locked_folder(
             raise write_error(error, path, "the training summary") from None
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
         return TrainedRun(trainer.state.log_history)
+    micro_batches = trainer.state.global_step * trainer.args.gradient_accumulation_steps
+    readers = Readers(trainer.args.world_size, workers=trainer.args.dataloader_num_workers)
+    train_blocks = baseline_blocks(train_blocks, micro_batches, trainer._train_batch_size, readers)
     held_out = HeldOut(tokenizer, train_blocks, eval_blocks, collator, training_args.per_device_eval_batch_size)
     return TrainedRun(trainer.state.log_history, model, held_out)
+
+
+def precision_named(training_args: TrainingArguments) -> str:
+    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
+
+
+def precision_trained(trainer: Trainer) -> str:
+    """The precision a Trainer trains in, as accelerate applies it: its mixed precision where it autocasts, else fp32
+    (accelerate takes a launcher's --mixed_precision when bf16 and fp16 are off, and autocasts fp16 on GPUs only: on
+    a CPU, fp16 trains in fp32). Under DeepSpeed, which casts as its config says, the bf16 or fp16 that transformers
+    fills the config's "auto" with (tests/test_distributed_engines.py)."""
+    if trainer.is_deepspeed_enabled:
+        return precision_named(trainer.args)
+    accelerator = trainer.accelerator
+    return accelerator.mixed_precision if accelerator.native_amp and accelerator.mixed_precision != "no" else "fp32"
 
 
 def data_order_arguments(training_args: TrainingArguments, train_blocks) -> TrainingArguments:
