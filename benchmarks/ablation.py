@@ -5,24 +5,33 @@ per forward), and of `original` with transformers' `ForMaskedLMLoss` (which firs
     python benchmarks/ablation.py --device cuda --size small --tokens_per_batch 16384 --output benchmarks/results/ablation-cuda
 """
 
-import argparse
 import statistics
-import sys
 from pathlib import Path
 from unittest import mock
 
 import torch
 from machine import describe_machine  # benchmarks/machine.py
-from throughput import PRECISIONS, autocast, build_models, mlm_batch, timed
+from throughput import (
+    PRECISIONS,
+    autocast,
+    build_models,
+    check_at_least_one,
+    check_device,
+    check_seq_len,
+    mlm_batch,
+    timed,
+)
 from transformers.loss.loss_utils import ForMaskedLMLoss
 
 import symbert.modeling_symbert as modeling
 from symbert import SIZE_PRESETS
+from symbert.cli import command_parser, run_command
+from symbert.training.arguments import check_output_dir
 from symbert.training.reporting import write_atomically
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_command_line(argv):
+    parser = command_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--size", default="small", choices=list(SIZE_PRESETS))
     parser.add_argument("--seq_len", type=int, default=128)
@@ -30,7 +39,21 @@ def main(argv=None):
     parser.add_argument("--tokens_per_batch", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--output", default=None, help="results path without suffix; default: print only")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    check_device(args.device)
+    check_at_least_one(args, ("tokens_per_batch", "rounds"))
+    check_seq_len(args.seq_len, args.tokens_per_batch, "--seq_len")
+    if args.output is not None:
+        check_output_dir(Path(args.output).parent, "output")  # now, not after the measurements
+    return args
+
+
+def main(argv=None):
+    run_command(measure, argv)
+
+
+def measure(argv):
+    args = parse_command_line(argv)
     device, vocab_size = torch.device(args.device), 30522
     models, optimizers = build_models(args.size, ["original"], vocab_size, "sdpa", device)
     input_ids, labels = mlm_batch(args.tokens_per_batch // args.seq_len, args.seq_len, vocab_size, device)
@@ -73,7 +96,7 @@ def main(argv=None):
     for name in variants:
         median = statistics.median(times[name])
         lines.append(f"| {name} | {input_ids.numel() / median:,.0f} | {bert / median:.3f} |")
-    command = " ".join(["python", "benchmarks/ablation.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python", "benchmarks/ablation.py", *argv])
     report = (
         f"# Ablation: `original` against BERT ({args.size}, seq {args.seq_len}, {args.precision}, sdpa, "
         f"{args.tokens_per_batch} tokens per batch)\n\nCommand: `{command}`\n\nMachine: {describe_machine()}. "
@@ -81,6 +104,7 @@ def main(argv=None):
     )
     print(report)
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         write_atomically(Path(args.output).with_suffix(".md"), lambda file: file.write(report))
 
 

@@ -23,19 +23,21 @@ the final model and the unigram baseline (training-token frequencies) on the hel
 
 Each is given as mean ± std over seeds and as the paired difference to the reference: its mean, a 95% confidence
 interval (Student's t over the seeds' differences) and the two-sided p-value of a paired t-test. Each run is
-`symbert.training.pretrain.train_in_output_folder` in its own folder `OUTPUT_DIR/seed-S/TYPE`; a rerun reuses the
-finished ones.
+`symbert.training.pretrain.train_in_output_folder` in its own folder `OUTPUT_DIR/seed-S/TYPE`. A rerun of the same
+command goes on where a stopped study stopped, as `symbert-pretrain --compare` does: a finished run (its folder holds
+training_summary.json, whose arguments must be the study's) is not trained again, its results are read back; a
+stopped run resumes from its newest checkpoint (with `--save_strategy no` it has none and starts again: pass
+`--save_steps N` for long runs); the others train. `--overwrite_output_dir true` after `--` trains every run again.
 `--parallel N` trains N runs at once, each in its own process with one thread; `--summarize_only` rebuilds the
-summary from the runs already in OUTPUT_DIR.
+summary from the finished runs in OUTPUT_DIR and trains nothing.
 """
 
-import argparse
+import hashlib
 import json
 import math
 import os
 import shlex
 import statistics
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -46,12 +48,21 @@ import matplotlib
 import torch
 from machine import describe_machine  # benchmarks/machine.py
 from scipy import stats
+from transformers.trainer_utils import get_last_checkpoint
 
 from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
-from symbert.training.arguments import parse_arguments, unknown_name_message
+from symbert.cli import UserError, command_parser, run_command
+from symbert.training.arguments import (
+    check_output_dir,
+    config_overrides,
+    model_config,
+    parse_arguments,
+    unknown_name_message,
+)
+from symbert.training.compat import overwrite_requested
 from symbert.training.evaluation import eval_comparison, held_out_scores
 from symbert.training.prepared import prepared_once
-from symbert.training.pretrain import TrainedRun, train_in_output_folder
+from symbert.training.pretrain import PREPARED_BLOCKS_DIR, TrainedRun, train_in_output_folder
 from symbert.training.reporting import (
     load_log_history,
     metric_series,
@@ -59,9 +70,11 @@ from symbert.training.reporting import (
     save_figure,
     write_atomically,
 )
+from symbert.training.run_folder import finished_comparison_run
 
 SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens
 RUN_RECORD = "convergence_run.json"  # in OUTPUT_DIR: the training run's command, machine, wall time and load
+SUMMARY_FILE = "training_summary.json"  # written last by a run: its presence marks the run as finished
 
 
 def default_types():
@@ -77,12 +90,12 @@ def parse_type(spec):
     """`TYPE` or `TYPE+FIELD=VALUE+...` -> (type, {field: value}); values are JSON where they parse as JSON."""
     name, *settings = spec.split("+")
     if name not in ATTENTION_TYPES:
-        raise ValueError(f"--types has {name!r}; allowed: {', '.join(ATTENTION_TYPES)} (optionally +FIELD=VALUE).")
+        raise UserError(f"--types has {name!r}; allowed: {', '.join(ATTENTION_TYPES)} (optionally +FIELD=VALUE).")
     overrides = {}
     for setting in settings:
         key, equals, value = setting.partition("=")
         if not equals or not key:
-            raise ValueError(f"--types: {spec!r} must be TYPE or TYPE+FIELD=VALUE, not {setting!r} after a '+'.")
+            raise UserError(f"--types: {spec!r} must be TYPE or TYPE+FIELD=VALUE, not {setting!r} after a '+'.")
         try:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -90,22 +103,43 @@ def parse_type(spec):
     known = SymBertConfig().to_dict()
     for key in overrides:
         if key not in known:
-            raise ValueError(f"--types {spec!r}: {unknown_name_message('SymBertConfig field', key, known)}.")
-    SymBertConfig(attention_type=name, **overrides)  # a bad value is named now, not when its run starts
+            raise UserError(f"--types {spec!r}: {unknown_name_message('SymBertConfig field', key, known)}.")
+        if key == "attention_type":
+            raise UserError(
+                f"--types {spec!r}: name the attention type before the first '+' ({name!r}), not as a field."
+            )
     return name, overrides
 
 
 def parse_list(text, kind):
     items = [item.strip() for item in text.split(",") if item.strip()]
     if not items:
-        raise ValueError(f"--{kind} is empty; give a comma-separated list.")
+        raise UserError(f"--{kind}={text!r} is empty; give a comma-separated list.")
     if len(set(items)) != len(items):
-        raise ValueError(f"--{kind} repeats an entry: {text}")
+        raise UserError(f"--{kind}={text!r} repeats an entry; name each once.")
     return items
 
 
+def parse_seed(text):
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = None
+    if seed is None or not 0 <= seed < 2**32:
+        raise UserError(f"--seeds has {text!r}; each seed must be an integer in [0, 2**32 - 1], separated by commas.")
+    return seed
+
+
+def type_arguments(model_args, spec_overrides):
+    """The model arguments of one type of the study: the type, and its fields over the recipe's config_overrides."""
+    name, overrides = spec_overrides
+    return replace(
+        model_args, attention_type=name, config_overrides=json.dumps({**config_overrides(model_args), **overrides})
+    )
+
+
 def parse_command_line(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--types", default=None, help="comma-separated; default: every registered type and variant")
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--plateau_margin", type=float, default=0.2, help="nats below the unigram baseline")
@@ -113,23 +147,39 @@ def parse_command_line(argv):
     parser.add_argument("--parallel", type=int, default=1, help="runs trained at once, each in its own process")
     parser.add_argument("--summarize_only", action="store_true", help="read the runs in OUTPUT_DIR, train nothing")
     parser.add_argument("--summary_dir", default=None, help="where convergence.md/.json/.png go (default: OUTPUT_DIR)")
-    if "--" not in argv:
-        raise ValueError("Put the pre-training arguments after `--`, e.g. `-- --recipe cpu-demo --output_dir DIR`.")
-    split = argv.index("--")
-    args = parser.parse_args(argv[:split])
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])  # --help ends here
+    if split == len(argv):
+        raise UserError("Put the pre-training arguments after `--`, e.g. `-- --recipe cpu-demo --output_dir DIR`.")
     args.types = parse_list(args.types or default_types(), "types")
     args.specs = {spec: parse_type(spec) for spec in args.types}
-    try:
-        args.seeds = [int(seed) for seed in parse_list(args.seeds, "seeds")]
-    except ValueError as error:
-        raise ValueError(f"--seeds must be comma-separated integers, not {args.seeds!r}.") from error
+    args.seeds = [parse_seed(seed) for seed in parse_list(args.seeds, "seeds")]
     if args.parallel < 1:
-        raise ValueError(f"--parallel={args.parallel} must be at least 1.")
+        raise UserError(f"--parallel={args.parallel} must be at least 1.")
     if not (args.plateau_margin >= 0 and math.isfinite(args.plateau_margin)):
-        raise ValueError(f"--plateau_margin={args.plateau_margin} must be a finite number of nats, at least 0.")
+        raise UserError(f"--plateau_margin={args.plateau_margin} must be a finite number of nats, at least 0.")
+    if args.target_eval_loss is not None and not math.isfinite(args.target_eval_loss):
+        raise UserError(f"--target_eval_loss={args.target_eval_loss} must be a finite number.")
+    if args.summary_dir is not None:
+        check_output_dir(args.summary_dir, "summary_dir")
     run_args, model_args, data_args, training_args = parse_arguments(argv[split + 1 :])
     if run_args.compare:
-        raise ValueError("--compare is the single-seed comparison of symbert-pretrain; use --types here instead.")
+        raise UserError("--compare is the single-seed comparison of symbert-pretrain; use --types here instead.")
+    if training_args.resume_from_checkpoint:
+        raise UserError(
+            f"--resume_from_checkpoint={training_args.resume_from_checkpoint!r} would resume every run of the study "
+            "from one checkpoint; drop it: run the same command again and each stopped run resumes from its own."
+        )
+    for spec, spec_overrides in args.specs.items():  # each type's model is checked now, not when its run starts
+        try:
+            config = model_config(type_arguments(model_args, spec_overrides))
+        except UserError as error:
+            raise UserError(f"--types {spec!r}: {error}") from None
+        if data_args.max_seq_length > config.max_position_embeddings:
+            raise UserError(
+                f"--types {spec!r}: max_seq_length={data_args.max_seq_length} is above its "
+                f"max_position_embeddings={config.max_position_embeddings}."
+            )
     return args, run_args, model_args, data_args, training_args
 
 
@@ -140,14 +190,18 @@ def run_dir(training_args, spec, seed):
 def scores(output_dir, trained: TrainedRun | None = None):
     """The final model's and the unigram baseline's loss and top-1 accuracy on the run's held-out masked tokens,
     computed once and kept in the run folder: from what training built when `trained` holds it, else from the
-    saved folder."""
+    saved folder. The kept scores name the training summary they were computed for (its sha256): a run trained
+    again in the folder (--overwrite_output_dir) is scored again."""
     path = Path(output_dir) / SCORES_FILE
-    if cached := read_json(path):
+    summary = hashlib.sha256((Path(output_dir) / SUMMARY_FILE).read_bytes()).hexdigest()
+    cached = read_json(path)
+    if isinstance(cached, dict) and cached.get("training_summary_sha256") == summary:
         return cached
     if trained is not None and trained.model is not None:
         comparison = held_out_scores(trained.model, trained.held_out)
     else:
         comparison = eval_comparison(output_dir)
+    comparison["training_summary_sha256"] = summary
     write_atomically(path, lambda file: json.dump(comparison, file, indent=2))
     return comparison
 
@@ -166,29 +220,69 @@ def train_one(run_args, model_args, data_args, training_args):
     return trained.log_history, scores(training_args.output_dir, trained)
 
 
+def stopped(training_args):
+    """Whether the run's folder holds a checkpoint, which a rerun resumes from."""
+    folder = Path(training_args.output_dir)
+    return folder.is_dir() and get_last_checkpoint(folder) is not None
+
+
+def without_overwrite(arguments):
+    """`arguments` with --overwrite_output_dir off, where they hold it (ours under transformers 5, the Trainer's
+    under 4.x)."""
+    return replace(arguments, overwrite_output_dir=False) if hasattr(arguments, "overwrite_output_dir") else arguments
+
+
 def run_all(args, run_args, model_args, data_args, training_args):
-    """{(spec, seed): (log_history, scores)} for every type and seed."""
-    recipe_overrides = json.loads(model_args.config_overrides or "{}")
-    jobs = {}
-    for seed in args.seeds:
-        for spec, (name, overrides) in args.specs.items():
-            type_args = replace(
-                model_args, attention_type=name, config_overrides=json.dumps({**recipe_overrides, **overrides})
-            )
-            folder = str(run_dir(training_args, spec, seed))
-            jobs[spec, seed] = (run_args, type_args, data_args, replace(training_args, seed=seed, output_dir=folder))
-    if args.summarize_only:
-        return {key: (load_log_history(job[3].output_dir), scores(job[3].output_dir)) for key, job in jobs.items()}
-    if data_args.blocks_dir is None and not data_args.streaming:
-        # Tokenise once for the study: every run reads the same prepared blocks and held-out blocks (the held-out
-        # split of the first seed); each seed still draws its own order and masks.
-        prepared = prepared_once(data_args, Path(training_args.output_dir) / "blocks", args.seeds[0])
-        jobs = {key: (job[0], job[1], prepared, job[3]) for key, job in jobs.items()}
-    if args.parallel == 1:
-        return {key: train_one(*job) for key, job in jobs.items()}
-    with ProcessPoolExecutor(args.parallel, mp_context=get_context("spawn")) as pool:
-        futures = {key: pool.submit(train_one, *job) for key, job in jobs.items()}
-        return {key: future.result() for key, future in futures.items()}
+    """({(spec, seed): (log_history, scores)} for every type and seed, {"trained", "resumed", "reused": how many
+    runs}). A finished run (its folder holds training_summary.json of the study's arguments, checked as --compare
+    checks its types') is read back; the others are trained, a stopped one resuming from its newest checkpoint
+    (train_in_output_folder does)."""
+    if args.summarize_only:  # reads the finished runs, whatever the command says about overwriting them
+        run_args, training_args = without_overwrite(run_args), without_overwrite(training_args)
+    # Tokenise once for the study: every run reads the same prepared blocks and held-out blocks (the held-out split
+    # of the first seed), prepared below before the first run trains; each seed still draws its own order and masks.
+    blocks = Path(training_args.output_dir) / PREPARED_BLOCKS_DIR
+    prepare = data_args.blocks_dir is None and not data_args.streaming
+    study_data_args = replace(data_args, blocks_dir=str(blocks)) if prepare else data_args
+    jobs = {
+        (spec, seed): (
+            run_args,
+            type_arguments(model_args, spec_overrides),
+            study_data_args,
+            replace(training_args, seed=seed, output_dir=str(run_dir(training_args, spec, seed))),
+        )
+        for seed in args.seeds
+        for spec, spec_overrides in args.specs.items()
+    }
+    finished = [key for key, job in jobs.items() if finished_comparison_run(*job)]  # checked before anything trains
+    if args.summarize_only and len(finished) < len(jobs):
+        unfinished = [str(run_dir(training_args, spec, seed)) for spec, seed in jobs if (spec, seed) not in finished]
+        raise UserError(
+            f"--summarize_only: {len(unfinished)} of the {len(jobs)} runs are not finished (no {SUMMARY_FILE}): "
+            f"{', '.join(unfinished)}; run the command without --summarize_only to train them."
+        )
+    results = {}
+    for spec, seed in finished:
+        folder = run_dir(training_args, spec, seed)
+        if not args.summarize_only:
+            print(f"{spec} seed {seed}: already trained in {folder} (it holds {SUMMARY_FILE}); its results are reused")
+        results[spec, seed] = (load_log_history(folder), scores(folder))
+    to_train = [key for key in jobs if key not in results]
+    if to_train and prepare:
+        prepared_once(data_args, blocks, args.seeds[0])
+    resumed = [] if overwrite_requested(run_args, training_args) else [key for key in to_train if stopped(jobs[key][3])]
+    counts = {"trained": len(to_train), "resumed": len(resumed), "reused": len(results)}
+    if args.parallel == 1 or len(to_train) <= 1:
+        results.update({key: train_one(*jobs[key]) for key in to_train})
+    else:
+        with ProcessPoolExecutor(min(args.parallel, len(to_train)), mp_context=get_context("spawn")) as pool:
+            futures = {key: pool.submit(train_one, *jobs[key]) for key in to_train}
+            try:
+                results.update({key: future.result() for key, future in futures.items()})
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # the runs not started stay so; the running ones finish
+                raise
+    return {key: results[key] for key in jobs}, counts
 
 
 def final_eval_loss(log_history):
@@ -336,15 +430,25 @@ def plot_curves(results, specs, seeds, baselines, path):
     return save_figure(fig, path)
 
 
-def run_facts(run, args, num_runs, train_minutes):
+def run_facts(run, args, num_runs, train_minutes, rebuilt_by):
+    """The machine, wall time and load of the session that trained the runs (`run`, its record), and the training
+    loops' time; `rebuilt_by`: how this summary was made without training (None when this session trained)."""
     parallel = run["parallel"] if run else args.parallel
     loops = (
         f"the {num_runs} runs' training loops took {train_minutes:.1f} min together (`train_runtime`, "
         f"{parallel} at a time, one thread each)"
     )
     if run is None:
-        return f"Summary rebuilt with --summarize_only on {describe_machine()}; the training run left no {RUN_RECORD}; {loops}."
-    rebuilt = f" This summary was rebuilt with --summarize_only on {describe_machine()}." if args.summarize_only else ""
+        return f"Summary rebuilt {rebuilt_by} on {describe_machine()}; the training run left no {RUN_RECORD}; {loops}."
+    rebuilt = f" This summary was rebuilt {rebuilt_by} on {describe_machine()}." if rebuilt_by else ""
+    counts = run.get("runs")  # absent from the records of versions that always trained every run
+    if counts and (counts["reused"] or counts["resumed"]):
+        session = f"The session recorded here trained {counts['trained']} of the {num_runs} runs"
+        if counts["resumed"]:
+            session += f" ({counts['resumed']} resumed from a checkpoint: their `train_runtime` counts from the resume)"
+        if counts["reused"]:
+            session += f" and reused {counts['reused']} finished by an earlier one"
+        rebuilt = f" {session}; the wall time and load are its own.{rebuilt}"
     return (
         f"Machine: {run['machine']}. Wall time {run['wall_seconds'] / 60:.1f} min; {loops}; load average (1, 5, 15 "
         f"min) {tuple(round(x, 2) for x in run['load_average_start'])} at the start, "
@@ -376,15 +480,21 @@ def plot_differences(results, specs, seeds, path):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    run_command(run_study, argv)
+
+
+def run_study(argv):
     args, run_args, model_args, data_args, training_args = parse_command_line(argv)
     summary_dir = Path(args.summary_dir or training_args.output_dir)
-    summary_dir.mkdir(parents=True, exist_ok=True)
     run_record_path = Path(training_args.output_dir) / RUN_RECORD
     load_before = os.getloadavg()
     start = time.perf_counter()
-    results = run_all(args, run_args, model_args, data_args, training_args)
-    if args.summarize_only:  # the facts of the run that trained them, where it recorded them
+    results, counts = run_all(args, run_args, model_args, data_args, training_args)
+    summary_dir.mkdir(parents=True, exist_ok=True)
+    rebuilt_by = "with --summarize_only" if args.summarize_only else None
+    if not args.summarize_only and not counts["trained"]:
+        rebuilt_by = "by a rerun that found every run finished"
+    if rebuilt_by:  # the facts of the session that trained them, where it recorded them
         run = read_json(run_record_path)
     else:
         run = {
@@ -394,6 +504,7 @@ def main(argv=None):
             "wall_seconds": time.perf_counter() - start,
             "load_average_start": load_before,
             "load_average_end": os.getloadavg(),
+            "runs": counts,
         }
         write_atomically(run_record_path, lambda file: json.dump(run, file, indent=2))
 
@@ -413,7 +524,7 @@ def main(argv=None):
         [
             "# Convergence",
             f"Command: `{command}`",
-            run_facts(run, args, len(results), train_minutes),
+            run_facts(run, args, len(results), train_minutes, rebuilt_by),
             f"Seeds {args.seeds} (each: initialisation, held-out blocks, data order and masks, the same for every "
             f"type); size `{model_args.size}`, {training_args.max_steps} steps, eval every {training_args.eval_steps} "
             f"steps. Unigram baseline (training-token frequencies) on the held-out masked tokens: "

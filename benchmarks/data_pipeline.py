@@ -60,7 +60,7 @@ from machine import describe_machine  # benchmarks/machine.py
 from symbert.cli import UserError, command_parser, run_command
 from symbert.training import data as data_module
 from symbert.training import prepared
-from symbert.training.arguments import parse_arguments
+from symbert.training.arguments import check_output_dir, parse_arguments
 from symbert.training.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks
 from symbert.training.pretrain import BatchCollator
 from symbert.training.reporting import write_atomically
@@ -161,7 +161,10 @@ def parse_command_line(argv: list[str]) -> argparse.Namespace:
         raise UserError(f"--num_proc has {bad[0]}; it must be at least 1.")
     if bad := [p for p in args.resume_passes if not 0 <= p <= 100]:
         raise UserError(f"--resume_passes has {bad[0]}; resume points must be in [0, 100] passes.")
-    if args.workdir is not None and Path(args.workdir).exists() and any(Path(args.workdir).iterdir()):
+    check_output_dir(Path(args.output).parent, "output")  # now, not after the measurements
+    if args.workdir is not None:
+        check_output_dir(args.workdir, "workdir")
+    if args.workdir is not None and Path(args.workdir).is_dir() and any(Path(args.workdir).iterdir()):
         raise UserError(
             f"--workdir {args.workdir} is not empty; name a new or empty folder (it is removed at the end)."
         )

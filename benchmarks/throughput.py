@@ -44,14 +44,12 @@ Writes `OUTPUT.md` and `OUTPUT.json` (default benchmarks/results/throughput-DEVI
 the load average and the wall time.
 """
 
-import argparse
 import copy
 import json
 import math
 import os
 import shlex
 import statistics
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -63,6 +61,8 @@ from machine import describe_machine, keep_freed_memory  # benchmarks/machine.py
 from transformers import BertConfig, BertForMaskedLM
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, attention_class
+from symbert.cli import UserError, command_parser, run_command
+from symbert.training.arguments import check_output_dir
 from symbert.training.reporting import write_atomically
 
 PRECISIONS = ("fp32", "bf16")
@@ -76,10 +76,31 @@ PREDICTION_RATE = 0.2  # default max_predictions_per_seq = ceil(0.2 × seq_len)
 SPEED_TOLERANCE = 0.02  # target: ratio to original ≥ FLOP ratio − this
 BERT_TARGET = 0.98  # target: original ≥ this × BERT (full head, same mode)
 MEMORY_TARGET_TYPES = ("shared", "mhe_add", "mhe_mul")  # target: memory below original's
+FIRST_DRAWN_ID = 5  # mlm_batch draws ids from here up: 0-4 are BERT's special tokens
+MAX_SEQ_LEN = 512  # the presets' max_position_embeddings
+
+
+def check_device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda, but torch sees no CUDA device; use --device cpu.")
+
+
+def check_seq_len(seq_len, tokens_per_batch, name):
+    """A sequence length the models take, and whole sequences in a batch of `tokens_per_batch` tokens."""
+    if not 1 <= seq_len <= MAX_SEQ_LEN or tokens_per_batch % seq_len:
+        raise UserError(
+            f"{name} {seq_len}: must be in [1, {MAX_SEQ_LEN}] and divide --tokens_per_batch {tokens_per_batch}."
+        )
+
+
+def check_at_least_one(args, names):
+    for name in names:
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name}={getattr(args, name)} must be at least 1.")
 
 
 def parse_command_line(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--sizes", nargs="+", default=["small"], choices=list(SIZE_PRESETS))
     parser.add_argument("--seq_lens", nargs="+", type=int, default=[128])
@@ -143,38 +164,47 @@ def parse_command_line(argv):
     )
     args = parser.parse_args(argv)
     if args.clock != "wall" and args.device == "cuda":
-        raise ValueError(f"--clock {args.clock} measures CPU time; on CUDA use --clock wall.")
+        raise UserError(f"--clock {args.clock} measures CPU time; on CUDA use --clock wall.")
     if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads={args.threads} must be at least 1.")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda, but torch sees no CUDA device.")
-    args.matmul_size = args.matmul_size or (8192 if args.device == "cuda" else 2048)
-    for name in ("tokens_per_batch", "rounds", "steps_per_round", "vocab_size", "matmul_size"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name}={getattr(args, name)} must be at least 1.")
+        raise UserError(f"--threads={args.threads} must be at least 1.")
+    check_device(args.device)
+    if args.matmul_size is None:
+        args.matmul_size = 8192 if args.device == "cuda" else 2048
+    check_at_least_one(args, ("tokens_per_batch", "rounds", "steps_per_round", "matmul_size"))
+    if args.vocab_size <= FIRST_DRAWN_ID:
+        raise UserError(
+            f"--vocab_size={args.vocab_size} must be above {FIRST_DRAWN_ID}: the batches draw their ids from "
+            f"{FIRST_DRAWN_ID} up (0-{FIRST_DRAWN_ID - 1} are the special tokens)."
+        )
     if args.warmup < 0:
-        raise ValueError(f"--warmup={args.warmup} must not be negative.")
+        raise UserError(f"--warmup={args.warmup} must not be negative.")
     for seq_len in args.seq_lens:
-        if not 1 <= seq_len <= 512 or args.tokens_per_batch % seq_len:
-            raise ValueError(
-                f"--seq_lens {seq_len}: must be in [1, 512] and divide --tokens_per_batch {args.tokens_per_batch}."
-            )
+        check_seq_len(seq_len, args.tokens_per_batch, "--seq_lens")
         if args.max_predictions_per_seq is not None and not 1 <= args.max_predictions_per_seq <= seq_len:
-            raise ValueError(
+            raise UserError(
                 f"--max_predictions_per_seq={args.max_predictions_per_seq} must be in [1, seq_len] "
                 f"(--seq_lens {seq_len})."
             )
     if "flash_attention_2" in args.attn_implementations and not flash_attention_available(args.device):
-        raise ValueError("--attn_implementations flash_attention_2 needs a CUDA device and the flash-attn package.")
+        raise UserError("--attn_implementations flash_attention_2 needs a CUDA device and the flash-attn package.")
+    if "compiled" in args.modes and args.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
+        raise UserError(
+            f"--compile_backend {args.compile_backend!r} is not a torch.compile backend; allowed: aot_eager, eager "
+            f"and torch._dynamo.list_backends()'s {', '.join(torch._dynamo.list_backends())}."
+        )
     if args.profile:
         unknown = [kind for kind in args.profile.split(",") if kind not in ATTENTION_TYPES]
         if unknown:
-            raise ValueError(f"--profile has {', '.join(unknown)}; allowed: {', '.join(ATTENTION_TYPES)}.")
+            raise UserError(
+                f"--profile has {', '.join(map(repr, unknown))}; allowed: {', '.join(ATTENTION_TYPES)}, "
+                "separated by commas."
+            )
     # every path's ratios are to `original`: run it first
     args.types = [REFERENCE] + [kind for kind in dict.fromkeys(args.types) if kind != REFERENCE]
     args.modes = [mode for mode in MODES if mode in args.modes]
     args.heads = [head for head in HEADS if head in args.heads]
     args.output = Path(args.output or f"benchmarks/results/throughput-{args.device}")
+    check_output_dir(args.output.parent, "output")  # now, not after the measurements
     return args
 
 
@@ -841,7 +871,10 @@ def describe_run(args, device):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    run_command(measure, argv)
+
+
+def measure(argv):
     args = parse_command_line(argv)
     global clock
     clock = CLOCKS[args.clock][0]

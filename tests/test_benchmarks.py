@@ -1,9 +1,12 @@
 """Smoke runs of benchmarks/throughput.py and benchmarks/convergence.py on tiny settings, checked against hand-computed
 numbers (FLOP counts, saved-activation memory, steps to a target)."""
 
+import hashlib
 import json
+import os
 import random
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +19,11 @@ from symbert import ATTENTION_TYPES
 from symbert.training import data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import ablation  # noqa: E402
 import convergence  # noqa: E402
 import throughput  # noqa: E402
 
-from conftest import tiny_config  # noqa: E402
+from conftest import assert_one_line, tiny_config  # noqa: E402
 
 
 def test_training_flops_per_token_by_hand():
@@ -241,23 +245,6 @@ def test_a_round_brackets_each_path_with_original_and_interpolates_its_time(monk
     assert a.inference_seconds == [6.0] and bert.inference_seconds == [1.5] and original.inference_seconds == [2.0]
 
 
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["--seq_lens", "100"], "--seq_lens 100"),
-        (["--rounds", "0"], "--rounds=0"),
-        (["--profile", "bogus"], "bogus"),
-        (["--device", "cuda", "--clock", "process"], "--clock process"),
-        (["--device", "cuda", "--clock", "user"], "--clock user"),
-        (["--threads", "0"], "--threads=0"),
-        (["--seq_lens", "16", "--max_predictions_per_seq", "17"], "--max_predictions_per_seq=17"),
-    ],
-)
-def test_throughput_rejects_bad_arguments(argv, message):
-    with pytest.raises(ValueError, match=message):
-        throughput.parse_command_line(argv)
-
-
 def fake_history(eval_losses, step=10):
     history = [{"eval_loss": loss, "step": i * step} for i, loss in enumerate(eval_losses)]
     return history + [{"train_runtime": 30.0, "step": (len(eval_losses) - 1) * step}]
@@ -328,37 +315,18 @@ def corpus(tmp_path_factory):
     return root
 
 
-def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
-    pretrain_args = [
-        "--recipe",
-        "cpu-demo",
-        "--output_dir",
-        str(tmp_path / "runs"),
-        "--train_files",
-        str(corpus / "train.txt"),
-        "--tokenizer",
-        str(corpus / "tokenizer"),
-        "--max_seq_length",
-        "16",
-        "--eval_blocks",
-        "4",
-        "--per_device_train_batch_size",
-        "4",
-        "--max_steps",
-        "2",
-        "--warmup_steps",
-        "1",
-        "--eval_steps",
-        "1",
-        "--logging_steps",
-        "1",
-        "--save_strategy",
-        "no",
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
+def study_pretrain_args(output_dir, corpus, *extra):
+    """symbert-pretrain's arguments of a tiny study: 16-token blocks, 4 blocks a step, an evaluation every step."""
+    return [
+        *("--recipe", "cpu-demo", "--output_dir", str(output_dir), "--train_files", str(corpus / "train.txt")),
+        *("--tokenizer", str(corpus / "tokenizer"), "--max_seq_length", "16", "--eval_blocks", "4"),
+        *("--per_device_train_batch_size", "4", "--warmup_steps", "1", "--eval_steps", "1", "--logging_steps", "1"),
+        *("--report_to", "none", "--disable_tqdm", "true", *extra),
     ]
+
+
+def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
+    pretrain_args = study_pretrain_args(tmp_path / "runs", corpus, "--max_steps", "2", "--save_strategy", "no")
     summary = tmp_path / "summary"
     convergence.main(
         ["--types", "original,symmetric", "--seeds", "3", "--summary_dir", str(summary), "--", *pretrain_args]
@@ -402,28 +370,192 @@ def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
     assert f"Command: `{run['command']}`" in report and "rebuilt with --summarize_only" in report
     assert (again / "convergence-difference.png").read_bytes()[:4] == b"\x89PNG"
 
+    # --overwrite_output_dir true trains every run again, and scores it again: the scores kept from the earlier run
+    # name another training summary
+    retrained = tmp_path / "retrained"
+    argv = ["--types", "original,symmetric", "--seeds", "3", "--summary_dir", str(retrained), "--", *pretrain_args]
+    convergence.main([*argv, "--overwrite_output_dir", "true", "--max_steps", "1"])
+    record = json.loads((retrained / "convergence.json").read_text())
+    assert list(record["eval_loss_curves"]["symmetric seed 3"]) == ["0", "1"]
+    folder = tmp_path / "runs" / "seed-3" / "symmetric"
+    run_scores = json.loads((folder / "convergence_scores.json").read_text())
+    summary_sha256 = hashlib.sha256((folder / "training_summary.json").read_bytes()).hexdigest()
+    assert run_scores["training_summary_sha256"] == summary_sha256
+    assert record["summary"][1]["top1"]["per_seed"] == [run_scores["model"]["accuracy"]]
+    assert record["run"]["runs"] == {"trained": 2, "resumed": 0, "reused": 0}
 
-def test_convergence_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="bogus"):
-        convergence.parse_command_line(["--types", "original,bogus", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
-    with pytest.raises(ValueError, match="after `--`"):
-        convergence.parse_command_line(["--types", "original"])
-    with pytest.raises(ValueError, match="--seeds"):
-        convergence.parse_command_line(["--seeds", "1,x", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
-    with pytest.raises(ValueError, match="must be TYPE or TYPE\\+FIELD=VALUE"):
-        convergence.parse_command_line(
-            ["--types", "pairwise+identity", "--", "--recipe", "cpu-demo", "--output_dir", "x"]
+
+# Child process: a convergence study SIGKILLed right after checkpoint-STEP of the run in a folder named TYPE is saved.
+# The hook wraps the trainer's own save, so nothing of this lives in the project's code.
+STUDY_KILL_DRIVER = """
+import os, signal, sys, time
+sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
+import convergence
+from symbert.training.pretrain import SymBertPretrainingTrainer
+
+kind, step = os.environ["KILL_AFTER_SAVE"].split(":")
+save = SymBertPretrainingTrainer._save_checkpoint
+
+def save_then_kill(self, model, trial):
+    save(self, model, trial)
+    if os.path.basename(self.args.output_dir) == kind and self.state.global_step == int(step):
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+
+SymBertPretrainingTrainer._save_checkpoint = save_then_kill
+convergence.main(sys.argv[1:])
+"""
+
+
+def file_times(folder):
+    """{path: modification time in ns} of every file below `folder`."""
+    return {path: path.stat().st_mtime_ns for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_killed_study_resumes_its_stopped_run_and_reuses_its_finished_ones(tmp_path, corpus, capsys):
+    """SIGKILLed after `original` finished, while `symmetric` trains (after its checkpoint-2 of 4), the same command
+    run again reads `original` back without training it (its files untouched), resumes `symmetric` from checkpoint-2
+    and summarises exactly as an uninterrupted study; a third run trains nothing and gives the same summary again."""
+
+    def study(name):
+        pretrain_args = study_pretrain_args(tmp_path / name, corpus, "--max_steps", "4", "--save_steps", "2")
+        return ["--types", "original,symmetric", "--seeds", "3", "--summary_dir", str(tmp_path / name), "--"] + (
+            pretrain_args
         )
-    with pytest.raises(ValueError, match="pairwise_init='zeros' is not supported; allowed: normal, identity"):
-        convergence.parse_command_line(
-            ["--types", "pairwise+pairwise_init=zeros", "--", "--recipe", "cpu-demo", "--output_dir", "x"]
-        )
-    with pytest.raises(ValueError, match="unknown SymBertConfig field 'pairwise_inti'"):
-        convergence.parse_command_line(
-            ["--types", "pairwise+pairwise_inti=normal", "--", "--recipe", "cpu-demo", "--output_dir", "x"]
-        )
-    with pytest.raises(ValueError, match="--plateau_margin=-1.0"):
-        convergence.parse_command_line(["--plateau_margin", "-1", "--", "--recipe", "cpu-demo", "--output_dir", "x"])
+
+    convergence.main(study("straight"))
+    straight = json.loads((tmp_path / "straight" / "convergence.json").read_text())
+    capsys.readouterr()
+
+    killed = subprocess.run(
+        [sys.executable, "-c", STUDY_KILL_DRIVER, *study("study")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parents[1],
+        env={**os.environ, "KILL_AFTER_SAVE": "symmetric:2", "TOKENIZERS_PARALLELISM": "false"},
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    runs = tmp_path / "study" / "seed-3"
+    assert (runs / "original" / "training_summary.json").is_file()
+    assert (runs / "symmetric" / "checkpoint-2").is_dir() and not (
+        runs / "symmetric" / "training_summary.json"
+    ).exists()
+    assert not (tmp_path / "study" / "convergence.json").exists()
+    finished = file_times(runs / "original")
+
+    convergence.main(study("study"))
+    out = capsys.readouterr().out
+    assert f"original seed 3: already trained in {runs / 'original'} (it holds training_summary.json)" in out
+    assert f"Resuming from {runs / 'symmetric' / 'checkpoint-2'}" in out and "original: final eval loss" not in out
+    assert file_times(runs / "original") == finished  # read back, not trained again nor scored again
+    resumed = json.loads((tmp_path / "study" / "convergence.json").read_text())
+    for key in ("summary", "eval_loss_curves", "unigram_baseline", "target_eval_loss"):
+        assert resumed[key] == straight[key], key
+    assert resumed["run"]["runs"] == {"trained": 1, "resumed": 1, "reused": 1}
+    report = (tmp_path / "study" / "convergence.md").read_text()
+    assert "The session recorded here trained 1 of the 2 runs (1 resumed from a checkpoint" in report
+
+    every_run = file_times(runs)
+    convergence.main(study("study"))
+    assert "symmetric seed 3: already trained" in capsys.readouterr().out
+    assert file_times(runs) == every_run
+    again = json.loads((tmp_path / "study" / "convergence.json").read_text())
+    assert again["summary"] == straight["summary"] and again["run"] == resumed["run"]
+    assert "rebuilt by a rerun that found every run finished" in (tmp_path / "study" / "convergence.md").read_text()
+
+
+THROUGHPUT_BAD_ARGUMENTS = [
+    (["--sizes", "huge"], "argument --sizes: invalid choice: 'huge'"),
+    (["--seq_lens", "x"], "argument --seq_lens: invalid int value: 'x'"),
+    (["--seq_lens", "100"], "--seq_lens 100: must be in [1, 512] and divide --tokens_per_batch 512"),
+    (["--seq_lens", "1024", "--tokens_per_batch", "1024"], "--seq_lens 1024: must be in [1, 512]"),
+    (["--rounds", "0"], "--rounds=0 must be at least 1"),
+    (["--matmul_size", "0"], "--matmul_size=0 must be at least 1"),
+    (["--warmup", "-1"], "--warmup=-1 must not be negative"),
+    (["--vocab_size", "3"], "--vocab_size=3 must be above 5"),
+    (["--profile", "bogus"], "--profile has 'bogus'; allowed: original,"),
+    (["--profile", "original,"], "--profile has ''"),
+    (["--device", "cpu", "--threads", "0"], "--threads=0 must be at least 1"),
+    (["--device", "cuda", "--clock", "process"], "--clock process measures CPU time"),
+    (["--device", "cuda", "--clock", "user"], "--clock user measures CPU time"),
+    (["--seq_lens", "16", "--max_predictions_per_seq", "17"], "--max_predictions_per_seq=17 must be in [1, seq_len]"),
+    (["--modes", "compiled", "--compile_backend", "bogus"], "--compile_backend 'bogus' is not a torch.compile backend"),
+    (["--output", "{file}/throughput"], "is a file, not a folder; choose another --output"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+]
+if not torch.cuda.is_available():
+    THROUGHPUT_BAD_ARGUMENTS.append((["--device", "cuda"], "--device cuda, but torch sees no CUDA device"))
+
+
+@pytest.mark.parametrize("argv, message", THROUGHPUT_BAD_ARGUMENTS)
+def test_throughput_bad_argument_is_one_line(argv, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert_one_line(throughput.main, argv, message, capsys, file=tmp_path / "file")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--size", "huge"], "argument --size: invalid choice: 'huge'"),
+        (["--seq_len", "0"], "--seq_len 0: must be in [1, 512]"),
+        (["--seq_len", "128", "--tokens_per_batch", "100"], "--seq_len 128: must be in [1, 512] and divide"),
+        (["--rounds", "0"], "--rounds=0 must be at least 1"),
+        (["--precision", "fp16"], "argument --precision: invalid choice: 'fp16'"),
+        (["--output", "{file}/ablation"], "is a file, not a folder; choose another --output"),
+    ],
+)
+def test_ablation_bad_argument_is_one_line(argv, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert_one_line(ablation.main, argv, message, capsys, file=tmp_path / "file")
+
+
+TYPES = "--types"
+PRETRAIN = ["--", "--recipe", "cpu-demo", "--output_dir", "{dir}"]  # symbert-pretrain's arguments follow `--`
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([TYPES, "original,bogus", *PRETRAIN], "--types has 'bogus'; allowed: original, symmetric"),
+        ([TYPES, "original,original", *PRETRAIN], "--types='original,original' repeats an entry"),
+        ([TYPES, ",", *PRETRAIN], "--types=',' is empty"),
+        ([TYPES, "pairwise+identity", *PRETRAIN], "'pairwise+identity' must be TYPE or TYPE+FIELD=VALUE"),
+        ([TYPES, "pairwise+pairwise_init=zeros", *PRETRAIN], "pairwise_init='zeros' is not supported; allowed: normal"),
+        ([TYPES, "pairwise+pairwise_inti=normal", *PRETRAIN], "unknown SymBertConfig field 'pairwise_inti'"),
+        ([TYPES, "original+attention_type=symmetric", *PRETRAIN], "name the attention type before the first '+'"),
+        ([TYPES, "original+num_attention_heads=5", *PRETRAIN], "hidden_size=128 is not divisible by num_attention_heads=5"),
+        ([TYPES, "original+max_position_embeddings=8", *PRETRAIN], "max_seq_length=32 is above its max_position_embeddings=8"),
+        (["--seeds", "1,x", *PRETRAIN], "--seeds has 'x'; each seed must be an integer in [0, 2**32 - 1]"),
+        (["--seeds", "-1", *PRETRAIN], "--seeds has '-1'"),
+        (["--seeds", "1,1", *PRETRAIN], "--seeds='1,1' repeats an entry"),
+        (["--plateau_margin", "-1", *PRETRAIN], "--plateau_margin=-1.0 must be a finite number of nats, at least 0"),
+        (["--plateau_margin", "nan", *PRETRAIN], "--plateau_margin=nan"),
+        (["--plateau_margin", "x", *PRETRAIN], "argument --plateau_margin: invalid float value: 'x'"),
+        (["--target_eval_loss", "inf", *PRETRAIN], "--target_eval_loss=inf must be a finite number"),
+        (["--parallel", "0", *PRETRAIN], "--parallel=0 must be at least 1"),
+        (["--parallel", "two", *PRETRAIN], "argument --parallel: invalid int value: 'two'"),
+        (["--bogus", *PRETRAIN], "unrecognized arguments: --bogus"),
+        (["--summary_dir", "{file}", *PRETRAIN], "summary_dir='{file}': {file} is a file, not a folder"),
+        ([TYPES, "original"], "Put the pre-training arguments after `--`"),
+        (["--summarize_only", TYPES, "original", "--seeds", "1", *PRETRAIN], "--summarize_only: 1 of the 1 runs are not finished"),
+        # after `--`: what symbert-pretrain refuses, and what a study cannot take
+        ([*PRETRAIN, "--learning_rate", "nan"], "learning_rate=nan is not allowed; it must be a finite number above 0"),
+        ([*PRETRAIN, "--max_steps", "x"], "argument --max_steps/--max-steps: invalid int value: 'x'"),
+        ([*PRETRAIN, "--bogus", "1"], "not used by the HfArgumentParser: ['--bogus', '1']"),
+        ([*PRETRAIN, "--config_overrides", "{bad"], "config_overrides='{bad' is not a JSON object"),
+        ([*PRETRAIN, "--recipe", "nosuch"], "Unknown recipe 'nosuch'"),
+        ([*PRETRAIN, "--output_dir", "{file}"], "output_dir='{file}': {file} is a file, not a folder"),
+        ([*PRETRAIN, "--compare", "original"], "--compare is the single-seed comparison of symbert-pretrain"),
+        ([*PRETRAIN, "--resume_from_checkpoint", "{dir}"], "would resume every run of the study from one checkpoint"),
+        ([TYPES, "original", *PRETRAIN, "--train_files", "{file}.txt", "--tokenizer", "{tokenizer}"], "train_files not found: {file}.txt"),
+    ],
+)  # fmt: skip
+def test_convergence_bad_argument_is_one_line(argv, message, tmp_path, corpus, capsys):
+    (tmp_path / "file").write_text("")
+    paths = {"file": tmp_path / "file", "dir": tmp_path / "runs", "tokenizer": corpus / "tokenizer"}
+    assert_one_line(convergence.main, argv, message, capsys, **paths)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file"]  # nothing written
 
 
 def test_matmul_rate_is_positive():

@@ -10,6 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import data_pipeline  # noqa: E402
 
+from conftest import assert_one_line  # noqa: E402
+
 
 def test_quick_run_records_every_case(tmp_path):
     output = tmp_path / "results" / "data-pipeline"
@@ -70,9 +72,19 @@ def test_quick_run_records_every_case(tmp_path):
     assert not (tmp_path / "work").exists()  # the generated corpora are removed
 
 
-def test_bad_argument_is_one_line(capsys):
-    with pytest.raises(SystemExit) as stopped:
-        data_pipeline.main(["--batch_size", "0"])
-    assert stopped.value.code == 2
-    message = capsys.readouterr().err.strip()
-    assert "--batch_size=0 must be at least 1" in message and "\n" not in message
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--batch_size", "0"], "--batch_size=0 must be at least 1"),
+        (["--block_length", "x"], "argument --block_length: invalid int value: 'x'"),
+        (["--formats", "bogus"], "argument --formats: invalid choice: 'bogus'"),
+        (["--corpus_mb", "nan"], "--corpus_mb=nan must be above 0 and below --large_mb=2048.0"),
+        (["--resume_passes", "200"], "--resume_passes has 200.0; resume points must be in [0, 100] passes"),
+        (["--workdir", "{file}"], "workdir='{file}': {file} is a file, not a folder"),
+        (["--workdir", "{file}/work"], "workdir='{file}/work': {file} is a file, not a folder"),
+        (["--output", "{file}/data-pipeline"], "output='{file}': {file} is a file, not a folder"),
+    ],
+)
+def test_bad_argument_is_one_line(argv, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert_one_line(data_pipeline.main, argv, message, capsys, file=tmp_path / "file")

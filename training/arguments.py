@@ -482,20 +482,20 @@ def precision_for(requested: str, device: str, bf16_supported: bool, launcher: s
     return requested
 
 
-def check_output_dir(output_dir: str | Path) -> None:
+def check_output_dir(output_dir: str | Path, name: str = "output_dir") -> None:
     """The output folder, or the nearest of its parents that exists, must be a folder: not a file, nor a link to
-    nothing (a folder that is not there, on a drive not mounted...)."""
+    nothing (a folder that is not there, on a drive not mounted...). `name`: the argument that gave it."""
     path = Path(output_dir)
     for folder in [path, *path.parents]:
         if folder.is_symlink() and not folder.exists():
             raise UserError(
-                f"output_dir={output_dir!r}: {folder} is a symbolic link to {os.readlink(folder)}, which does not "
-                "exist; create that folder, remove the link, or choose another --output_dir."
+                f"{name}={str(output_dir)!r}: {folder} is a symbolic link to {os.readlink(folder)}, which does not "
+                f"exist; create that folder, remove the link, or choose another --{name}."
             )
         if folder.exists():
             if not folder.is_dir():
                 raise UserError(
-                    f"output_dir={output_dir!r}: {folder} is a file, not a folder; choose another --output_dir."
+                    f"{name}={str(output_dir)!r}: {folder} is a file, not a folder; choose another --{name}."
                 )
             return
 

@@ -202,21 +202,28 @@ def prepare(data_args: DataArguments, output_dir: str | Path, seed: int) -> dict
     manifest. A stream is split between data_args.num_proc processes, one shard each."""
     output_dir = Path(output_dir)
     check_new_folder(output_dir)
+    made = [folder for folder in [output_dir.parent, *output_dir.parent.parents] if not folder.exists()]
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(output_dir.with_name(f".{output_dir.name}.prepare.lock"))
     try:
-        lock.acquire(blocking=False)
-    except Timeout:
-        raise UserError(
-            f"output_dir={str(output_dir)!r} is being prepared by another symbert-prepare-data; wait for it to end or "
-            "choose another --output_dir."
-        ) from None
-    try:
-        check_new_folder(output_dir)  # the other preparation may have finished meanwhile
-        return prepare_unlocked(data_args, output_dir, seed)
-    finally:
-        lock.release()
-        Path(lock.lock_file).unlink(missing_ok=True)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            raise UserError(
+                f"output_dir={str(output_dir)!r} is being prepared by another symbert-prepare-data; wait for it to "
+                "end or choose another --output_dir."
+            ) from None
+        try:
+            check_new_folder(output_dir)  # the other preparation may have finished meanwhile
+            return prepare_unlocked(data_args, output_dir, seed)
+        finally:
+            lock.release()
+            Path(lock.lock_file).unlink(missing_ok=True)
+    except BaseException:  # a refused corpus, a full disk...: the parent folders made for it go, where empty
+        for folder in made:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
 
 
 def check_new_folder(output_dir: Path) -> None:
