@@ -332,8 +332,8 @@ class Training:
     @property
     def batch_layout(self) -> str:
         return (
-            f"{self.per_device_train_batch_size} per device × {self.gradient_accumulation_steps} accumulation steps × "
-            f"{self.world_size} processes"
+            f"{self.per_device_train_batch_size} per device × {counted(self.gradient_accumulation_steps, 'accumulation step')}"
+            f" × {counted(self.world_size, 'process', 'processes')}"
         )
 
     @property
@@ -428,18 +428,39 @@ def implementation_choices(config: SymBertConfig) -> list[str]:
     return items + [f"Every score is scaled by {scaling}, and attention-probability dropout applies as in BERT."]
 
 
-def intended_uses(kind: str) -> list[str]:
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """ "1 process", "2 processes"."""
+    return f"{number:,} {singular if number == 1 else plural or singular + 's'}"
+
+
+def indefinite_article(number: int) -> str:
+    """ "an" before a number read with a vowel sound (8, 11, 18, 80-89, 800, 8,192, 11,000, ...), else "a"."""
+    leading = f"{number:,}".split(",")[0]
+    return "an" if leading.startswith("8") or leading in ("11", "18") else "a"
+
+
+# A model of the `tiny` preset (the CPU demo's) demonstrates the pipeline; it is too small to fine-tune from.
+DEMONSTRATION_SIZES = ("tiny",)
+
+
+def intended_uses(kind: str, size: str | None = None) -> list[str]:
     if kind == "tiny_random":
         return [
             "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
             "small and fast and behaves like a trained SymBERT model of its attention type in every code path.",
             "Out of scope: anything that needs meaningful outputs.",
         ]
+    starting_point = (
+        "A demonstration of pre-training, GLUE and release at the `tiny` size: too small to be a starting point for "
+        "fine-tuning (use a `small` or `base` model for that)."
+        if size in DEMONSTRATION_SIZES
+        else "A starting point for fine-tuning an English encoder on sentence and sentence-pair tasks (classification "
+        "and regression, as in GLUE) or token tasks, through any `AutoModelFor...` head."
+    )
     items = [
         "Research on self-attention: comparing this attention variant with BERT's and the other SymBERT variants "
         "pre-trained with the same recipe, data and budget.",
-        "A starting point for fine-tuning an English encoder on sentence and sentence-pair tasks (classification and "
-        "regression, as in GLUE) or token tasks, through any `AutoModelFor...` head.",
+        starting_point,
         "Masked-token prediction (`fill-mask`) on English text, e.g. to probe what pre-training taught it.",
     ]
     if kind == "checkpoint":
@@ -476,7 +497,7 @@ def limitations(
         )
     items += [
         "It reproduces the biases and views of its training text; no bias or safety evaluation was done.",
-        f"English only, with a {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
+        f"English only, with {indefinite_article(config.vocab_size)} {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
         "split into unknown or meaningless pieces.",
         f"Pre-trained on {training.max_seq_length}-token blocks: longer inputs (up to its "
         f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
@@ -534,7 +555,7 @@ def card_values(
         max_positions=config.max_position_embeddings,
         provenance=provenance,
         choices=implementation_choices(config),
-        intended_uses=intended_uses(kind),
+        intended_uses=intended_uses(kind, size),
         install=install_command(),
         citations="\n\n".join(attention_class(config.attention_type).papers.values()),
         limitations=limitations(config, kind, training, results),

@@ -103,7 +103,10 @@ def test_cards_have_intended_uses_limitations_and_an_install_line(run):
     assert "## Implementation choices" in sections
     assert "comparing this attention variant with BERT's and the other SymBERT variants" in card
     vocab_size = json.loads((run.repo / "main" / "config.json").read_text())["vocab_size"]
-    assert f"English only, with a {vocab_size}-token WordPiece vocabulary" in card
+    assert f"English only, with {cards.indefinite_article(vocab_size)} {vocab_size:,}-token WordPiece" in card
+    size = json.loads((run.folder / "training_summary.json").read_text())["size"]
+    if size == "tiny":  # the demo size is not offered as a fine-tuning starting point
+        assert "too small to be a starting point for fine-tuning" in card and "A starting point" not in card
     assert "Pre-trained on 32-token blocks: longer inputs (up to its 512 positions)" in card
     assert "loading needs `trust_remote_code=True`; pin a revision" in card
     assert "GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds 1, 2, 3." in card
@@ -211,3 +214,15 @@ def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path
         and "The same numbers are in this card's `model-index` metadata." in card.text
     )
     assert json.loads((stage.folder / "provenance.json").read_text())["eval_results_sha256"] == {}
+
+
+@pytest.mark.parametrize(
+    "number, article", [(8192, "an"), (800, "an"), (11, "an"), (18000, "an"), (30522, "a"), (1, "a"), (128, "a")]
+)
+def test_numbers_get_the_article_they_are_read_with(number, article):
+    assert cards.indefinite_article(number) == article
+
+
+def test_counts_are_singular_or_plural():
+    assert cards.counted(1, "accumulation step") == "1 accumulation step"
+    assert cards.counted(2, "process", "processes") == "2 processes"

@@ -123,10 +123,14 @@ def report(output_dir: str | Path, log_history: list[dict], comparison: dict) ->
     evals = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
     (first_step, first_loss), (last_step, last_loss) = evals[0], evals[-1]
     unigram, model = comparison["unigram"], comparison["model"]
-    print(f"\nEval loss: {first_loss:.4f} at step {first_step} -> {last_loss:.4f} at step {last_step}")
+    # the Trainer's eval loss averages its eval batches, the table below every masked token: hence two final losses
+    print(
+        f"\nEval loss (the Trainer's, a mean over eval batches): {first_loss:.4f} at step {first_step} -> "
+        f"{last_loss:.4f} at step {last_step}"
+    )
     print(
         f"\nMasked-token prediction on the {comparison['eval_blocks']} held-out blocks ({model['masked_tokens']:,} "
-        "masked tokens, the same masks for both):"
+        "masked tokens, the same masks for both; cross-entropy per masked token):"
     )
     print(f"  {'':40} {'cross-entropy':>13} {'top-1 accuracy':>15}")
     for name, scores in (

@@ -435,7 +435,7 @@ def pretrain_in_locked_folder(
             "data_arguments": asdict(data_args),
             "hardware": torch.cuda.get_device_name()
             if args.device.type == "cuda"
-            else f"CPU ({torch.get_num_threads()} threads)",
+            else f"CPU ({torch.get_num_threads()} thread{'' if torch.get_num_threads() == 1 else 's'})",
             "training_arguments": json.loads(json.dumps(args.to_dict(), default=str)),
             "train_runtime": train_runtime,  # seconds, of this run (after a resume: since it; 0 when only finishing)
         }
