@@ -128,6 +128,7 @@ def checkpoints(output_dir):
     return sorted(path.name for path in output_dir.glob("checkpoint-*"))
 
 
+@pytest.mark.slow
 def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_path):  # noqa: F811
     """The same command, rerun after each SIGKILL, never sees a half-written checkpoint and ends as a run that was
     never interrupted; save_total_limit=1 never counts the staging folder, and the killed runs' lock blocks nobody."""

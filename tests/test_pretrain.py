@@ -377,6 +377,7 @@ def test_data_errors_are_clear(corpus, tmp_path):
         data.load_blocks(data_args, tokenizer)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     assert run_cli(run_args(corpus, straight)).returncode == 0
@@ -408,6 +409,7 @@ LAUNCHERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_two_process_ddp(corpus, tmp_path, launcher):
     output_dir = tmp_path / "ddp"
