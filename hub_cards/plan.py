@@ -18,7 +18,7 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..training.compat import warmup_steps_counted
 from . import card as cards
-from .values import check_results, check_summary
+from .values import check_log_history, check_results, check_summary
 
 RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
@@ -148,7 +148,15 @@ def eval_losses(log_history: list[dict]) -> dict[int, float]:
 def logged_eval_losses(folder: str | Path) -> dict[int, float] | None:
     """{step: eval loss} of the Trainer's log in folder/trainer_state.json; None when there is none."""
     state = Path(folder) / "trainer_state.json"
-    return eval_losses(read_json(state)["log_history"]) if state.is_file() else None
+    return eval_losses(read_log_history(state)) if state.is_file() else None
+
+
+def read_log_history(path: Path) -> list:
+    """The Trainer's log in a trainer_state.json, checked (`check_log_history`)."""
+    state = read_json(path)
+    if not isinstance(state, dict) or "log_history" not in state:
+        raise UserError(f'{path} is not a trainer state: a JSON object with a "log_history".')
+    return check_log_history(path, state["log_history"])
 
 
 @dataclass(frozen=True)
@@ -166,7 +174,7 @@ class PretrainingRun:
         for name in REQUIRED_TRAINING_FILES:
             if not os.path.lexists(folder / name):
                 raise UserError(f"{folder} lacks {name}: is it a symbert-pretrain output folder?")
-        return cls(folder, read_summary(folder), read_json(folder / "trainer_state.json")["log_history"])
+        return cls(folder, read_summary(folder), read_log_history(folder / "trainer_state.json"))
 
     @property
     def training_arguments(self) -> dict:
@@ -406,6 +414,7 @@ def plan_models(
                 raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
             refuse_links(checkpoint, STAGED_FROM_CHECKPOINT)
             check_model_folder(checkpoint)
+            logged_eval_losses(checkpoint)  # its card's eval loss: checked before anything is staged
             checkpoints.append(checkpoint)
         glue_plot = find_glue_plot(args.glue_vs_step, args.results, results, model, args.output_dir)
         for path in (results, results.with_suffix(".md"), glue_plot):

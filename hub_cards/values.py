@@ -9,6 +9,7 @@ from typing import Any
 from ..cli import UserError
 from ..training.glue import aggregate
 from ..training.glue_data import reported_scores
+from .card import paper_protocol
 
 CORRELATIONS = {"matthews_correlation", "pearson", "spearmanr"}  # in [-1, 1]; every other metric in [0, 1]
 # {score name: (low, high)} in percent: accuracy and F1 in [0, 100], Matthews and Pearson/Spearman in [-100, 100]
@@ -85,6 +86,12 @@ def check_results(path: Path, results: dict) -> None:
     if glue["complete"]:
         number(path, "aggregates.glue.mean", glue.get("mean"), *GLUE_RANGE)
         number(path, "aggregates.glue.std", glue.get("std"), 0.0)
+    for key, paper in paper_protocol().items():  # the numbers the card's protocol line compares with the paper's
+        value = protocol.get(key)
+        if value is None or key == "seeds":
+            continue
+        if is_number(paper) and not (is_number(value) and math.isfinite(value)):
+            raise UserError(f"{path}: protocol.{key}={value!r} is not a finite number (the paper's: {paper!r}).")
     created = results.get("created")
     if created is not None:
         text(path, "created", created)
@@ -117,6 +124,20 @@ SUMMARY_INTEGERS = (  # (key, minimum): counts the card renders
     ("gradient_accumulation_steps", 1),
 )
 OPTIONAL_INTEGERS = (("world_size", 1), ("parameters", 1))
+
+
+def check_log_history(path: Path, log_history: Any) -> list:
+    """The Trainer's log of a trainer_state.json, refused unless a list of objects whose steps, eval losses and
+    runtimes (what cards show) are numbers in range."""
+    if not isinstance(log_history, list) or not all(isinstance(entry, dict) for entry in log_history):
+        raise UserError(f"{path}: log_history is not a list of objects.")
+    for i, entry in enumerate(log_history):
+        if "step" in entry:
+            number(path, f"log_history[{i}].step", entry["step"], 0, integer=True)
+        for key in ("eval_loss", "train_runtime"):
+            if key in entry:
+                number(path, f"log_history[{i}].{key}", entry[key], 0.0)
+    return log_history
 
 
 def check_summary(path: Path, summary: dict) -> None:

@@ -26,11 +26,10 @@ from transformers import TrainingArguments
 
 from symbert import SymBertConfig, SymBertForMaskedLM, bert_export
 from symbert.cli import UserError
-from symbert.hub_cards import plan, pushing, release, staging, validation
+from symbert.hub_cards import plan, pushing, release, staging, validation, values
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
-from symbert.training import data
-from symbert.training.glue import aggregate
+from symbert.training import data, glue, glue_data
 from symbert.training.reporting import write_metrics
 from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 
@@ -491,6 +490,7 @@ def test_values_the_card_would_show_are_checked(run, tmp_path, capsys):
                 r"aggregates.tasks.rte.mean=99.0 is not what",
             ),
             (lambda r: r["aggregates"]["glue"].update(n_seeds=5), r"aggregates.glue.n_seeds=5 is not what its scores"),
+            (lambda r: r["protocol"].update(learning_rate="1e-5"), r"protocol.learning_rate='1e-5' is not a finite"),
         ]
     ):
         path = bad_results(run, tmp_path / f"results-{i}", change)
@@ -519,7 +519,35 @@ def test_values_the_card_would_show_are_checked(run, tmp_path, capsys):
         release.main(release_args(model, run, output))
     lines = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("notice: ")]
     assert exit.value.code == 2 and len(lines) == 1 and "global_batch_size=8" in lines[0]
+    model = shutil.copytree(run.folder, tmp_path / "model-log")
+    state = json.loads((model / "checkpoint-1" / "trainer_state.json").read_text())
+    state["log_history"][1]["eval_loss"] = float("nan")  # what the step-1 card would show
+    (model / "checkpoint-1" / "trainer_state.json").write_text(json.dumps(state))
+    with pytest.raises(
+        UserError, match=r"checkpoint-1/trainer_state.json: log_history\[1\].eval_loss=nan is not a finite number >= 0"
+    ):
+        release_command(release_args(model, run, output, "--checkpoints", "1"))
     assert not output.exists()
+
+
+def test_what_symbert_glue_writes_passes_the_value_checks(run, tmp_path):
+    """The checks hold symbert-glue's own output (build_results, every task and seed, Matthews below 0) and
+    refuse the same file with one aggregate changed."""
+    rng = random.Random(0)
+    runs = {}
+    for task in glue_data.TASKS:
+        metrics = {"accuracy": rng.random(), "f1": rng.random(), "matthews_correlation": -rng.random()}
+        metrics |= {"pearson": rng.uniform(-1, 1), "spearmanr": rng.uniform(-1, 1)}
+        metrics |= {f"accuracy_{split}": rng.random() for split in ("matched", "mismatched")}
+        for seed in (1, 2):
+            runs[(task, seed)] = {"metrics": metrics | {"accuracy": rng.random()}}
+    model = {"name_or_path": str(run.folder), "weights_sha256": plan.sha256(run.folder / "model.safetensors")}
+    results = glue.build_results(model, {"epochs": 3, "learning_rate": 2e-5}, runs, list(glue_data.TASKS), [1, 2])
+    assert results["scores"]["cola"]["1"] < 0 and results["aggregates"]["glue"]["complete"]
+    values.check_results(tmp_path / "glue_results.json", results)
+    results["aggregates"]["glue"]["std"] += 0.01
+    with pytest.raises(UserError, match=r"glue_results.json: aggregates.glue.std=.* is not what its scores give"):
+        values.check_results(tmp_path / "glue_results.json", results)
 
 
 def test_the_chosen_results_file_is_named_with_the_rule(run, tmp_path, capsys):
@@ -527,7 +555,7 @@ def test_the_chosen_results_file_is_named_with_the_rule(run, tmp_path, capsys):
     write_results(run.folder, fuller / "glue_results.json")
     bad_results(run, sweep, lambda r: [r["scores"].pop(name) for name in ("cola", "sst2")])  # fewer runs
     sweep_results = json.loads((sweep / "glue_results.json").read_text())
-    sweep_results["aggregates"] = aggregate(sweep_results["scores"], sweep_results["protocol"]["seeds"])
+    sweep_results["aggregates"] = glue.aggregate(sweep_results["scores"], sweep_results["protocol"]["seeds"])
     (sweep / "glue_results.json").write_text(json.dumps(sweep_results))
     arguments = [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE]
     (plan_,) = plan.plan_models(release.parse_arguments([*arguments, "--output_dir", str(tmp_path / "staged")]))
