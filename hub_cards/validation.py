@@ -149,15 +149,19 @@ def check_links(folder: Path) -> list[str]:
 
 
 def check_manifest(stage: Stage) -> list[str]:
-    """Files in the staged folder that the release did not stage (not in the stage's manifest, `Stage.files`)."""
+    """Files in the staged folder that the release did not stage (not in the stage's manifest, `Stage.files`), and
+    staged files that are gone."""
     if stage.files is None:
         return []
+    gone = [
+        f"{name} was staged but is missing" for name in sorted(stage.files) if not os.path.lexists(stage.folder / name)
+    ]
     staged = (
         path.relative_to(stage.folder).as_posix()
         for path in stage.folder.rglob("*")
         if path.is_file() and not path.is_symlink()
     )
-    return [
+    return gone + [
         f"{name} was not staged by the release (not in its manifest of staged files)"
         for name in sorted(staged)
         if name not in stage.files

@@ -608,6 +608,7 @@ def test_validation_refuses_files_the_release_did_not_stage(staged, tmp_path):
     os.mkfifo(folder / "pipe")
     (folder / "README.md").unlink()
     os.mkfifo(folder / "README.md")  # a card that would hang whoever opens it
+    (folder / "metrics.csv").unlink()
     with pytest.raises(UserError) as error:
         validation.validate([dataclasses.replace(main_stage, folder=folder)])
     assert str(error.value) == (
@@ -615,6 +616,7 @@ def test_validation_refuses_files_the_release_did_not_stage(staged, tmp_path):
         "  - README.md is not a regular file (a named pipe, socket or device)\n"
         "  - linked.txt is a symbolic link (to '/etc/hostname'), which a release never holds\n"
         "  - pipe is not a regular file (a named pipe, socket or device)\n"
+        "  - metrics.csv was staged but is missing\n"
         "  - .eval_results/other.yaml was not staged by the release (not in its manifest of staged files)\n"
         "  - notes.txt was not staged by the release (not in its manifest of staged files)\n"
         "  - so it was not loaded, nor its code run"
