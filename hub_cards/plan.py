@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..training.compat import warmup_steps_counted
 from . import card as cards
+from .values import check_log_history, check_results, check_summary
 
 RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
@@ -30,6 +32,10 @@ TOKENIZER_FILES = (
 )
 TRAINING_FILES = ("trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")  # JSON and CSV only
 REQUIRED_TRAINING_FILES = ("trainer_state.json", "training_summary.json")
+LOSS_PLOT = "loss.png"
+# What staging copies from a model folder and from a checkpoint folder (besides the project's code).
+STAGED_FROM_MODEL = [*MODEL_FILES, *TOKENIZER_FILES, *TRAINING_FILES, LOSS_PLOT, RESULTS_FILE, GLUE_PLOT]
+STAGED_FROM_CHECKPOINT = [*MODEL_FILES, *TOKENIZER_FILES, "trainer_state.json"]
 # What the card needs from training_summary.json, and from its "training_arguments" (TrainingArguments.to_dict()).
 SUMMARY_KEYS = (
     "steps",
@@ -74,6 +80,7 @@ class Stage:
     eval_results: list = field(default_factory=list)  # what the card's model-index must parse back into
     eval_entries: list = field(default_factory=list)  # what .eval_results/glue.yaml must parse back into
     config: dict | None = None  # what staging wrote as config.json; None: the source's config.json, as copied
+    files: frozenset[str] | None = None  # the manifest: every file staging wrote (relative names); None: not known
 
     @property
     def bert_export(self) -> bool:
@@ -90,11 +97,25 @@ def sha256(path: str | Path) -> str:
         return sha_fileobj(file).hex()
 
 
+def regular_file(path: str | Path) -> Path:
+    """`path`, refused without opening it unless it is a regular file (or a link to one): a named pipe, a device or
+    a folder would hang or fail the read."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise UserError(f"{path} cannot be read ({error.strerror}).") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{path} is not a regular file (a named pipe, device or folder); give a JSON file.")
+    return Path(path)
+
+
 def read_json(path: str | Path) -> Any:
     try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
+        return json.loads(regular_file(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{path} is not valid JSON ({error}).") from None
+    except RecursionError:
+        raise UserError(f"{path} is nested too deeply to be a JSON file the release reads.") from None
 
 
 def read_summary(model: Path) -> dict:
@@ -115,6 +136,7 @@ def read_summary(model: Path) -> dict:
             "reads the training arguments from this JSON file, never from the training_args.bin pickle); add the run's "
             'TrainingArguments.to_dict() under "training_arguments" or pre-train again.'
         )
+    check_summary(path, summary)
     return summary
 
 
@@ -126,7 +148,15 @@ def eval_losses(log_history: list[dict]) -> dict[int, float]:
 def logged_eval_losses(folder: str | Path) -> dict[int, float] | None:
     """{step: eval loss} of the Trainer's log in folder/trainer_state.json; None when there is none."""
     state = Path(folder) / "trainer_state.json"
-    return eval_losses(read_json(state)["log_history"]) if state.is_file() else None
+    return eval_losses(read_log_history(state)) if state.is_file() else None
+
+
+def read_log_history(path: Path) -> list:
+    """The Trainer's log in a trainer_state.json, checked (`check_log_history`)."""
+    state = read_json(path)
+    if not isinstance(state, dict) or "log_history" not in state:
+        raise UserError(f'{path} is not a trainer state: a JSON object with a "log_history".')
+    return check_log_history(path, state["log_history"])
 
 
 @dataclass(frozen=True)
@@ -142,9 +172,9 @@ class PretrainingRun:
     @classmethod
     def read(cls, folder: Path) -> "PretrainingRun":
         for name in REQUIRED_TRAINING_FILES:
-            if not (folder / name).is_file():
+            if not os.path.lexists(folder / name):
                 raise UserError(f"{folder} lacks {name}: is it a symbert-pretrain output folder?")
-        return cls(folder, read_summary(folder), read_json(folder / "trainer_state.json")["log_history"])
+        return cls(folder, read_summary(folder), read_log_history(folder / "trainer_state.json"))
 
     @property
     def training_arguments(self) -> dict:
@@ -237,24 +267,35 @@ def find_models(paths: list[str | Path], staging_dir: str | Path) -> list[Path]:
     return models
 
 
-def read_results_files(paths: list[str | Path]) -> dict[Path, dict]:
-    """{path: results} for every glue_results.json given or below the given folders, checked against the schema."""
-    files, given = [], set()
+def inside(path: Path, folder: Path) -> bool:
+    """Whether `path` (resolved) is `folder` (resolved) or lies below it."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def read_results_files(paths: list[str | Path], staging_dir: str | Path) -> dict[Path, dict]:
+    """{path: results} for every glue_results.json given or below the given folders (never one inside the staging
+    folder, --output_dir: the release's own output is no input), checked against the schema and for values the card
+    can show (`check_results`)."""
+    files, given, staging_dir = [], set(), Path(staging_dir)
     for path in map(Path, paths):
-        if path.is_file():
-            given.add(path.resolve())
+        if path.is_dir():
+            found = sorted(p for p in path.rglob(RESULTS_FILE) if not inside(p, staging_dir))
+            for p in found:
+                refuse_links(p.parent, [p.name])
+            files += [p.resolve() for p in found]
+        elif os.path.lexists(path):
+            refuse_links(path.parent, [path.name])
+            given.add(regular_file(path).resolve())  # a named pipe is refused, never opened
             files.append(path.resolve())
-        elif path.is_dir():
-            files += sorted(p.resolve() for p in path.rglob(RESULTS_FILE))
         else:
             raise UserError(f"results path {str(path)!r} does not exist.")
     results = {}
     for path in files:
+        data = read_json(path)
         try:
-            data = read_json(path)
             sha = data["model"]["weights_sha256"]
             data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (keys read later)
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
+        except (KeyError, TypeError) as error:
             raise UserError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
         if data.get("schema_version") != 1:
             raise UserError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
@@ -262,18 +303,30 @@ def read_results_files(paths: list[str | Path]) -> dict[Path, dict]:
             continue
         if not isinstance(sha, str) or len(sha) != 64:
             raise UserError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
+        check_results(path, data)
         results[path] = data
     return results
 
 
-def match_results(model: Path, weights_sha256: str, candidates: dict[Path, dict]) -> Path:
-    """The results file measured on these weights (of several, the one with the most runs), else a clear error."""
+RESULTS_RULE = (
+    "a model's GLUE results file is the glue_results.json (under the model folder or --results) whose "
+    "model.weights_sha256 is the sha256 of its model.safetensors; of several, the one with the most runs (seeds × "
+    "scores); a tie is refused (pass the one to release with --results)"
+)
+
+
+def match_results(model: Path, weights_sha256: str, candidates: dict[Path, dict]) -> tuple[Path, str]:
+    """(the results file measured on these weights, why it was chosen), else a clear error: RESULTS_RULE."""
     matching = [path for path, data in candidates.items() if data["model"]["weights_sha256"] == weights_sha256]
     if matching:  # e.g. a sweep that ended on the final checkpoint next to the full suite: take the fuller one
         runs = {path: sum(len(by_seed) for by_seed in candidates[path]["scores"].values()) for path in matching}
         fullest = [path for path in matching if runs[path] == max(runs.values())]
         if len(fullest) == 1:
-            return fullest[0]
+            why = f"its weights_sha256 is that of {model}/model.safetensors"
+            if len(matching) > 1:
+                others = ", ".join(f"{path} ({runs[path]})" for path in matching if path != fullest[0])
+                why += f"; it has the most runs ({runs[fullest[0]]}) of the {len(matching)} that match: also {others}"
+            return fullest[0], why
         raise UserError(
             f"Several GLUE results files with as many runs are for the weights of {model}: "
             f"{', '.join(map(str, fullest))}; pass the one to release with --results."
@@ -287,6 +340,17 @@ def match_results(model: Path, weights_sha256: str, candidates: dict[Path, dict]
         f"`symbert-glue --model {model}` and pass its output with --results."
         + (f" Results files found are for other weights:{others}" if others else "")
     )
+
+
+def refuse_links(folder: Path, names: list[str]) -> None:
+    """Refuse a symbolic link among the files of `folder` that would be staged (or the folder itself, a checkpoint):
+    staging copies files, never what a link points to."""
+    for path in [folder, *(folder / name for name in names)]:
+        if path.is_symlink():
+            raise UserError(
+                f"{path} is a symbolic link (to {os.readlink(path)!r}); a release stages no link target: replace it "
+                "with the file itself."
+            )
 
 
 def check_model_folder(folder: Path) -> SymBertConfig:
@@ -314,13 +378,15 @@ def plan_models(
     staging = Staging(args.output_dir, args.name_template)
     models = find_models(args.models, args.output_dir)
     extra_files = [Path(p).resolve() for p in args.results if Path(p).is_file()]
-    candidates = read_results_files([*args.results, *models])
+    candidates = read_results_files([*args.results, *models], args.output_dir)
     steps = [int(s) for s in args.checkpoints.split(",")] if args.checkpoints else []
     plans, repos, used = [], {}, set()
     for model in models:
         config = check_model_folder(model)
         run = PretrainingRun.read(model)
-        results = match_results(model, sha256(model / "model.safetensors"), candidates)
+        refuse_links(model, STAGED_FROM_MODEL)
+        results, why = match_results(model, sha256(model / "model.safetensors"), candidates)
+        print(f"{model}: GLUE results from {results} ({why}).")
         if candidates[results]["model"].get("attention_type") not in (None, config.attention_type):
             raise UserError(
                 f"{results} says attention_type={candidates[results]['model']['attention_type']!r} but {model} is "
@@ -346,9 +412,14 @@ def plan_models(
                     int(p.name.split("-")[1]) for p in model.glob("checkpoint-*") if p.name[11:].isdigit()
                 )
                 raise UserError(f"{model} has no checkpoint-{step}; its checkpoints: {available or 'none'}.")
+            refuse_links(checkpoint, STAGED_FROM_CHECKPOINT)
             check_model_folder(checkpoint)
+            logged_eval_losses(checkpoint)  # its card's eval loss: checked before anything is staged
             checkpoints.append(checkpoint)
-        glue_plot = find_glue_plot(args.glue_vs_step, args.results, results, model)
+        glue_plot = find_glue_plot(args.glue_vs_step, args.results, results, model, args.output_dir)
+        for path in (results, results.with_suffix(".md"), glue_plot):
+            if path is not None:
+                refuse_links(path.parent, [path.name])
         plans.append((run, config, repo_id, results, candidates[results], checkpoints, glue_plot))
     for path in extra_files:
         if path not in used:
@@ -412,10 +483,16 @@ class Staging:
         written ones ({name: str}) next to it, then move it into place: an interrupted staging never leaves a
         half-written folder."""
         folder = self.folder(repo_id, revision)
+        for name, source in copies.items():  # what plan_models refused already, checked where it is copied
+            if Path(source).is_symlink() or not Path(source).is_file():
+                raise UserError(
+                    f"{source} (staged as {name}) is a symbolic link or not a regular file; a release copies only "
+                    "regular files, never a link's target: nothing was written."
+                )
         folder.parent.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         for name, source in copies.items():
-            shutil.copyfile(source, building / name)
+            shutil.copyfile(source, building / name, follow_symlinks=False)
         for name, text in texts.items():
             (building / name).parent.mkdir(parents=True, exist_ok=True)
             (building / name).write_text(text, encoding="utf-8")
@@ -426,16 +503,20 @@ class Staging:
 
 
 def find_glue_plot(
-    glue_vs_step: str | None, results_paths: list[str | Path], results_path: Path, model: Path
+    glue_vs_step: str | None, results_paths: list[str | Path], results_path: Path, model: Path, staging_dir: str | Path
 ) -> Path | None:
     """`glue_vs_step` (--glue_vs_step), else the sweep plot next to the results file, in the model folder, or under
-    the `results_paths` folders (--results)."""
+    the `results_paths` folders (--results), never inside the staging folder."""
     if glue_vs_step:
         if not Path(glue_vs_step).is_file():
             raise UserError(f"--glue_vs_step {glue_vs_step!r} does not exist.")
         return Path(glue_vs_step)
     nearby = [results_path.parent / GLUE_PLOT, model / GLUE_PLOT]
     under_results = [
-        p for folder in map(Path, results_paths) if folder.is_dir() for p in sorted(folder.rglob(GLUE_PLOT))
+        p
+        for folder in map(Path, results_paths)
+        if folder.is_dir()
+        for p in sorted(folder.rglob(GLUE_PLOT))
+        if not inside(p, Path(staging_dir))
     ]
     return next((p for p in [*nearby, *under_results] if p.is_file()), None)

@@ -8,7 +8,8 @@
 MODELS are `symbert-pretrain` output folders, or folders holding them (e.g. a `--compare` output, or one folder per
 size): every folder below with a `training_summary.json` is a model. Each model needs its GLUE results file
 (`glue_results.json`, written by `symbert-glue`), found under the model folder or under the `--results` paths and
-matched to the model by the sha256 of its weights. Each model is staged as `OUTPUT_DIR/<repo name>/main`, its plain
+matched to the model by the sha256 of its weights (of several, the one with the most runs; the output names the file
+chosen and why). Each model is staged as `OUTPUT_DIR/<repo name>/main`, its plain
 BERT export (symbert-to-bert: transformers' own BERT class, no code) as `OUTPUT_DIR/<repo name>/bert` (and
 `OUTPUT_DIR/<repo name>/step-N` per checkpoint), then validated: it loads in a fresh Python process that cannot import
 this project and reproduces the source model's logits (the export without remote code, with no code file and no
@@ -39,7 +40,7 @@ from huggingface_hub.utils import validate_repo_id
 from .. import ATTENTION_TYPES
 from ..cli import UserError, command_parser, run_command
 from . import card as cards
-from .plan import GLUE_PLOT, Stage, Staging, plan_models
+from .plan import GLUE_PLOT, RESULTS_RULE, Stage, Staging, plan_models
 from .pushing import push_or_explain, show
 from .staging import stage_model, stage_tiny_random
 from .validation import validate
@@ -50,7 +51,10 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("models", nargs="*", help="symbert-pretrain output folders, or folders holding them")
     parser.add_argument("--namespace", required=True, help="Hub user or organisation that will own the repositories")
     parser.add_argument(
-        "--results", nargs="*", default=[], help="glue_results.json files, or folders searched for them"
+        "--results",
+        nargs="*",
+        default=[],
+        help=f"glue_results.json files, or folders searched for them (never inside --output_dir): {RESULTS_RULE}",
     )
     parser.add_argument(
         "--dataset",

@@ -57,7 +57,12 @@ def text_hashes(texts: dict[str, str]) -> dict[str, str]:
 
 def model_files(folder: Path) -> dict[str, Path]:
     files = {name: folder / name for name in (*MODEL_FILES, *TOKENIZER_FILES) if (folder / name).is_file()}
-    return {**files, **code_files()}
+    return {**files, **{name: path.resolve() for name, path in code_files().items()}}  # the files, not their links
+
+
+def manifest(copies: dict[str, Path], texts: dict[str, str]) -> frozenset[str]:
+    """The names (relative, with "/") of the files a revision is staged with: what validation allows in its folder."""
+    return frozenset(copies) | frozenset(texts)
 
 
 def git_commit() -> str:
@@ -159,7 +164,8 @@ def stage_bert_export(
     card = cards.render(repo_id.split("/")[1], data, template=cards.BERT_TEMPLATE, tag=tag, **values)
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
     staged = staging.write(repo_id, BERT_REVISION, files, texts)
-    return Stage(repo_id, BERT_REVISION, staged, source, config=read_json(files["config.json"]))
+    config = read_json(files["config.json"])
+    return Stage(repo_id, BERT_REVISION, staged, source, config=config, files=manifest(files, texts))
 
 
 def stage_model(
@@ -228,7 +234,8 @@ def stage_model(
     )
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
     main = staging.write(repo_id, "main", files, texts)
-    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, read_json(files["config.json"]))]
+    config_json, staged_files = read_json(files["config.json"]), manifest(files, texts)
+    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, config_json, staged_files)]
     if export:
         tags = ["bert-export"]
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=tags, custom_code=False)
@@ -256,7 +263,8 @@ def stage_model(
         card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         folder = staging.write(repo_id, branch, checkpoint_files, texts)
-        stages.append(Stage(repo_id, branch, folder, checkpoint, config=read_json(checkpoint_files["config.json"])))
+        config_json, staged_files = read_json(checkpoint_files["config.json"]), manifest(checkpoint_files, texts)
+        stages.append(Stage(repo_id, branch, folder, checkpoint, config=config_json, files=staged_files))
     return stages
 
 
@@ -285,7 +293,8 @@ def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Sta
         card = cards.render(name, data, **values)
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         folder = staging.write(repo_id, "main", files, texts)
-        stages.append(Stage(repo_id, "main", folder, source, config=read_json(files["config.json"])))
+        config_json, staged_files = read_json(files["config.json"]), manifest(files, texts)
+        stages.append(Stage(repo_id, "main", folder, source, config=config_json, files=staged_files))
         if not export:
             continue
         tags = ["tiny-random", "testing", "bert-export"]

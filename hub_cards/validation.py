@@ -4,6 +4,8 @@ files are the ones the card names, its code is the project's, its config is the 
 and no auto_map, and its outputs on a fixed batch are the source model's within bert_export's bound."""
 
 import json
+import os
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -126,6 +128,46 @@ def check_files(stage: Stage) -> list[str]:
     return problems
 
 
+def check_links(folder: Path) -> list[str]:
+    """A symbolic link, a named pipe or another special file anywhere in a staged folder, found without following
+    links or opening files: such a folder is not read further (a pipe would block its reader) nor loaded."""
+    problems = []
+    for parent, folders, names in os.walk(folder):  # never into linked folders
+        for name in sorted([*folders, *names]):
+            path = Path(parent) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                problems.append(
+                    f"{path.relative_to(folder).as_posix()} is a symbolic link (to {os.readlink(path)!r}), which a "
+                    "release never holds"
+                )
+            elif not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+                problems.append(
+                    f"{path.relative_to(folder).as_posix()} is not a regular file (a named pipe, socket or device)"
+                )
+    return problems
+
+
+def check_manifest(stage: Stage) -> list[str]:
+    """Files in the staged folder that the release did not stage (not in the stage's manifest, `Stage.files`), and
+    staged files that are gone."""
+    if stage.files is None:
+        return []
+    gone = [
+        f"{name} was staged but is missing" for name in sorted(stage.files) if not os.path.lexists(stage.folder / name)
+    ]
+    staged = (
+        path.relative_to(stage.folder).as_posix()
+        for path in stage.folder.rglob("*")
+        if path.is_file() and not path.is_symlink()
+    )
+    return gone + [
+        f"{name} was not staged by the release (not in its manifest of staged files)"
+        for name in sorted(staged)
+        if name not in stage.files
+    ]
+
+
 def looks_pickled(path: Path) -> bool:
     """A pickle by name (the suffixes torch.save and pickle files go by) or by content: a pickle's protocol 2-5
     header, or a torch.save zip archive, which holds a data.pkl."""
@@ -210,6 +252,8 @@ def check_config(stage: Stage) -> list[str]:
         staged = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         return [f"config.json is not valid JSON ({error})"]
+    except RecursionError:
+        return ["config.json is nested too deeply to be a configuration"]
     if not isinstance(staged, dict):
         return [f"config.json holds a JSON {type(staged).__name__}, not a configuration object"]
     added, removed, changed = config_differences(stage.intended_config(), staged)
@@ -253,7 +297,7 @@ def json_object(path: Path) -> dict | None:
     """The JSON object in `path`; None when it is missing or not a JSON object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -314,9 +358,13 @@ def check_loaded_symbert(stage: Stage, report: dict, logits: torch.Tensor) -> li
 
 def validate(stages: list[Stage]) -> None:
     """Raise listing every problem of every staged folder; return quietly if all pass."""
-    problems = {stage.folder: check_files(stage) for stage in stages}
+    links = {stage.folder: check_links(stage.folder) for stage in stages}  # a folder with one is read no further
+    problems = {stage.folder: [] if links[stage.folder] else check_files(stage) for stage in stages}
     unsafe = {
-        stage.folder: check_config(stage)
+        stage.folder: links[stage.folder] + check_manifest(stage)
+        if links[stage.folder]
+        else check_manifest(stage)
+        + check_config(stage)
         + check_safety(stage.folder, code=not stage.bert_export)
         + (check_bert_export(stage) if stage.bert_export else [])
         for stage in stages

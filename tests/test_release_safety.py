@@ -26,10 +26,10 @@ from transformers import TrainingArguments
 
 from symbert import SymBertConfig, SymBertForMaskedLM, bert_export
 from symbert.cli import UserError
-from symbert.hub_cards import plan, pushing, release, staging, validation
+from symbert.hub_cards import plan, pushing, release, staging, validation, values
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
-from symbert.training import data
+from symbert.training import data, glue, glue_data
 from symbert.training.reporting import write_metrics
 from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 
@@ -364,6 +364,7 @@ def test_validation_refuses_a_bert_export_that_is_not_main_as_plain_bert(run, st
     )
     assert f"{folders['code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message
     assert "  - modeling_symbert.py is code, which the plain BERT export never holds\n" in message
+    assert "  - modeling_symbert.py was not staged by the release (not in its manifest of staged files)\n" in message
     assert (
         f"{folders['auto-map']}:\n  - config.json is not the one staged from {run.folder}/config.json: added key(s) auto_map"
         in message
@@ -457,3 +458,212 @@ def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, m
         str(error.value),
     )
     assert str(error.value).endswith(": nothing was pushed.")
+
+
+def bad_results(run, folder, change):
+    """A glue_results.json of the run's weights in `folder`, changed by `change` (a function of the dict)."""
+    results = write_results(run.folder, folder / "glue_results.json")
+    change(results)
+    (folder / "glue_results.json").write_text(json.dumps(results))
+    return folder / "glue_results.json"
+
+
+def set_score(results, name, seed, value):
+    results["scores"][name][seed] = value
+
+
+def test_values_the_card_would_show_are_checked(run, tmp_path, capsys):
+    """Every value a card renders is checked before anything is staged: one line naming the file and the field."""
+    output = tmp_path / "staged"
+    for i, (change, message) in enumerate(
+        [
+            (lambda r: set_score(r, "sst2", "1", "85.7"), r"scores.sst2.1='85.7' is not a finite number in \[0, 100\]"),
+            (lambda r: set_score(r, "rte", "2", 1e308), r"scores.rte.2=1e\+308 is not a finite number in \[0, 100\]"),
+            (lambda r: set_score(r, "qnli", "3", -50.0), r"scores.qnli.3=-50.0 is not a finite number in \[0, 100\]"),
+            (
+                lambda r: set_score(r, "cola", "1", -101.0),
+                r"scores.cola.1=-101.0 is not a finite number in \[-100, 100\]",
+            ),
+            (lambda r: set_score(r, "mrpc", "1", float("nan")), r"scores.mrpc.1=nan is not a finite number"),
+            (
+                lambda r: r["aggregates"]["tasks"]["rte"].update(mean=99.0),
+                r"aggregates.tasks.rte.mean=99.0 is not what",
+            ),
+            (lambda r: r["aggregates"]["glue"].update(n_seeds=5), r"aggregates.glue.n_seeds=5 is not what its scores"),
+            (lambda r: r["protocol"].update(learning_rate="1e-5"), r"protocol.learning_rate='1e-5' is not a finite"),
+        ]
+    ):
+        path = bad_results(run, tmp_path / f"results-{i}", change)
+        with pytest.raises(UserError, match=rf"^{re.escape(str(path))}: {message}"):
+            release_command(
+                [str(run.folder), "--results", str(path), "--namespace", NAMESPACE, "--output_dir", str(output)]
+            )
+    for i, (changes, message) in enumerate(
+        [
+            ({"size": None}, None),  # removed: "custom", as before
+            ({"steps": -1}, r"steps=-1 is not an integer >= 1"),
+            ({"steps": "1"}, r"steps='1' is not an integer >= 1"),
+            ({"parameters": 1.5}, r"parameters=1.5 is not an integer >= 1"),
+            ({"final_eval_loss": float("inf")}, r"final_eval_loss=inf is not a finite number >= 0"),
+            ({"global_batch_size": 8}, r"global_batch_size=8 is not per_device_train_batch_size × "),
+        ]
+    ):
+        model = copy_run(run.folder, tmp_path / f"model-{i}", **changes)
+        if message is None:  # size null in the file itself: never "symbert-None-original"
+            summary = json.loads((model / "training_summary.json").read_text())
+            (model / "training_summary.json").write_text(json.dumps({**summary, "size": None}))
+            message = r"size=None is not a non-empty string"
+        with pytest.raises(UserError, match=rf"^{re.escape(str(model))}/training_summary.json: {message}"):
+            release_command(release_args(model, run, output))
+    with pytest.raises(SystemExit) as exit:
+        release.main(release_args(model, run, output))
+    lines = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("notice: ")]
+    assert exit.value.code == 2 and len(lines) == 1 and "global_batch_size=8" in lines[0]
+    model = shutil.copytree(run.folder, tmp_path / "model-log")
+    state = json.loads((model / "checkpoint-1" / "trainer_state.json").read_text())
+    state["log_history"][1]["eval_loss"] = float("nan")  # what the step-1 card would show
+    (model / "checkpoint-1" / "trainer_state.json").write_text(json.dumps(state))
+    with pytest.raises(
+        UserError, match=r"checkpoint-1/trainer_state.json: log_history\[1\].eval_loss=nan is not a finite number >= 0"
+    ):
+        release_command(release_args(model, run, output, "--checkpoints", "1"))
+    assert not output.exists()
+
+
+def test_what_symbert_glue_writes_passes_the_value_checks(run, tmp_path):
+    """The checks hold symbert-glue's own output (build_results, every task and seed, Matthews below 0) and
+    refuse the same file with one aggregate changed."""
+    rng = random.Random(0)
+    runs = {}
+    for task in glue_data.TASKS:
+        metrics = {"accuracy": rng.random(), "f1": rng.random(), "matthews_correlation": -rng.random()}
+        metrics |= {"pearson": rng.uniform(-1, 1), "spearmanr": rng.uniform(-1, 1)}
+        metrics |= {f"accuracy_{split}": rng.random() for split in ("matched", "mismatched")}
+        for seed in (1, 2):
+            runs[(task, seed)] = {"metrics": metrics | {"accuracy": rng.random()}}
+    model = {"name_or_path": str(run.folder), "weights_sha256": plan.sha256(run.folder / "model.safetensors")}
+    results = glue.build_results(model, {"epochs": 3, "learning_rate": 2e-5}, runs, list(glue_data.TASKS), [1, 2])
+    assert results["scores"]["cola"]["1"] < 0 and results["aggregates"]["glue"]["complete"]
+    values.check_results(tmp_path / "glue_results.json", results)
+    results["aggregates"]["glue"]["std"] += 0.01
+    with pytest.raises(UserError, match=r"glue_results.json: aggregates.glue.std=.* is not what its scores give"):
+        values.check_results(tmp_path / "glue_results.json", results)
+
+
+def test_the_chosen_results_file_is_named_with_the_rule(run, tmp_path, capsys):
+    fuller, sweep = tmp_path / "glue" / "suite", tmp_path / "glue" / "sweep"
+    write_results(run.folder, fuller / "glue_results.json")
+    bad_results(run, sweep, lambda r: [r["scores"].pop(name) for name in ("cola", "sst2")])  # fewer runs
+    sweep_results = json.loads((sweep / "glue_results.json").read_text())
+    sweep_results["aggregates"] = glue.aggregate(sweep_results["scores"], sweep_results["protocol"]["seeds"])
+    (sweep / "glue_results.json").write_text(json.dumps(sweep_results))
+    arguments = [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE]
+    (plan_,) = plan.plan_models(release.parse_arguments([*arguments, "--output_dir", str(tmp_path / "staged")]))
+    assert plan_[3] == fuller / "glue_results.json"
+    assert capsys.readouterr().out == (
+        f"{run.folder}: GLUE results from {fuller}/glue_results.json (its weights_sha256 is that of "
+        f"{run.folder}/model.safetensors; it has the most runs (27) of the 2 that match: also "
+        f"{sweep}/glue_results.json (21)).\n"
+    )
+    with pytest.raises(SystemExit):
+        release.main(["--help"])
+    assert "of several, the one with the most runs (seeds × scores); a tie is refused" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_links_in_what_is_staged_are_refused(run, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hf_notForTheRelease")
+    output = tmp_path / "staged"
+    model = copy_run(run.folder, tmp_path / "model")
+    (model / "metrics.csv").unlink()
+    (model / "metrics.csv").symlink_to(secret)
+    with pytest.raises(UserError, match=rf"^{re.escape(str(model))}/metrics.csv is a symbolic link \(to '{secret}'\)"):
+        release_command(release_args(model, run, output))
+    glue = shutil.copytree(run.glue, tmp_path / "glue")
+    (glue / "glue_results.json").rename(tmp_path / "elsewhere.json")
+    (glue / "glue_results.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(UserError, match=r"glue/glue_results.json is a symbolic link"):
+        release_command(
+            [str(run.folder), "--results", str(glue), "--namespace", NAMESPACE, "--output_dir", str(output)]
+        )
+    assert not output.exists()
+    with pytest.raises(
+        UserError, match=r"model/metrics.csv \(staged as metrics.csv\) is a symbolic link or not a regular file"
+    ):
+        plan.Staging(str(output), "{size}").write(f"{NAMESPACE}/x", "main", {"metrics.csv": model / "metrics.csv"}, {})
+    assert not output.exists()
+
+
+def test_validation_refuses_files_the_release_did_not_stage(staged, tmp_path):
+    main_stage = staged.stages[0]
+    assert all(validation.check_manifest(stage) == [] for stage in staged.stages)  # each folder is its manifest
+    assert main_stage.files >= {"README.md", "glue_results.json", "provenance.json", "model.safetensors"}
+    folder = shutil.copytree(main_stage.folder, tmp_path / "main")
+    (folder / "notes.txt").write_text("added after staging")
+    (folder / ".eval_results").mkdir(exist_ok=True)  # staged where huggingface_hub has EvalResultEntry
+    (folder / ".eval_results" / "other.yaml").write_text("- added: after staging\n")
+    (folder / "linked.txt").symlink_to("/etc/hostname")
+    os.mkfifo(folder / "pipe")
+    (folder / "README.md").unlink()
+    os.mkfifo(folder / "README.md")  # a card that would hang whoever opens it
+    (folder / "metrics.csv").unlink()
+    with pytest.raises(UserError) as error:
+        validation.validate([dataclasses.replace(main_stage, folder=folder)])
+    assert str(error.value) == (
+        f"Validation failed; nothing was pushed.\n{folder}:\n"
+        "  - README.md is not a regular file (a named pipe, socket or device)\n"
+        "  - linked.txt is a symbolic link (to '/etc/hostname'), which a release never holds\n"
+        "  - pipe is not a regular file (a named pipe, socket or device)\n"
+        "  - metrics.csv was staged but is missing\n"
+        "  - .eval_results/other.yaml was not staged by the release (not in its manifest of staged files)\n"
+        "  - notes.txt was not staged by the release (not in its manifest of staged files)\n"
+        "  - so it was not loaded, nor its code run"
+    )
+
+
+def test_a_named_pipe_or_deeply_nested_results_file_is_one_line(run, tmp_path, capsys):
+    """Neither opened (a named pipe would block the release for ever) nor parsed into a RecursionError."""
+    output, pipe = tmp_path / "staged", tmp_path / "pipe" / "glue_results.json"
+    pipe.parent.mkdir()
+    os.mkfifo(pipe)
+    with pytest.raises(UserError, match=rf"^{re.escape(str(pipe))} is not a regular file \(a named pipe"):
+        release_command(
+            [str(run.folder), "--results", str(pipe), "--namespace", NAMESPACE, "--output_dir", str(output)]
+        )
+    with pytest.raises(UserError, match=r"pipe/glue_results.json is not a regular file"):  # found under a folder
+        release_command([str(run.folder), "--results", str(pipe.parent), "--namespace", NAMESPACE])
+    model = copy_run(run.folder, tmp_path / "model")
+    (model / "training_summary.json").unlink()
+    os.mkfifo(model / "training_summary.json")
+    with pytest.raises(UserError, match=r"model/training_summary.json is not a regular file"):
+        release_command(release_args(model, run, output))
+    deep = tmp_path / "deep" / "glue_results.json"
+    deep.parent.mkdir()
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(SystemExit) as exit:
+        release.main([str(run.folder), "--results", str(deep), "--namespace", NAMESPACE, "--output_dir", str(output)])
+    error = capsys.readouterr().err
+    lines = [line for line in error.splitlines() if not line.startswith("notice: ")]
+    assert exit.value.code == 2 and "Traceback" not in error
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        f"error: {deep} is nested too deeply to be a JSON file the release reads."
+    ]
+    assert not output.exists()
+
+
+def test_an_output_dir_inside_the_model_folder_is_never_read_as_input(run, staged, tmp_path, capsys):
+    """`symbert-release model --output_dir model/release` a second time: the staged glue_results.json (the same
+    weights, as many runs) and glue_vs_step.png under model/release are the release's output, not inputs."""
+    model = copy_run(run.folder, tmp_path / "model")
+    write_results(model, model / "glue_results.json")
+    shutil.copytree(staged.output, model / "release")  # what the first run staged there
+    (model / "release" / "symbert-tiny-original" / "main" / "glue_vs_step.png").write_bytes(b"a staged plot")
+    output = str(model / "release")
+    args = release.parse_arguments(
+        [str(model), "--results", str(model), "--namespace", NAMESPACE, "--output_dir", output]
+    )
+    ((*_, results_path, _, _, glue_plot),) = plan.plan_models(args)
+    assert results_path == model / "glue_results.json" and glue_plot is None
+    assert f"GLUE results from {model}/glue_results.json (its weights_sha256 is that" in capsys.readouterr().out
