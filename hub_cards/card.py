@@ -41,10 +41,30 @@ EVAL_RESULTS_NOTICE = (
 GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the GLUE score (no nyu-mll/glue config is named so)
 
 
+def scored_on_hub(results: dict) -> bool:
+    """Whether a glue_results.json's scores are on the Hub's GLUE datasets: its protocol's `data` names them (symbert-glue
+    records a local --data_dir as its absolute path). A file that records no data claims nothing."""
+    return results["protocol"].get("data") == hub_datasets()
+
+
+def glue_data_text(results: dict) -> str:
+    """The data the GLUE scores were measured on, in words: the Hub dataset, linked, or the local data by name and by
+    the sha256 of each task's files (glue_results.json "data_sha256"), saying they are not the Hub's."""
+    if scored_on_hub(results):
+        return ", ".join(f"[{name}](https://huggingface.co/datasets/{name})" for name in hub_datasets().split(", "))
+    data = results["protocol"].get("data")
+    hashes = ", ".join(f"{task} `{sha[:12]}`" for task, sha in (results.get("data_sha256") or {}).items() if sha)
+    named = f"local data `{shown(data)}`" if data else "data the results file does not record"
+    return f"{named}{f' (sha256 of each task’s files: {hashes})' if hashes else ''}, not the Hub's {hub_datasets()}"
+
+
 def glue_eval_results(results: dict) -> list[EvalResult]:
     """`EvalResult`s for the model-index: each GLUE task score present in a glue_results.json (mean over seeds, in
     percent, on the task's Hub dataset's validation split) and, when all GLUE-mean scores are there for every seed, the
-    GLUE score."""
+    GLUE score. None when the scores are not on the Hub's GLUE data (`scored_on_hub`): the model-index names a Hub
+    dataset, and other data under its name would be a leaderboard entry for what was not measured."""
+    if not scored_on_hub(results):
+        return []
     aggregates = results["aggregates"]
     eval_results = []
     for config, spec, score in reported_scores(glue_mean_only=True):  # the task table (training/glue_data.py)
@@ -91,7 +111,7 @@ def task_id(config: str, split: str) -> str:
 def glue_eval_entries(results: dict) -> list:
     """`EvalResultEntry`s for .eval_results/glue.yaml: the same numbers as `glue_eval_results`, one entry per task
     score and one for the GLUE score (task id "glue_score"); the format has no metric field, so `notes` names it."""
-    if EvalResultEntry is None:
+    if EvalResultEntry is None or not scored_on_hub(results):  # see glue_eval_results
         return []
     aggregates, date = results["aggregates"], results.get("created")
     entries = []
@@ -565,6 +585,10 @@ def card_values(
     )
     if results is not None:
         values.update(
-            glue_table=glue_table(results), seeds=seeds_text(results), protocol=protocol_text(results["protocol"])
+            glue_table=glue_table(results),
+            seeds=seeds_text(results),
+            protocol=protocol_text(results["protocol"]),
+            glue_data=glue_data_text(results),
+            glue_on_hub=scored_on_hub(results),
         )
     return values

@@ -216,6 +216,28 @@ def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path
     assert json.loads((stage.folder / "provenance.json").read_text())["eval_results_sha256"] == {}
 
 
+def test_scores_on_local_data_name_that_data_and_make_no_leaderboard_entry(run, tmp_path):
+    data_dir = tmp_path / "my_glue"  # symbert-glue --data_dir: the results file records its absolute path
+    results = write_results(run.folder, tmp_path / "glue" / "glue_results.json", data=str(data_dir))
+    stage, _ = release_command(
+        [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE, "--output_dir", str(tmp_path)]
+    )
+    card = ModelCard.load(stage.folder / "README.md")
+    assert card.data.eval_results is None and "model-index" not in metadata_load(stage.folder / "README.md")
+    assert stage.eval_results == stage.eval_entries == [] and not (stage.folder / ".eval_results").exists()
+    cola_sha = results["data_sha256"]["cola"][:12]
+    assert (
+        f"scored on the dev sets of\nlocal data `my_glue` (sha256 of each task’s files: cola `{cola_sha}`, "
+        in card.text
+    )
+    assert ", not the Hub's nyu-mll/glue; mean ± sample standard deviation" in card.text
+    assert "These scores are not on the Hub's GLUE data: they are in no metadata of this card" in card.text
+    assert "nyu-mll/glue)" not in card.text.replace("(paper: nyu-mll/glue)", "") and "leaderboard)" not in card.text
+    assert validation.check_files(stage) == []
+    hub = ModelCard.load(run.repo / "main" / "README.md").text  # the same numbers on the Hub's data
+    assert "scored on the dev sets of\n[nyu-mll/glue](https://huggingface.co/datasets/nyu-mll/glue); mean" in hub
+
+
 @pytest.mark.parametrize(
     "number, article", [(8192, "an"), (800, "an"), (11, "an"), (18000, "an"), (30522, "a"), (1, "a"), (128, "a")]
 )

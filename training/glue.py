@@ -358,7 +358,9 @@ def pair_protocol(glue_args: GlueArguments, training_args: TrainingArguments) ->
         "world_size": training_args.world_size,
         "max_length": glue_args.max_length,
         "weight_decay": training_args.weight_decay,
-        "data": glue_args.data_dir or hub_datasets(),  # for the reader; pairs are matched on the data's contents
+        # for the reader (a local folder as its absolute path, never mistaken for a Hub id); pairs are matched on the
+        # data's contents
+        "data": str(Path(glue_args.data_dir).resolve()) if glue_args.data_dir else hub_datasets(),
     }
 
 
