@@ -251,21 +251,82 @@ def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
     return tuple(counts)
 
 
+def baseline_cells(task: dict) -> list[str]:
+    """The baselines and verdict cells of a score's row (glue.py's `learning_verdict`; older results have none)."""
+    baseline = task.get("baseline")
+    if baseline is None:
+        return ["not recorded", "not measured"]
+    verdict = "**did not learn**" if baseline["did_not_learn"] else f"above (margin {baseline['margin']:.2f})"
+    return [f"{baseline['majority']:.2f} / {baseline['chance']:.2f}", verdict]
+
+
 def glue_table(results: dict) -> str:
-    """Markdown: per-task mean ± sample std over the seeds, then the GLUE score."""
+    """Markdown: per-task mean ± sample std over the seeds beside its baselines (majority class / chance) and the
+    verdict against them, then the GLUE score."""
     tasks = results["aggregates"]["tasks"]
-    rows = ["| task | metric | mean ± std (%) | seeds |", "| --- | --- | ---: | ---: |"]
+    rows = [
+        "| task | metric | mean ± std (%) | seeds | majority / chance (%) | against the baselines |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
     for _, spec, score in reported_scores(glue_mean_only=True):
         if score.name in tasks and tasks[score.name].get("mean") is not None:
             task = tasks[score.name]
             cells = [score.display, spec.metric.description, f"{task['mean']:.2f} ± {task['std']:.2f}", str(task["n"])]
-            rows.append(f"| {' | '.join(cells)} |")
-    glue = results["aggregates"]["glue"]
-    if glue.get("complete") and glue.get("mean") is not None:
+            rows.append(f"| {' | '.join([*cells, *baseline_cells(task)])} |")
+    glue_score = results["aggregates"]["glue"]
+    if glue_score.get("complete") and glue_score.get("mean") is not None:
         rows.append(
-            f"| **GLUE** | mean of the 9 scores | **{glue['mean']:.2f} ± {glue['std']:.2f}** | {glue['n_seeds']} |"
+            f"| **GLUE** | mean of the 9 scores | **{glue_score['mean']:.2f} ± {glue_score['std']:.2f}** | "
+            f"{glue_score['n_seeds']} | | |"
         )
     return "\n".join(rows)
+
+
+def did_not_learn(results: dict) -> list[str]:
+    """The display names of the GLUE-mean scores flagged "did not learn" (glue.py's `learning_verdict`)."""
+    tasks = results["aggregates"]["tasks"]
+    return [
+        score.display
+        for _, _, score in reported_scores(glue_mean_only=True)
+        if tasks.get(score.name, {}).get("baseline", {}).get("did_not_learn")
+    ]
+
+
+def glue_baselines_text(results: dict) -> str:
+    """What the baselines columns mean and which scores show no learning."""
+    text = (
+        "Beside each score: the majority-class baseline (always predicting the most frequent label of the same dev "
+        "set) and chance (the expected score of uniformly random predictions; 0 for correlations). A score is flagged "
+        f"**did not learn** when its mean is at most {glue.NOISE_STANDARD_ERRORS} standard errors above the better "
+        "baseline (the larger of the dev-set measurement's standard error and the seeds' std)."
+    )
+    flagged = did_not_learn(results)
+    if flagged:
+        text += (
+            f" **{', '.join(flagged)}: did not learn** — within the baselines' noise, these numbers show no learning "
+            "and are no evidence for the model or its attention variant."
+        )
+    return text
+
+
+def glue_notices(repo_id: str, results: dict) -> list[str]:
+    """What the release says about its GLUE results: scores on local data, and scores that show no learning."""
+    notices = []
+    if not scored_on_hub(results):
+        notices.append(
+            f"{repo_id}: the GLUE scores are on {glue_data_text(results).replace('`', '')}: the card says so; no "
+            "model-index, no .eval_results file, no leaderboard entry."
+        )
+    tasks = results["aggregates"]["tasks"]
+    for _, _, score in reported_scores(glue_mean_only=True):
+        baseline = tasks.get(score.name, {}).get("baseline")
+        if baseline and baseline["did_not_learn"]:
+            notices.append(
+                f"{repo_id}: GLUE {score.display} {tasks[score.name]['mean']:.2f} did not learn: within "
+                f"{baseline['margin']:.2f} of its better baseline (majority {baseline['majority']:.2f}, chance "
+                f"{baseline['chance']:.2f})."
+            )
+    return notices
 
 
 def render(model_name: str, data: ModelCardData, template: Path = TEMPLATE, **template_values: Any) -> ModelCard:
@@ -586,6 +647,7 @@ def card_values(
     if results is not None:
         values.update(
             glue_table=glue_table(results),
+            glue_baselines=glue_baselines_text(results),
             seeds=seeds_text(results),
             protocol=protocol_text(results["protocol"]),
             glue_data=glue_data_text(results),

@@ -192,7 +192,7 @@ def test_the_same_data_by_any_path_counts_as_finished(assets, data, tmp_path, fa
     assert len(calls) == 2  # all done
     record = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())
     assert record["data_sha256"] == glue.data_sha256("rte", data) == glue.data_sha256("rte", "glue_data/")
-    assert record["protocol"]["data"] == "glue_data"  # as it was given, for the reader
+    assert record["protocol"]["data"] == str(data)  # absolute, for the reader: never mistaken for a Hub id
 
 
 def test_a_tsv_edited_in_place_recomputes_its_pairs(assets, data, tmp_path, fake_fine_tune, capsys):  # noqa: F811
