@@ -216,9 +216,11 @@ def protocol_text(protocol: dict) -> str:
         f"{paper['lr_scheduler_type']} schedule and warm-up ratio {paper['warmup_ratio']:g}, batch "
         f"{paper['per_device_train_batch_size']}, max length {paper['max_length']}, weight decay {paper['weight_decay']:g}"
     )
+    if protocol.get("precision"):  # the paper's protocol names none
+        text += f"; trained in {protocol['precision']}"
     deviations = []
     for key, value in protocol.items():
-        if value is None or (key in paper and comparable(value) == comparable(paper[key])):
+        if key == "precision" or value is None or (key in paper and comparable(value) == comparable(paper[key])):
             continue
         paper_value = f" (paper: {shown(paper[key])})" if paper.get(key) is not None else ""
         deviations.append(f"`{key}={shown(value)}`{paper_value}")

@@ -128,7 +128,7 @@ def test_protocol_line_lists_only_real_deviations(tmp_path):
     )
     assert cards.protocol_text(paper) == (
         "the paper's protocol: 5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, "
-        "max length 128, weight decay 0; no deviation from it"
+        "max length 128, weight decay 0; trained in fp32; no deviation from it"
     )
     changed = {
         **paper,

@@ -4,6 +4,7 @@ suite on a tiny model, restart, the checkpoint sweep and bad input."""
 import csv
 import hashlib
 import json
+import logging
 import random
 import re
 import shutil
@@ -12,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
@@ -397,6 +399,11 @@ def broken_copy(assets, tmp_path, folder, edit):
             r".*STS-B/dev.tsv, line 3, column 'score': label '5.5' is not allowed; allowed: a similarity in \[0, 5\]",
         ),
         ("too long", r"max_length=128 exceeds the model's max_position_embeddings=64"),
+        pytest.param(
+            "fp16 on a CPU",
+            r"error: --fp16 true cannot run on the CPU: .* so the run would train in fp32; use --fp16 false, or --bf16 true",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 trains in fp16 on a GPU"),
+        ),
     ],
 )
 def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, capsys, case, message):
@@ -419,6 +426,7 @@ def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, capsy
         ),
         "stsb out of range": lambda: broken_copy(assets, tmp_path, "STS-B", replace_in("dev.tsv", "\t0.217", "\t5.5")),
         "too long": lambda: ["--max_length", "128"],
+        "fp16 on a CPU": lambda: ["--fp16", "true"],
     }[case]()
     assert re.search(message, refused(args + extra, capsys))
     assert fake_fine_tune[0] == []  # nothing trained
@@ -437,14 +445,36 @@ def test_paper_protocol_is_the_default(tmp_path):
         args, "group_by_length", False
     )
     assert length_grouped
+    # recorded, and pinned memory only where there is an accelerator to copy to (torch warns otherwise)
+    assert glue.pair_protocol(glue_args, args)["precision"] == "fp32"
+    assert args.dataloader_pin_memory == glue.has_accelerator()
 
 
 # The whole suite, restart, sweep
 
 
-def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
     output_dir = tmp_path / "out"
-    glue.main(suite_args(assets, output_dir, "--tasks", EIGHT_TASKS + ",wnli", "--seeds", "1"))
+    load_reports, logger = Records(), logging.getLogger("transformers.modeling_utils")
+    logger.addHandler(load_reports)
+    try:
+        glue.main(suite_args(assets, output_dir, "--tasks", EIGHT_TASKS + ",wnli", "--seeds", "1"))
+    finally:
+        logger.removeHandler(load_reports)
+    # 9 pairs, one load report (the classifier head newly initialised), no pin_memory warning on a CPU
+    (report,) = load_reports.records
+    assert "classifier.weight" in report.getMessage()
+    assert logger.level == logging.NOTSET
+    assert glue.has_accelerator() or not [w for w in recwarn if "pin_memory" in str(w.message)]
     results = json.loads((output_dir / "glue_results.json").read_text())
 
     weights = assets / "model" / "model.safetensors"

@@ -15,8 +15,10 @@ every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`
 `glue_vs_step.md`, `glue_vs_step.png`.
 """
 
+import contextlib
 import csv
 import json
+import logging
 import statistics
 import textwrap
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+import torch
 from datasets import Dataset, DatasetDict
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
@@ -49,6 +52,7 @@ from transformers import (
 
 from .. import BERT_ATTENTION_TYPE
 from ..cli import UserError, command_parser, group_arguments, missing_local_path, run_command
+from .arguments import precision_for
 from .compat import trainer_argument_names, warmup_ratio
 from .glue_data import TASKS, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
 from .reporting import new_figure, save_figure, write_atomically
@@ -140,7 +144,35 @@ def parse_arguments(argv: list[str]) -> tuple[GlueArguments, TrainingArguments, 
             raise
         raise UserError(f"bad arguments: {' '.join(str(error).split())}") from None
     tasks, seeds = check_arguments(glue_args, training_args)
+    if not has_accelerator():  # pinned memory speeds up copies to an accelerator; without one torch warns per run
+        training_args = replace(training_args, dataloader_pin_memory=False)
     return glue_args, training_args, tasks, seeds
+
+
+def has_accelerator() -> bool:
+    """Whether torch sees an accelerator (CUDA, MPS, XPU, ...): where pinned memory means something."""
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 and later
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
+def precision(training_args: TrainingArguments) -> str:
+    """The precision the pairs train in, "bf16", "fp16" or "fp32" (--bf16, --fp16), refused in one line where it would
+    be another one (fp16 on a CPU trains in fp32; arguments.precision_for)."""
+    requested = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
+    device = training_args.device.type
+    bf16_supported = {"cuda": torch.cuda.is_bf16_supported, "cpu": lambda: training_args.use_cpu}.get(
+        device, lambda: True
+    )()
+    try:
+        return precision_for(requested, device, bf16_supported)
+    except UserError as error:  # in symbert-glue's terms: the Trainer's flags, not symbert-pretrain's --precision
+        flag = f"--{requested} true"
+        raise UserError(
+            str(error)
+            .replace(f"precision {requested!r}", flag)
+            .replace("--precision fp32", f"--{requested} false")
+            .replace(", or bf16.", ", or --bf16 true --use_cpu true.")
+        ) from None
 
 
 def check_arguments(glue_args: GlueArguments, training_args: TrainingArguments) -> tuple[list[str], list[int]]:
@@ -160,6 +192,7 @@ def check_arguments(glue_args: GlueArguments, training_args: TrainingArguments) 
         raise UserError(f"max_length={glue_args.max_length} must be positive.")
     if training_args.output_dir is None:
         raise UserError("--output_dir is required.")
+    precision(training_args)
     return list(dict.fromkeys(tasks)), list(dict.fromkeys(seeds))
 
 
@@ -413,6 +446,7 @@ def pair_protocol(glue_args: GlueArguments, training_args: TrainingArguments) ->
         "world_size": training_args.world_size,
         "max_length": glue_args.max_length,
         "weight_decay": training_args.weight_decay,
+        "precision": precision(training_args),
         # for the reader (a local folder as its absolute path, never mistaken for a Hub id); pairs are matched on the
         # data's contents
         "data": str(Path(glue_args.data_dir).resolve()) if glue_args.data_dir else hub_datasets(),
@@ -483,6 +517,27 @@ def drop_stale(runs: dict[tuple[str, int], dict], task: str, seeds: list[int], s
     )
 
 
+class LoadReportOnce:
+    """A context for loading the model once per pair: the first load shows transformers' load report (the classifier
+    head newly initialised, the MLM head unused), later ones keep it to themselves (the same report each time), while
+    errors still show. One per suite: one report per model."""
+
+    def __init__(self):
+        self.shown = False
+
+    @contextlib.contextmanager
+    def __call__(self):
+        logger = logging.getLogger("transformers.modeling_utils")  # where both 4.x and 5.x report the load
+        level = logger.level
+        if self.shown:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+            self.shown = True
+
+
 def run_suite(
     model_name: str,
     glue_args: GlueArguments,
@@ -503,6 +558,7 @@ def run_suite(
     model = model_info(model_name, glue_args.revision, config)
     protocol = pair_protocol(glue_args, training_args)
     runs = read_runs(output_dir, model, protocol)
+    load_report_once = LoadReportOnce()
     sha256 = {task: data_sha256(task, glue_args.data_dir) for task in tasks}
     for task in tasks:
         drop_stale(runs, task, seeds, sha256[task], protocol["data"])
@@ -524,15 +580,16 @@ def run_suite(
         tokenized = tokenize(task, data[task], tokenizer, glue_args.max_length)
         for seed in left:
             work_dir = output_dir / "runs" / task / f"seed-{seed}"
-            metrics = fine_tune(
-                model_name,
-                model["revision"],
-                task,
-                tokenized,
-                tokenizer,
-                seed,  # the commit the sha256 is of
-                replace(training_args, output_dir=str(work_dir)),
-            )
+            with load_report_once():
+                metrics = fine_tune(
+                    model_name,
+                    model["revision"],
+                    task,
+                    tokenized,
+                    tokenizer,
+                    seed,  # the commit the sha256 is of
+                    replace(training_args, output_dir=str(work_dir)),
+                )
             runs[task, seed] = {
                 "task": task,
                 "seed": seed,
