@@ -55,7 +55,8 @@ def glue_data_text(results: dict) -> str:
     data = results["protocol"].get("data")
     hashes = ", ".join(f"{task} `{sha[:12]}`" for task, sha in (results.get("data_sha256") or {}).items() if sha)
     named = f"local data `{shown(data)}`" if data else "data the results file does not record"
-    return f"{named}{f' (sha256 of each task’s files: {hashes})' if hashes else ''}, not the Hub's {hub_datasets()}"
+    hashed = f" (sha256 of each task's files: {hashes})" if hashes else ""
+    return f"{named}{hashed}, not the Hub's {hub_datasets()}"
 
 
 def glue_eval_results(results: dict) -> list[EvalResult]:

@@ -235,7 +235,7 @@ def test_scores_on_local_data_name_that_data_and_make_no_leaderboard_entry(run, 
     assert stage.eval_results == stage.eval_entries == [] and not (stage.folder / ".eval_results").exists()
     cola_sha = results["data_sha256"]["cola"][:12]
     assert (
-        f"scored on the dev sets of\nlocal data `my_glue` (sha256 of each task’s files: cola `{cola_sha}`, "
+        f"scored on the dev sets of\nlocal data `my_glue` (sha256 of each task's files: cola `{cola_sha}`, "
         in card.text
     )
     assert ", not the Hub's nyu-mll/glue; mean ± sample standard deviation" in card.text
@@ -248,7 +248,7 @@ def test_scores_on_local_data_name_that_data_and_make_no_leaderboard_entry(run, 
     assert "**SST-2: did not learn** — within the baselines' noise" in card.text
     notices = [line for line in capsys.readouterr().err.splitlines() if line.startswith("notice: ")]
     assert notices == [
-        f"notice: symbert-test/symbert-tiny-original: the GLUE scores are on local data my_glue (sha256 of each task’s "
+        f"notice: symbert-test/symbert-tiny-original: the GLUE scores are on local data my_glue (sha256 of each task's "
         f"files: cola {cola_sha}, sst2 {results['data_sha256']['sst2'][:12]}, mrpc 222222222222, qqp 333333333333, "
         "stsb 444444444444), not the Hub's nyu-mll/glue: the card says so; no model-index, no .eval_results file, no "
         "leaderboard entry.",

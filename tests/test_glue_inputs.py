@@ -338,5 +338,5 @@ def test_the_card_names_the_hub_dataset_only_for_scores_on_it(assets, data, tmp_
     sha = glue.data_sha256("rte", data)
     assert local["data_sha256"] == {"rte": sha} and hub["data_sha256"]["rte"] != sha  # fingerprints, not files
     assert cards.glue_data_text(local) == (
-        f"local data `glue_data` (sha256 of each task’s files: rte `{sha[:12]}`), not the Hub's nyu-mll/glue"
+        f"local data `glue_data` (sha256 of each task's files: rte `{sha[:12]}`), not the Hub's nyu-mll/glue"
     )
