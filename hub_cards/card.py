@@ -41,10 +41,31 @@ EVAL_RESULTS_NOTICE = (
 GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the GLUE score (no nyu-mll/glue config is named so)
 
 
+def scored_on_hub(results: dict) -> bool:
+    """Whether a glue_results.json's scores are on the Hub's GLUE datasets: its protocol's `data` names them (symbert-glue
+    records a local --data_dir as its absolute path). A file that records no data claims nothing."""
+    return results["protocol"].get("data") == hub_datasets()
+
+
+def glue_data_text(results: dict) -> str:
+    """The data the GLUE scores were measured on, in words: the Hub dataset, linked, or the local data by name and by
+    the sha256 of each task's files (glue_results.json "data_sha256"), saying they are not the Hub's."""
+    if scored_on_hub(results):
+        return ", ".join(f"[{name}](https://huggingface.co/datasets/{name})" for name in hub_datasets().split(", "))
+    data = results["protocol"].get("data")
+    hashes = ", ".join(f"{task} `{sha[:12]}`" for task, sha in (results.get("data_sha256") or {}).items() if sha)
+    named = f"local data `{shown(data)}`" if data else "data the results file does not record"
+    hashed = f" (sha256 of each task's files: {hashes})" if hashes else ""
+    return f"{named}{hashed}, not the Hub's {hub_datasets()}"
+
+
 def glue_eval_results(results: dict) -> list[EvalResult]:
     """`EvalResult`s for the model-index: each GLUE task score present in a glue_results.json (mean over seeds, in
     percent, on the task's Hub dataset's validation split) and, when all GLUE-mean scores are there for every seed, the
-    GLUE score."""
+    GLUE score. None when the scores are not on the Hub's GLUE data (`scored_on_hub`): the model-index names a Hub
+    dataset, and other data under its name would be a leaderboard entry for what was not measured."""
+    if not scored_on_hub(results):
+        return []
     aggregates = results["aggregates"]
     eval_results = []
     for config, spec, score in reported_scores(glue_mean_only=True):  # the task table (training/glue_data.py)
@@ -91,7 +112,7 @@ def task_id(config: str, split: str) -> str:
 def glue_eval_entries(results: dict) -> list:
     """`EvalResultEntry`s for .eval_results/glue.yaml: the same numbers as `glue_eval_results`, one entry per task
     score and one for the GLUE score (task id "glue_score"); the format has no metric field, so `notes` names it."""
-    if EvalResultEntry is None:
+    if EvalResultEntry is None or not scored_on_hub(results):  # see glue_eval_results
         return []
     aggregates, date = results["aggregates"], results.get("created")
     entries = []
@@ -196,9 +217,11 @@ def protocol_text(protocol: dict) -> str:
         f"{paper['lr_scheduler_type']} schedule and warm-up ratio {paper['warmup_ratio']:g}, batch "
         f"{paper['per_device_train_batch_size']}, max length {paper['max_length']}, weight decay {paper['weight_decay']:g}"
     )
+    if protocol.get("precision"):  # the paper's protocol names none
+        text += f"; trained in {protocol['precision']}"
     deviations = []
     for key, value in protocol.items():
-        if value is None or (key in paper and comparable(value) == comparable(paper[key])):
+        if key == "precision" or value is None or (key in paper and comparable(value) == comparable(paper[key])):
             continue
         paper_value = f" (paper: {shown(paper[key])})" if paper.get(key) is not None else ""
         deviations.append(f"`{key}={shown(value)}`{paper_value}")
@@ -231,21 +254,82 @@ def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
     return tuple(counts)
 
 
+def baseline_cells(task: dict) -> list[str]:
+    """The baselines and verdict cells of a score's row (glue.py's `learning_verdict`; older results have none)."""
+    baseline = task.get("baseline")
+    if baseline is None:
+        return ["not recorded", "not measured"]
+    verdict = "**did not learn**" if baseline["did_not_learn"] else f"above (margin {baseline['margin']:.2f})"
+    return [f"{baseline['majority']:.2f} / {baseline['chance']:.2f}", verdict]
+
+
 def glue_table(results: dict) -> str:
-    """Markdown: per-task mean ± sample std over the seeds, then the GLUE score."""
+    """Markdown: per-task mean ± sample std over the seeds beside its baselines (majority class / chance) and the
+    verdict against them, then the GLUE score."""
     tasks = results["aggregates"]["tasks"]
-    rows = ["| task | metric | mean ± std (%) | seeds |", "| --- | --- | ---: | ---: |"]
+    rows = [
+        "| task | metric | mean ± std (%) | seeds | majority / chance (%) | against the baselines |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
     for _, spec, score in reported_scores(glue_mean_only=True):
         if score.name in tasks and tasks[score.name].get("mean") is not None:
             task = tasks[score.name]
             cells = [score.display, spec.metric.description, f"{task['mean']:.2f} ± {task['std']:.2f}", str(task["n"])]
-            rows.append(f"| {' | '.join(cells)} |")
-    glue = results["aggregates"]["glue"]
-    if glue.get("complete") and glue.get("mean") is not None:
+            rows.append(f"| {' | '.join([*cells, *baseline_cells(task)])} |")
+    glue_score = results["aggregates"]["glue"]
+    if glue_score.get("complete") and glue_score.get("mean") is not None:
         rows.append(
-            f"| **GLUE** | mean of the 9 scores | **{glue['mean']:.2f} ± {glue['std']:.2f}** | {glue['n_seeds']} |"
+            f"| **GLUE** | mean of the 9 scores | **{glue_score['mean']:.2f} ± {glue_score['std']:.2f}** | "
+            f"{glue_score['n_seeds']} | | |"
         )
     return "\n".join(rows)
+
+
+def did_not_learn(results: dict) -> list[str]:
+    """The display names of the GLUE-mean scores flagged "did not learn" (glue.py's `learning_verdict`)."""
+    tasks = results["aggregates"]["tasks"]
+    return [
+        score.display
+        for _, _, score in reported_scores(glue_mean_only=True)
+        if tasks.get(score.name, {}).get("baseline", {}).get("did_not_learn")
+    ]
+
+
+def glue_baselines_text(results: dict) -> str:
+    """What the baselines columns mean and which scores show no learning."""
+    text = (
+        "Beside each score: the majority-class baseline (always predicting the most frequent label of the same dev "
+        "set) and chance (the expected score of uniformly random predictions; 0 for correlations). A score is flagged "
+        f"**did not learn** when its mean is at most {glue.NOISE_STANDARD_ERRORS} standard errors above the better "
+        "baseline (the larger of the dev-set measurement's standard error and the seeds' std)."
+    )
+    flagged = did_not_learn(results)
+    if flagged:
+        text += (
+            f" **{', '.join(flagged)}: did not learn** — within the baselines' noise, these numbers show no learning "
+            "and are no evidence for the model or its attention variant."
+        )
+    return text
+
+
+def glue_notices(repo_id: str, results: dict) -> list[str]:
+    """What the release says about its GLUE results: scores on local data, and scores that show no learning."""
+    notices = []
+    if not scored_on_hub(results):
+        notices.append(
+            f"{repo_id}: the GLUE scores are on {glue_data_text(results).replace('`', '')}: the card says so; no "
+            "model-index, no .eval_results file, no leaderboard entry."
+        )
+    tasks = results["aggregates"]["tasks"]
+    for _, _, score in reported_scores(glue_mean_only=True):
+        baseline = tasks.get(score.name, {}).get("baseline")
+        if baseline and baseline["did_not_learn"]:
+            notices.append(
+                f"{repo_id}: GLUE {score.display} {tasks[score.name]['mean']:.2f} did not learn: within "
+                f"{baseline['margin']:.2f} of its better baseline (majority {baseline['majority']:.2f}, chance "
+                f"{baseline['chance']:.2f})."
+            )
+    return notices
 
 
 def render(model_name: str, data: ModelCardData, template: Path = TEMPLATE, **template_values: Any) -> ModelCard:
@@ -565,6 +649,11 @@ def card_values(
     )
     if results is not None:
         values.update(
-            glue_table=glue_table(results), seeds=seeds_text(results), protocol=protocol_text(results["protocol"])
+            glue_table=glue_table(results),
+            glue_baselines=glue_baselines_text(results),
+            seeds=seeds_text(results),
+            protocol=protocol_text(results["protocol"]),
+            glue_data=glue_data_text(results),
+            glue_on_hub=scored_on_hub(results),
         )
     return values

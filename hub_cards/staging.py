@@ -203,6 +203,8 @@ def stage_model(
     if glue_plot is not None:
         files[GLUE_PLOT] = glue_plot
 
+    for notice in cards.glue_notices(repo_id, results):
+        print(f"notice: {notice}", file=sys.stderr)
     eval_results, eval_entries = cards.glue_eval_results(results), cards.glue_eval_entries(results)
     eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
     prov = provenance(

@@ -128,7 +128,7 @@ def test_protocol_line_lists_only_real_deviations(tmp_path):
     )
     assert cards.protocol_text(paper) == (
         "the paper's protocol: 5 epochs, learning rate 1e-05 with a linear schedule and warm-up ratio 0.1, batch 16, "
-        "max length 128, weight decay 0; no deviation from it"
+        "max length 128, weight decay 0; trained in fp32; no deviation from it"
     )
     changed = {
         **paper,
@@ -214,6 +214,49 @@ def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path
         and "The same numbers are in this card's `model-index` metadata." in card.text
     )
     assert json.loads((stage.folder / "provenance.json").read_text())["eval_results_sha256"] == {}
+
+
+def test_scores_on_local_data_name_that_data_and_make_no_leaderboard_entry(run, tmp_path, capsys):
+    data_dir = tmp_path / "my_glue"  # symbert-glue --data_dir: the results file records its absolute path
+    path = tmp_path / "glue" / "glue_results.json"
+    results = write_results(run.folder, path, data=str(data_dir))
+    # baselines as symbert-glue records them: SST-2 (85 + 0.7 × seed) at its dev set's majority class, 872 examples
+    # of which 763 positive (87.50%); RTE (55.7, 56.4, 57.1) well above a 50/50 dev set of 2,000
+    tasks = results["aggregates"]["tasks"]
+    for name, labels in [("sst2", [1] * 763 + [0] * 109), ("rte", [0, 1] * 1000)]:
+        baseline = glue.baseline_scores(name, {"validation": labels})[name]
+        tasks[name]["baseline"] = glue.learning_verdict(tasks[name], baseline)
+    path.write_text(json.dumps(results))
+    stage, _ = release_command(
+        [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE, "--output_dir", str(tmp_path)]
+    )
+    card = ModelCard.load(stage.folder / "README.md")
+    assert card.data.eval_results is None and "model-index" not in metadata_load(stage.folder / "README.md")
+    assert stage.eval_results == stage.eval_entries == [] and not (stage.folder / ".eval_results").exists()
+    cola_sha = results["data_sha256"]["cola"][:12]
+    assert (
+        f"scored on the dev sets of\nlocal data `my_glue` (sha256 of each task's files: cola `{cola_sha}`, "
+        in card.text
+    )
+    assert ", not the Hub's nyu-mll/glue; mean ± sample standard deviation" in card.text
+    assert "These scores are not on the Hub's GLUE data: they are in no metadata of this card" in card.text
+    assert "nyu-mll/glue)" not in card.text.replace("(paper: nyu-mll/glue)", "") and "leaderboard)" not in card.text
+    assert validation.check_files(stage) == []
+    assert "| SST-2 | accuracy | 86.40 ± 0.70 | 3 | 87.50 / 50.00 | **did not learn** |" in card.text
+    assert "| RTE | accuracy | 56.40 ± 0.70 | 3 | 50.00 / 50.00 | above (margin 2.24) |" in card.text  # 2 × √(¼/2000)
+    assert "| CoLA | Matthews correlation | 21.40 ± 0.70 | 3 | not recorded | not measured |" in card.text
+    assert "**SST-2: did not learn** — within the baselines' noise" in card.text
+    notices = [line for line in capsys.readouterr().err.splitlines() if line.startswith("notice: ")]
+    assert notices == [
+        f"notice: symbert-test/symbert-tiny-original: the GLUE scores are on local data my_glue (sha256 of each task's "
+        f"files: cola {cola_sha}, sst2 {results['data_sha256']['sst2'][:12]}, mrpc 222222222222, qqp 333333333333, "
+        "stsb 444444444444), not the Hub's nyu-mll/glue: the card says so; no model-index, no .eval_results file, no "
+        "leaderboard entry.",
+        "notice: symbert-test/symbert-tiny-original: GLUE SST-2 86.40 did not learn: within 2.24 of its better "
+        "baseline (majority 87.50, chance 50.00).",
+    ]
+    hub = ModelCard.load(run.repo / "main" / "README.md").text  # the same numbers on the Hub's data
+    assert "scored on the dev sets of\n[nyu-mll/glue](https://huggingface.co/datasets/nyu-mll/glue); mean" in hub
 
 
 @pytest.mark.parametrize(

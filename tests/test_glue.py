@@ -4,6 +4,7 @@ suite on a tiny model, restart, the checkpoint sweep and bad input."""
 import csv
 import hashlib
 import json
+import logging
 import random
 import re
 import shutil
@@ -12,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
@@ -219,6 +221,33 @@ def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
     assert incomplete == {"mean": None, "std": None, "per_seed": {"1": 70.0}, "n_seeds": 1, "complete": False}
 
 
+def test_baselines_against_hand_computed_values_and_the_did_not_learn_flag():
+    # sst2, 3 of 4 positive: majority accuracy 3/4, chance 1/2; standard error √(¾·¼/4) at the better baseline
+    sst2 = glue.baseline_scores("sst2", {"validation": [1, 1, 1, 0]})["sst2"]
+    assert sst2 == {"majority": 75.0, "chance": 50.0, "standard_error": pytest.approx(100 * (3 / 64) ** 0.5), "n": 4}
+    # mrpc, same labels: majority accuracy 3/4, F1 2·¾/(¾+1) = 6/7; chance accuracy 1/2, F1 2·¾·½/(¾+½) = 3/5
+    mrpc = glue.baseline_scores("mrpc", {"validation": [1, 1, 1, 0]})["mrpc"]
+    assert mrpc["majority"] == pytest.approx(100 * (3 / 4 + 6 / 7) / 2) and mrpc["chance"] == pytest.approx(55.0)
+    # mrpc's standard error: the mean of accuracy's √(¾·¼/4) and F1's √(6/7·1/7/4)
+    assert mrpc["standard_error"] == pytest.approx(100 * ((3 / 64) ** 0.5 + (6 / 49 / 4) ** 0.5) / 2)
+    # correlations: 0 for both baselines, standard error 1/√n
+    cola = glue.baseline_scores("cola", {"validation": [0, 0, 1, 1, 1]})["cola"]
+    assert cola == {"majority": 0.0, "chance": 0.0, "standard_error": pytest.approx(100 / 5**0.5), "n": 5}
+    stsb = glue.baseline_scores("stsb", {"validation": [0.5, 4.0, 2.5, 3.0]})["stsb"]
+    assert stsb == {"majority": 0.0, "chance": 0.0, "standard_error": 50.0, "n": 4}
+    mnli = glue.baseline_scores("mnli", {"validation_matched": [0, 0, 1, 2], "validation_mismatched": [2, 2, 2]})
+    assert (mnli["mnli-m"]["majority"], mnli["mnli-m"]["chance"]) == (50.0, pytest.approx(100 / 3))
+    assert (mnli["mnli-mm"]["majority"], mnli["mnli-mm"]["n"]) == (100.0, 3)
+    # the flag: within 2 standard errors (the larger of the dev set's and the seeds' std) above the better baseline
+    baseline = glue.baseline_scores("sst2", {"validation": [1] * 75 + [0] * 25})  # majority 75, error √(¾·¼/100)
+    error = 100 * (3 / 16 / 100) ** 0.5  # 4.33
+    for mean, std, flagged in [(75.0, 0.0, True), (83.6, 0.0, True), (84.0, 0.0, False), (84.0, 5.0, True)]:
+        scores = {"sst2": {"1": mean - std / 2**0.5, "2": mean + std / 2**0.5}}  # sample std: `std`
+        verdict = glue.aggregate(scores, [1, 2], baseline)["tasks"]["sst2"]["baseline"]
+        assert (verdict["best"], verdict["did_not_learn"]) == (75.0, flagged)
+        assert verdict["margin"] == pytest.approx(2 * max(error, std))
+
+
 # The task table: loading, label checks, scoring and the card's GLUE metadata all follow from glue_data.TASKS
 
 
@@ -301,10 +330,11 @@ def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
     rte = glue_data.TASKS["rte"]
     monkeypatch.setitem(glue_data.TASKS, "rte", replace(rte, scores=(glue_data.GlueScore("rte", "Recognizing TE"),)))
     results = {
+        "protocol": {"data": "nyu-mll/glue"},
         "aggregates": {
             "tasks": {"rte": {"mean": 70.0, "std": 1.5, "n": 2}},
             "glue": {"mean": None, "std": None, "per_seed": {}, "n_seeds": 0, "complete": False},
-        }
+        },
     }
     assert "| Recognizing TE | accuracy | 70.00 ± 1.50 | 2 |" in cards.glue_table(results)
     (result,) = cards.glue_eval_results(results)
@@ -369,6 +399,11 @@ def broken_copy(assets, tmp_path, folder, edit):
             r".*STS-B/dev.tsv, line 3, column 'score': label '5.5' is not allowed; allowed: a similarity in \[0, 5\]",
         ),
         ("too long", r"max_length=128 exceeds the model's max_position_embeddings=64"),
+        pytest.param(
+            "fp16 on a CPU",
+            r"error: --fp16 true cannot run on the CPU: .* so the run would train in fp32; use --fp16 false, or --bf16 true",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 trains in fp16 on a GPU"),
+        ),
     ],
 )
 def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, capsys, case, message):
@@ -391,6 +426,7 @@ def test_bad_input_fails_before_training(assets, tmp_path, fake_fine_tune, capsy
         ),
         "stsb out of range": lambda: broken_copy(assets, tmp_path, "STS-B", replace_in("dev.tsv", "\t0.217", "\t5.5")),
         "too long": lambda: ["--max_length", "128"],
+        "fp16 on a CPU": lambda: ["--fp16", "true"],
     }[case]()
     assert re.search(message, refused(args + extra, capsys))
     assert fake_fine_tune[0] == []  # nothing trained
@@ -409,14 +445,36 @@ def test_paper_protocol_is_the_default(tmp_path):
         args, "group_by_length", False
     )
     assert length_grouped
+    # recorded, and pinned memory only where there is an accelerator to copy to (torch warns otherwise)
+    assert glue.pair_protocol(glue_args, args)["precision"] == "fp32"
+    assert args.dataloader_pin_memory == glue.has_accelerator()
 
 
 # The whole suite, restart, sweep
 
 
-def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
     output_dir = tmp_path / "out"
-    glue.main(suite_args(assets, output_dir, "--tasks", EIGHT_TASKS + ",wnli", "--seeds", "1"))
+    load_reports, logger = Records(), logging.getLogger("transformers.modeling_utils")
+    logger.addHandler(load_reports)
+    try:
+        glue.main(suite_args(assets, output_dir, "--tasks", EIGHT_TASKS + ",wnli", "--seeds", "1"))
+    finally:
+        logger.removeHandler(load_reports)
+    # 9 pairs, one load report (the classifier head newly initialised), no pin_memory warning on a CPU
+    (report,) = load_reports.records
+    assert "classifier.weight" in report.getMessage()
+    assert logger.level == logging.NOTSET
+    assert glue.has_accelerator() or not [w for w in recwarn if "pin_memory" in str(w.message)]
     results = json.loads((output_dir / "glue_results.json").read_text())
 
     weights = assets / "model" / "model.safetensors"
@@ -465,7 +523,16 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys):
         f"| {results['aggregates']['glue']['mean']:.2f} (0.00) | {results['scores']['wnli']['1']:.2f} (0.00) |"
         in markdown
     )
-    assert "rte seed 1: rte " in capsys.readouterr().out
+    rte = load_task("rte", assets / "data")["validation"]["label"]  # baselines: from the same dev set
+    assert results["aggregates"]["tasks"]["rte"]["baseline"] == glue.learning_verdict(
+        results["aggregates"]["tasks"]["rte"], glue.baseline_scores("rte", {"validation": rte})["rte"]
+    )
+    flagged = [name for name, task in results["aggregates"]["tasks"].items() if task["baseline"]["did_not_learn"]]
+    assert "rte" in flagged  # 2 steps on made-up labels: no learning
+    assert "| rte | " in markdown and "| **did not learn** |" in markdown
+    out = capsys.readouterr().out
+    majority = results["aggregates"]["tasks"]["rte"]["baseline"]["majority"]
+    assert f"rte seed 1: rte {results['scores']['rte']['1']:.2f} (majority {majority:.2f}, chance 50.00)" in out
 
 
 def test_batches_are_padded_to_their_longest_and_grouped_by_length(assets, tmp_path, monkeypatch):
@@ -523,7 +590,8 @@ def test_rerun_skips_finished_pairs(assets, tmp_path, fake_fine_tune, capsys):
     assert [(task, seed) for _, task, seed in calls[4:]] == [("rte", 3), ("mrpc", 2), ("mrpc", 3)]
     results = json.loads((output_dir / "glue_results.json").read_text())
     assert results["scores"]["rte"] == pytest.approx({"1": 50.0, "2": 51.0, "3": 52.0})
-    assert results["aggregates"]["tasks"]["rte"] == pytest.approx({"mean": 51.0, "std": 1.0, "n": 3})
+    rte = results["aggregates"]["tasks"]["rte"]
+    assert {key: rte[key] for key in ("mean", "std", "n")} == pytest.approx({"mean": 51.0, "std": 1.0, "n": 3})
     moved = tmp_path / "moved-model"
     shutil.copytree(assets / "model", moved)
     glue.main(suite_args(assets, output_dir, "--model", str(moved), "--tasks", "rte", "--seeds", "1"))

@@ -13,6 +13,7 @@ from transformers import AutoTokenizer
 
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
+from symbert.hub_cards import card as cards
 from symbert.training import glue, glue_data
 from symbert.training.glue_data import load_task
 from test_glue import assets, fake_fine_tune, refused, suite_args  # noqa: F401 (fixtures)
@@ -192,7 +193,7 @@ def test_the_same_data_by_any_path_counts_as_finished(assets, data, tmp_path, fa
     assert len(calls) == 2  # all done
     record = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())
     assert record["data_sha256"] == glue.data_sha256("rte", data) == glue.data_sha256("rte", "glue_data/")
-    assert record["protocol"]["data"] == "glue_data"  # as it was given, for the reader
+    assert record["protocol"]["data"] == str(data)  # absolute, for the reader: never mistaken for a Hub id
 
 
 def test_a_tsv_edited_in_place_recomputes_its_pairs(assets, data, tmp_path, fake_fine_tune, capsys):  # noqa: F811
@@ -314,4 +315,28 @@ def test_other_weights_are_named_by_their_sha256(assets, tmp_path, fake_fine_tun
     assert (
         f"than this run: model: {saved} ({assets / 'model'}) saved vs {other} ({tmp_path / 'other'}) in this run."
         in message
+    )
+
+
+def test_the_card_names_the_hub_dataset_only_for_scores_on_it(assets, data, tmp_path, fake_fine_tune, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(glue_data, "load_dataset", lambda name, task: load_task(task, data))  # the Hub's, simulated
+    hub_args = ["--model", str(assets / "model"), "--tasks", "rte", "--seeds", "1", "--max_length", "32"]
+    glue.main([*hub_args, "--output_dir", str(tmp_path / "hub")])
+    glue.main([*hub_args, "--output_dir", str(tmp_path / "local"), "--data_dir", str(data)])
+    hub, local = (json.loads((tmp_path / name / "glue_results.json").read_text()) for name in ("hub", "local"))
+
+    assert hub["protocol"]["data"] == "nyu-mll/glue" and cards.scored_on_hub(hub)
+    (result,) = cards.glue_eval_results(hub)
+    assert (result.dataset_type, result.dataset_config, result.dataset_split) == ("nyu-mll/glue", "rte", "validation")
+    assert [entry.dataset_id for entry in cards.glue_eval_entries(hub)] == (
+        ["nyu-mll/glue"] if cards.EvalResultEntry is not None else []
+    )
+    assert cards.glue_data_text(hub) == "[nyu-mll/glue](https://huggingface.co/datasets/nyu-mll/glue)"
+
+    assert local["protocol"]["data"] == str(data) and not cards.scored_on_hub(local)
+    assert cards.glue_eval_results(local) == [] and cards.glue_eval_entries(local) == []
+    sha = glue.data_sha256("rte", data)
+    assert local["data_sha256"] == {"rte": sha} and hub["data_sha256"]["rte"] != sha  # fingerprints, not files
+    assert cards.glue_data_text(local) == (
+        f"local data `glue_data` (sha256 of each task's files: rte `{sha[:12]}`), not the Hub's nyu-mll/glue"
     )

@@ -66,8 +66,9 @@ def tree(folder):
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
 
 
-def write_results(model_folder, path, offset=0.0, sha=None):
-    """A glue_results.json in the format symbert-glue writes (schema_version 1), for the weights in `model_folder`."""
+def write_results(model_folder, path, offset=0.0, sha=None, data="nyu-mll/glue"):
+    """A glue_results.json in the format symbert-glue writes (schema_version 1), for the weights in `model_folder`,
+    scored on `data` (symbert-glue's record: the Hub dataset, or a local --data_dir's absolute path)."""
     scores = {name: {seed: base + offset + 0.7 * int(seed) for seed in SEEDS} for name, base in BASE_SCORES.items()}
     per_seed = {seed: statistics.mean(scores[name][seed] for name in BASE_SCORES) for seed in SEEDS}
     results = {
@@ -91,7 +92,9 @@ def write_results(model_folder, path, offset=0.0, sha=None):
             "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"],
             "max_steps": 2,
             "warmup_steps": None,
+            "data": data,
         },
+        "data_sha256": {name: f"{i:x}" * 64 for i, name in enumerate(["cola", "sst2", "mrpc", "qqp", "stsb"])},
         "runs": {"mrpc": {seed: {"accuracy": 0.8, "f1": 0.85, "score": scores["mrpc"][seed]} for seed in SEEDS}},
         "scores": scores,
         "aggregates": {

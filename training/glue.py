@@ -15,8 +15,10 @@ every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`
 `glue_vs_step.md`, `glue_vs_step.png`.
 """
 
+import contextlib
 import csv
 import json
+import logging
 import statistics
 import textwrap
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+import torch
 from datasets import Dataset, DatasetDict
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
@@ -49,6 +52,7 @@ from transformers import (
 
 from .. import BERT_ATTENTION_TYPE
 from ..cli import UserError, command_parser, group_arguments, missing_local_path, run_command
+from .arguments import precision_for
 from .compat import trainer_argument_names, warmup_ratio
 from .glue_data import TASKS, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
 from .reporting import new_figure, save_figure, write_atomically
@@ -140,7 +144,35 @@ def parse_arguments(argv: list[str]) -> tuple[GlueArguments, TrainingArguments, 
             raise
         raise UserError(f"bad arguments: {' '.join(str(error).split())}") from None
     tasks, seeds = check_arguments(glue_args, training_args)
+    if not has_accelerator():  # pinned memory speeds up copies to an accelerator; without one torch warns per run
+        training_args = replace(training_args, dataloader_pin_memory=False)
     return glue_args, training_args, tasks, seeds
+
+
+def has_accelerator() -> bool:
+    """Whether torch sees an accelerator (CUDA, MPS, XPU, ...): where pinned memory means something."""
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 and later
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
+def precision(training_args: TrainingArguments) -> str:
+    """The precision the pairs train in, "bf16", "fp16" or "fp32" (--bf16, --fp16), refused in one line where it would
+    be another one (fp16 on a CPU trains in fp32; arguments.precision_for)."""
+    requested = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
+    device = training_args.device.type
+    bf16_supported = {"cuda": torch.cuda.is_bf16_supported, "cpu": lambda: training_args.use_cpu}.get(
+        device, lambda: True
+    )()
+    try:
+        return precision_for(requested, device, bf16_supported)
+    except UserError as error:  # in symbert-glue's terms: the Trainer's flags, not symbert-pretrain's --precision
+        flag = f"--{requested} true"
+        raise UserError(
+            str(error)
+            .replace(f"precision {requested!r}", flag)
+            .replace("--precision fp32", f"--{requested} false")
+            .replace(", or bf16.", ", or --bf16 true --use_cpu true.")
+        ) from None
 
 
 def check_arguments(glue_args: GlueArguments, training_args: TrainingArguments) -> tuple[list[str], list[int]]:
@@ -160,6 +192,7 @@ def check_arguments(glue_args: GlueArguments, training_args: TrainingArguments) 
         raise UserError(f"max_length={glue_args.max_length} must be positive.")
     if training_args.output_dir is None:
         raise UserError("--output_dir is required.")
+    precision(training_args)
     return list(dict.fromkeys(tasks)), list(dict.fromkeys(seeds))
 
 
@@ -211,6 +244,58 @@ def run_metrics(task: str, per_split: dict[str, tuple[ArrayLike, ArrayLike]]) ->
     return metrics
 
 
+# Baselines: what a predictor that learned nothing scores on the same dev set. A score is flagged "did not learn"
+# when its mean over seeds is at most NOISE_STANDARD_ERRORS standard errors above the better baseline, the standard
+# error being the larger of the dev-set measurement's (sampling the dev set: a proportion's sqrt(b(1-b)/n) at the
+# baseline's value b for accuracy and F1, 1/sqrt(n) for a correlation near 0) and the seeds' sample std.
+NOISE_STANDARD_ERRORS = 2
+CORRELATIONS = ("matthews_correlation", "pearson", "spearmanr")
+
+
+def baseline_metrics(task: str, labels: ArrayLike) -> dict[str, dict[str, float]]:
+    """{"majority": metrics, "chance": metrics} on one dev split's gold labels: the task's metrics of always
+    predicting the most frequent class, and the expected metrics of predicting classes uniformly at random (accuracy
+    1/k; F1 of the positive class 2·p·(1/k) / (p + 1/k), p its share of the labels; Matthews 0). For a regression
+    (stsb) a constant prediction and a random one both have correlation 0."""
+    spec = TASKS[task]
+    names = spec.metric.names
+    if spec.label_names is None:
+        return {"majority": dict.fromkeys(names, 0.0), "chance": dict.fromkeys(names, 0.0)}
+    labels = np.asarray(labels)
+    values, counts = np.unique(labels, return_counts=True)
+    majority = split_metrics(task, np.full(len(labels), values[counts.argmax()]), labels)
+    uniform, positive = 1 / spec.num_labels, float(np.mean(labels == 1))
+    f1 = 2 * positive * uniform / (positive + uniform)
+    expected = {"accuracy": uniform, "f1": f1, "matthews_correlation": 0.0}
+    return {"majority": majority, "chance": {name: expected[name] for name in names}}
+
+
+def baseline_scores(task: str, dev_labels: dict[str, ArrayLike]) -> dict[str, dict[str, float]]:
+    """{score name: {"majority", "chance", "standard_error" (percent), "n" (dev examples)}} from {dev split: labels}."""
+    spec = TASKS[task]
+    found = {}
+    for score in spec.scores:
+        labels = dev_labels[score.split]
+        n = len(labels)
+        metrics = baseline_metrics(task, labels)
+        best = {name: max(metrics["majority"][name], metrics["chance"][name]) for name in spec.metric.names}
+        errors = [
+            1 / np.sqrt(n) if name in CORRELATIONS else np.sqrt(value * (1 - value) / n) for name, value in best.items()
+        ]
+        found[score.name] = {
+            kind: 100 * statistics.fmean(metrics[kind].values()) for kind in ("majority", "chance")
+        } | {"standard_error": 100 * float(statistics.fmean(errors)), "n": n}
+    return found
+
+
+def learning_verdict(aggregate: dict, baseline: dict) -> dict:
+    """The `baseline` entry of a score's aggregate: its baselines, the better one, the noise margin (NOISE_STANDARD_ERRORS
+    × the larger of the dev-set standard error and the seeds' std) and `did_not_learn`: the mean is within it."""
+    best = max(baseline["majority"], baseline["chance"])
+    margin = NOISE_STANDARD_ERRORS * max(baseline["standard_error"], aggregate["std"])
+    return {**baseline, "best": best, "margin": margin, "did_not_learn": aggregate["mean"] <= best + margin}
+
+
 def glue_score(scores: dict[str, float]) -> float:
     """One seed's GLUE score: the plain mean of the GLUE-mean scores (mnli counts twice; wnli never)."""
     names = score_names(glue_mean_only=True)
@@ -225,12 +310,15 @@ def mean_and_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def aggregate(scores: dict[str, dict[str, float]], seeds: list[int]) -> dict:
-    """`aggregates` of the results file from {score name: {seed: percent}} and the protocol's seeds."""
+def aggregate(scores: dict[str, dict[str, float]], seeds: list[int], baselines: dict[str, dict] | None = None) -> dict:
+    """`aggregates` of the results file from {score name: {seed: percent}}, the protocol's seeds and the scores'
+    baselines ({score name: baseline_scores' entry}; a score without one gets no verdict)."""
     tasks = {}
     for name, by_seed in scores.items():
         mean, std = mean_and_std(list(by_seed.values()))
         tasks[name] = {"mean": mean, "std": std, "n": len(by_seed)}
+        if (baselines or {}).get(name):
+            tasks[name]["baseline"] = learning_verdict(tasks[name], baselines[name])
     names = score_names(glue_mean_only=True)
     per_seed = {
         str(seed): glue_score({name: scores[name][str(seed)] for name in names})
@@ -358,7 +446,10 @@ def pair_protocol(glue_args: GlueArguments, training_args: TrainingArguments) ->
         "world_size": training_args.world_size,
         "max_length": glue_args.max_length,
         "weight_decay": training_args.weight_decay,
-        "data": glue_args.data_dir or hub_datasets(),  # for the reader; pairs are matched on the data's contents
+        "precision": precision(training_args),
+        # for the reader (a local folder as its absolute path, never mistaken for a Hub id); pairs are matched on the
+        # data's contents
+        "data": str(Path(glue_args.data_dir).resolve()) if glue_args.data_dir else hub_datasets(),
     }
 
 
@@ -426,6 +517,27 @@ def drop_stale(runs: dict[tuple[str, int], dict], task: str, seeds: list[int], s
     )
 
 
+class LoadReportOnce:
+    """A context for loading the model once per pair: the first load shows transformers' load report (the classifier
+    head newly initialised, the MLM head unused), later ones keep it to themselves (the same report each time), while
+    errors still show. One per suite: one report per model."""
+
+    def __init__(self):
+        self.shown = False
+
+    @contextlib.contextmanager
+    def __call__(self):
+        logger = logging.getLogger("transformers.modeling_utils")  # where both 4.x and 5.x report the load
+        level = logger.level
+        if self.shown:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+            self.shown = True
+
+
 def run_suite(
     model_name: str,
     glue_args: GlueArguments,
@@ -446,6 +558,7 @@ def run_suite(
     model = model_info(model_name, glue_args.revision, config)
     protocol = pair_protocol(glue_args, training_args)
     runs = read_runs(output_dir, model, protocol)
+    load_report_once = LoadReportOnce()
     sha256 = {task: data_sha256(task, glue_args.data_dir) for task in tasks}
     for task in tasks:
         drop_stale(runs, task, seeds, sha256[task], protocol["data"])
@@ -453,6 +566,10 @@ def run_suite(
     data = {
         task: load_task(task, glue_args.data_dir, glue_args.skip_malformed_rows) for task, left in todo.items() if left
     }  # all checked first
+    baselines = {
+        task: baseline_scores(task, {split: dataset["label"] for split, dataset in splits.items() if split != "train"})
+        for task, splits in data.items()
+    }
 
     for task, left in todo.items():
         done = [seed for seed in seeds if seed not in left]
@@ -463,15 +580,16 @@ def run_suite(
         tokenized = tokenize(task, data[task], tokenizer, glue_args.max_length)
         for seed in left:
             work_dir = output_dir / "runs" / task / f"seed-{seed}"
-            metrics = fine_tune(
-                model_name,
-                model["revision"],
-                task,
-                tokenized,
-                tokenizer,
-                seed,  # the commit the sha256 is of
-                replace(training_args, output_dir=str(work_dir)),
-            )
+            with load_report_once():
+                metrics = fine_tune(
+                    model_name,
+                    model["revision"],
+                    task,
+                    tokenized,
+                    tokenizer,
+                    seed,  # the commit the sha256 is of
+                    replace(training_args, output_dir=str(work_dir)),
+                )
             runs[task, seed] = {
                 "task": task,
                 "seed": seed,
@@ -479,12 +597,17 @@ def run_suite(
                 "model": model,
                 "protocol": protocol,
                 "data_sha256": sha256[task],
+                "baselines": baselines[task],
             }
             if training_args.process_index == 0:
                 write_json(work_dir.with_suffix(".json"), runs[task, seed])
                 if work_dir.is_dir() and not any(work_dir.iterdir()):
                     work_dir.rmdir()  # the Trainer's output_dir; kept only if it holds something (--save_strategy)
-                scores = ", ".join(f"{name} {value:.2f}" for name, value in task_scores(task, metrics).items())
+                scores = ", ".join(
+                    f"{name} {value:.2f} (majority {baselines[task][name]['majority']:.2f}, chance "
+                    f"{baselines[task][name]['chance']:.2f})"
+                    for name, value in task_scores(task, metrics).items()
+                )
                 print(f"{task} seed {seed}: {scores}")
                 write_results(output_dir, build_results(model, protocol, runs, tasks, seeds))
     results = build_results(model, protocol, runs, tasks, seeds)
@@ -499,9 +622,10 @@ def build_results(
     """The results file from the finished pairs (this command's and earlier ones' in the same folder)."""
     tasks = list(dict.fromkeys([*tasks, *(task for task, _ in runs)]))
     seeds = sorted({*seeds, *(seed for _, seed in runs)})
-    metrics, scores = {}, {}
+    metrics, scores, baselines = {}, {}, {}
     for (task, seed), record in sorted(runs.items(), key=lambda item: (tasks.index(item[0][0]), item[0][1])):
         metrics.setdefault(task, {})[str(seed)] = record["metrics"]
+        baselines.update(record.get("baselines") or {})  # the same dev set (data_sha256) for every seed
         for name, value in task_scores(task, record["metrics"]).items():
             scores.setdefault(name, {})[str(seed)] = value
     return {
@@ -511,7 +635,7 @@ def build_results(
         "data_sha256": {task: record.get("data_sha256") for (task, _), record in runs.items()},
         "runs": metrics,
         "scores": scores,
-        "aggregates": aggregate(scores, seeds),
+        "aggregates": aggregate(scores, seeds, baselines),
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "library_versions": {package: package_version(package) for package in ("symbert", "transformers", "torch")},
     }
@@ -565,10 +689,44 @@ def results_markdown(results: dict) -> str:
                 "Per seed:",
                 "",
                 table(["seed", *header], seed_rows),
+                *baselines_markdown(aggregates["tasks"]),
             ]
         )
         + "\n"
     )
+
+
+def verdict(baseline: dict) -> str:
+    return "**did not learn**" if baseline["did_not_learn"] else "above the baselines"
+
+
+def baselines_markdown(tasks: dict) -> list[str]:
+    """The baselines section of glue_results.md (empty when no score has baselines: results of an older version)."""
+    names = [name for name in score_names() if "baseline" in tasks.get(name, {})]
+    if not names:
+        return []
+    rows = [
+        [
+            name,
+            f"{tasks[name]['mean']:.2f}",
+            f"{tasks[name]['baseline']['majority']:.2f}",
+            f"{tasks[name]['baseline']['chance']:.2f}",
+            f"{tasks[name]['baseline']['margin']:.2f}",
+            str(tasks[name]["baseline"]["n"]),
+            verdict(tasks[name]["baseline"]),
+        ]
+        for name in names
+    ]
+    return [
+        "",
+        "Baselines on the same dev sets: the majority class (always predicting the most frequent label) and chance "
+        "(the expected score of uniformly random predictions; 0 for correlations). A score is flagged **did not "
+        f"learn** when its mean is at most the margin above the better baseline: {NOISE_STANDARD_ERRORS} standard "
+        "errors, the larger of the dev-set measurement's (a proportion's for accuracy and F1, 1/√n for a "
+        "correlation) and the seeds' std.",
+        "",
+        table(["score", "mean", "majority", "chance", "margin", "dev examples", "verdict"], rows),
+    ]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
