@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
+import safetensors
 import safetensors.torch
 import torch
 from accelerate.utils.constants import FSDP_MODEL_NAME
@@ -269,7 +270,12 @@ def output_folder_lock(output_dir: str | Path) -> Iterator[None]:
     new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
     output_dir.mkdir(parents=True, exist_ok=True)
     found = folder_state(output_dir)
-    if lock_path.is_dir() and not lock_path.is_symlink():
+    if lock_path.is_symlink():  # flock would follow it to another file (or fail on a link to nothing)
+        raise UserError(
+            f"{lock_path} is a symbolic link (to {os.readlink(lock_path)}), where the run keeps its lock file; remove "
+            "the link (it is no run's) and run again."
+        )
+    if lock_path.is_dir():
         raise UserError(
             f"{lock_path} is a folder, where the run keeps its lock file; move it away (it is no run's) and run again."
         )
@@ -392,6 +398,38 @@ COMPARED_TRAINING_ARGUMENTS = (
     "bf16",
     "fp16",
 )
+# Compared arguments that a version of transformers no longer has (5.x: warmup_ratio, a float --warmup_steps below 1
+# now), with the value that changes nothing: a run of a version that lacks one counts as having that value
+VANISHED_TRAINING_ARGUMENTS = {"warmup_ratio": 0.0}
+
+
+def compared_training_arguments(arguments: dict) -> dict:
+    """The COMPARED_TRAINING_ARGUMENTS of `arguments` (a TrainingArguments' to_dict, or a summary's record of one);
+    one that this or that version of transformers lacks has the value that changes nothing."""
+    return {
+        name: arguments[name] if name in arguments else VANISHED_TRAINING_ARGUMENTS.get(name)
+        for name in COMPARED_TRAINING_ARGUMENTS
+    }
+
+
+def reused_run_problem(output_dir: Path) -> str | None:
+    """Why the finished run in `output_dir` cannot be reused by a comparison (its weights or its log history missing
+    or unreadable), or None."""
+    state, weights = output_dir / TRAINER_STATE_NAME, output_dir / SAFE_WEIGHTS_NAME
+    if not weights.is_file():
+        return f"its weights ({SAFE_WEIGHTS_NAME}) are missing"
+    try:
+        with safetensors.safe_open(weights, framework="pt") as file:
+            file.keys()
+    except Exception as error:  # whatever a damaged file raises: name the file and say why
+        return f"its {SAFE_WEIGHTS_NAME} is unreadable ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
+    try:
+        history = json.loads(state.read_text())["log_history"]
+        if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
+            raise TypeError("log_history is not a list of records")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"its {TRAINER_STATE_NAME} is missing or unreadable ({type(error).__name__}: {error})"
+    return None
 
 
 def finished_comparison_run(
@@ -409,9 +447,9 @@ def finished_comparison_run(
             **{f"model_arguments.{k}": v for k, v in summary["model_arguments"].items()},
             **{f"data_arguments.{k}": v for k, v in summary["data_arguments"].items()},
             **{f"run_arguments.{k}": v for k, v in summary["run_arguments"].items()},
-            **{name: summary["training_arguments"].get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+            **compared_training_arguments(summary["training_arguments"]),
         }
-    except (ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
         raise UserError(
             f"{path} is not a training summary ({type(error).__name__}: {error}); delete it, or pass "
             "--overwrite_output_dir true to train every type of the comparison again."
@@ -422,7 +460,7 @@ def finished_comparison_run(
         **{f"data_arguments.{k}": v for k, v in asdict(data_args).items()},
         # the list of types compared and the target may change between the runs of a comparison
         **{f"run_arguments.{k}": v for k, v in asdict(run_args).items() if k not in ("compare", "target_eval_loss")},
-        **{name: arguments.get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+        **compared_training_arguments(arguments),
     }
     differences = [
         f"{name} is {saved.get(name)!r} there but {value!r} here"
@@ -434,5 +472,11 @@ def finished_comparison_run(
             f"{training_args.output_dir} holds a finished run of other settings than this comparison: "
             f"{'; '.join(differences)}. Pass --overwrite_output_dir true to train every type again, or choose another "
             "--output_dir."
+        )
+    if problem := reused_run_problem(Path(training_args.output_dir)):
+        raise UserError(
+            f"{training_args.output_dir} holds a finished run of this comparison, but {problem}, so its results "
+            "cannot be reused; pass --overwrite_output_dir true to train every type again, or move that folder away "
+            "to train this type again."
         )
     return True
