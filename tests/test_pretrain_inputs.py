@@ -421,6 +421,30 @@ def test_bad_corpus_file_is_named_before_training(
     assert snapshot(output_dir) == before
 
 
+@pytest.mark.parametrize("how", ["twice", "another spelling", "a link", "a copy"])
+def test_the_same_corpus_file_twice_is_refused(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch, how):
+    """One file named twice would put its texts both in the training blocks and in the held-out ones."""
+    first = tmp_path / "a.txt"
+    first.write_text("\n".join(sentences(300)))
+    second = {
+        "twice": first,
+        "another spelling": tmp_path / ".." / tmp_path.name / "a.txt",
+        "a link": tmp_path / "link.txt",
+        "a copy": tmp_path / "copy.txt",
+    }[how]
+    if how == "a link":
+        second.symlink_to(first)
+    elif how == "a copy":
+        shutil.copyfile(first, second)
+    (tmp_path / "other.txt").write_text("\n".join(sentences(300, seed=1)))
+    before = snapshot(output_dir)
+    argv = ["--train_files", str(first), str(tmp_path / "other.txt"), str(second)]
+    line = refused(args(output_dir, *argv, tokenizer=tokenizer_dir), capsys, monkeypatch)
+    reason = f"the same {first.stat().st_size} bytes" if how == "a copy" else f"both resolve to {first}"
+    assert f"train_files: {first} and {second} are the same file ({reason}); name each corpus file once" in line
+    assert snapshot(output_dir) == before
+
+
 LATE_PROBLEMS = {
     "late.txt": (
         lambda lines: "\n".join(lines).encode() + "\nna\xefve\n".encode("latin-1"),
