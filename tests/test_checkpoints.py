@@ -15,6 +15,7 @@ import textwrap
 import time
 
 import pytest
+import safetensors.torch
 import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase, modeling_utils
@@ -191,6 +192,7 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         ("truncated weights", r"model\.safetensors is unreadable \(SafetensorError"),
         ("missing trainer state", r"trainer_state\.json is missing"),
         ("truncated data position", r"data_position_rank0\.json is unreadable \(JSONDecodeError"),
+        ("a NaN weight", r"model\.safetensors holds a NaN value in bert\.encoder\.layer\.1\.output\.dense\.bias"),
     ],
 )
 def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):  # noqa: F811
@@ -202,6 +204,10 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
     if damage == "truncated weights":
         weights = newest / "model.safetensors"
         os.truncate(weights, weights.stat().st_size // 2)
+    elif damage == "a NaN weight":  # a file that reads: safetensors checks no values
+        weights = safetensors.torch.load_file(newest / "model.safetensors")
+        weights["bert.encoder.layer.1.output.dense.bias"][3] = float("nan")
+        safetensors.torch.save_file(weights, newest / "model.safetensors", metadata={"format": "pt"})
     elif damage == "truncated data position":
         position = newest / "data_position_rank0.json"
         os.truncate(position, position.stat().st_size // 2)

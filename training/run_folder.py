@@ -73,12 +73,12 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             return str(checkpoint)
-        print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, or a damaged file).")
+        print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, a damaged file, or a diverged run).")
     return None
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
-    """Why `checkpoint` cannot be resumed from (a part missing or unreadable), or None when every part loads as the
+    """Why `checkpoint` cannot be resumed from (a part missing or unreadable, weights with a NaN or inf), or None when every part loads as the
     Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code. The model
     and optimizer parts are those of the engine that wrote it (checkpoint_parts): the Trainer's own, FSDP's or
     DeepSpeed's; the parts that only torch's or DeepSpeed's own loaders read (which unpickle objects) are checked as
@@ -99,6 +99,8 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
             return f"{name} is missing"
         try:
             load(path)
+        except NonFiniteWeight as error:
+            return f"{name} holds {error}"
         except Exception as error:  # whatever a damaged file raises: name the file and say why
             reason = " ".join(str(error).split())[:200]
             return f"{name} is unreadable ({type(error).__name__}: {reason})"
@@ -125,12 +127,24 @@ def checkpoint_parts(checkpoint: Path) -> dict[str, Callable[[Path], object]]:
             folders = (f"{FSDP_MODEL_NAME}_0/", f"{FSDP_OPTIMIZER_NAME}_0/")
             return {**dict.fromkeys(folders, check_distributed_checkpoint), SCHEDULER_NAME: load_state}
         return {
-            SAFE_WEIGHTS_NAME: safetensors.torch.load_file,
+            SAFE_WEIGHTS_NAME: load_finite_weights,
             f"{FSDP_MODEL_NAME}.bin": load_state,
             f"{FSDP_OPTIMIZER_NAME}.bin": load_state,
             SCHEDULER_NAME: load_state,
         }
     return dict(TRAINER_PARTS)
+
+
+class NonFiniteWeight(ValueError):
+    """A weights file that reads, but holds a NaN or infinite value: a run resumed from it trains NaNs."""
+
+
+def load_finite_weights(path: Path) -> None:
+    """Load a safetensors weights file; raises NonFiniteWeight naming the first tensor with a NaN or inf."""
+    for name, tensor in safetensors.torch.load_file(path).items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            kind = "NaN" if torch.isnan(tensor).any() else "infinite"
+            raise NonFiniteWeight(f"a {kind} value in {name}")
 
 
 def read_json(path: Path) -> object:
@@ -142,7 +156,7 @@ def load_state(path: Path) -> None:
         torch.load(path, map_location="cpu", weights_only=True)
 
 
-TRAINER_PARTS = {SAFE_WEIGHTS_NAME: safetensors.torch.load_file, OPTIMIZER_NAME: load_state, SCHEDULER_NAME: load_state}
+TRAINER_PARTS = {SAFE_WEIGHTS_NAME: load_finite_weights, OPTIMIZER_NAME: load_state, SCHEDULER_NAME: load_state}
 
 
 def check_distributed_checkpoint(folder: Path) -> None:
