@@ -79,7 +79,7 @@ class ModelArguments:
         default=None,
         metadata={
             "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
-            "the extra ids are never input. Default: the tokenizer's size"
+            "the extra ids are never input; at most 65536. Default: the tokenizer's size"
         },
     )
     paper_weight_decay: bool = field(
