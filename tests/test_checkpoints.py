@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -14,8 +15,10 @@ import textwrap
 import time
 
 import pytest
+import safetensors.torch
 import torch
-from transformers import modeling_utils
+from safetensors import SafetensorError
+from transformers import PreTrainedTokenizerBase, modeling_utils
 
 from symbert.cli import UserError
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
@@ -190,6 +193,7 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         ("truncated weights", r"model\.safetensors is unreadable \(SafetensorError"),
         ("missing trainer state", r"trainer_state\.json is missing"),
         ("truncated data position", r"data_position_rank0\.json is unreadable \(JSONDecodeError"),
+        ("a NaN weight", r"model\.safetensors holds a NaN value in bert\.encoder\.layer\.1\.output\.dense\.bias"),
     ],
 )
 def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):  # noqa: F811
@@ -201,6 +205,10 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
     if damage == "truncated weights":
         weights = newest / "model.safetensors"
         os.truncate(weights, weights.stat().st_size // 2)
+    elif damage == "a NaN weight":  # a file that reads: safetensors checks no values
+        weights = safetensors.torch.load_file(newest / "model.safetensors")
+        weights["bert.encoder.layer.1.output.dense.bias"][3] = float("nan")
+        safetensors.torch.save_file(weights, newest / "model.safetensors", metadata={"format": "pt"})
     elif damage == "truncated data position":
         position = newest / "data_position_rank0.json"
         os.truncate(position, position.stat().st_size // 2)
@@ -565,23 +573,115 @@ def test_a_full_disk_during_the_final_save_leaves_the_folder_as_it_was(
     assert_same_training(output_dir, straight)
 
 
-def test_a_full_disk_while_saving_a_checkpoint_is_one_line(corpus, tmp_path, capsys, monkeypatch):  # noqa: F811
-    save_file = modeling_utils.safe_save_file
+def no_space(filename):
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
 
-    def full_disk_at_checkpoint_8(tensors, filename, *args, **kwargs):
-        if f"{STAGING_DIR}/checkpoint-8" in str(filename):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+
+# How each writer of a checkpoint reports a full disk: (what it writes, the error it raises, the reason named)
+WRITER_FAILURES = {
+    "OSError": ("weights", no_space, "No space left on device"),
+    "SafetensorError": (
+        "weights",
+        lambda filename: SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)"),
+        "No space left on device",
+    ),
+    "torch RuntimeError": (
+        "optimizer",
+        lambda filename: RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"),
+        "the write failed",
+    ),
+    "tokenizers Exception": ("tokenizer", lambda filename: Exception("File too large (os error 27)"), "File too large"),
+}
+
+
+def fail_writer(monkeypatch, writer, where):
+    """Make WRITER_FAILURES[writer]'s writer fail, as a full disk does, for what it writes into `where`; returns the
+    reason the error line names."""
+    part, failure, reason = WRITER_FAILURES[writer]
+    save_file, torch_save = modeling_utils.safe_save_file, torch.save
+    save_tokenizer = PreTrainedTokenizerBase.save_pretrained
+
+    def save_weights(tensors, filename, *args, **kwargs):
+        if part == "weights" and where in str(filename):
+            raise failure(filename)
         return save_file(tensors, filename, *args, **kwargs)
 
+    def save_state(state, filename, *args, **kwargs):
+        if part == "optimizer" and where in str(filename):
+            with open(filename, "wb") as file:
+                file.write(b"\0" * 1000)  # what fitted
+            raise failure(filename)
+        return torch_save(state, filename, *args, **kwargs)
+
+    def save_tokenizer_files(self, directory, *args, **kwargs):
+        if part == "tokenizer" and where in str(directory):
+            raise failure(directory)
+        return save_tokenizer(self, directory, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", save_weights)
+    monkeypatch.setattr(torch, "save", save_state)
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", save_tokenizer_files)
+    return reason
+
+
+@pytest.mark.parametrize("writer", WRITER_FAILURES)
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line(corpus, tmp_path, capsys, monkeypatch, writer):  # noqa: F811
+    """However the writer reports it (an OSError, safetensors', torch's or tokenizers' own error), a failed write
+    of checkpoint-8 is one line naming the path and the free space, and its staging folder is gone."""
+    reason = fail_writer(monkeypatch, writer, f"{STAGING_DIR}/checkpoint-8")
     output_dir = tmp_path / "run"
-    monkeypatch.setattr(modeling_utils, "safe_save_file", full_disk_at_checkpoint_8)
     with pytest.raises(SystemExit) as exit_info:
         main(run_args(corpus, output_dir))
-    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
-    staged = output_dir / STAGING_DIR / "checkpoint-8" / "model.safetensors"
-    assert (
-        exit_info.value.code == 2
-        and f"Cannot write checkpoint checkpoint-8: {staged}: No space left on device (" in line
-    )
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    staged = output_dir / STAGING_DIR / "checkpoint-8"
+    if writer == "OSError":
+        staged = staged / "model.safetensors"
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert re.search(
+        rf"error: Cannot write checkpoint checkpoint-8: {re.escape(str(staged))}: {reason}.* "
+        r"\(\d+\.\d\d GiB free on its disk\)",
+        line,
+    ), line
     assert checkpoints(output_dir) == ["checkpoint-4"] and not (output_dir / STAGING_DIR).exists()
     assert checkpoint_problem(output_dir / "checkpoint-4") is None and not (output_dir / LOCK_FILE).exists()
+
+
+def test_a_file_size_limit_is_one_line(corpus, tmp_path):  # noqa: F811
+    """Under `ulimit -f` (RLIMIT_FSIZE) the command ignores SIGXFSZ, so the write that passes the limit fails with
+    EFBIG: one line naming the path, no core dump, no staging folder left."""
+    output_dir = tmp_path / "run"
+    command, env = child_command(run_args(corpus, output_dir))
+    limit = 200_000  # bytes: the metrics fit, the first checkpoint's weights do not
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, preexec_fn=limit_file_size)
+    staged = output_dir / STAGING_DIR / "checkpoint-4"
+    (line,) = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"Cannot write checkpoint checkpoint-4: {staged}" in line and "File too large" in line, line
+    assert not (output_dir / STAGING_DIR).exists() and not list(output_dir.glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize("writer", ["SafetensorError", "tokenizers Exception"])
+def test_a_full_disk_during_the_final_save_is_one_line_whatever_the_writer(
+    corpus,  # noqa: F811
+    tmp_path,
+    capsys,
+    monkeypatch,
+    writer,
+):
+    """safetensors' and tokenizers' own errors in the final save: one line naming the staging path and the free
+    space, and the staging folder removed (its space given back); the checkpoints stay."""
+    reason = fail_writer(monkeypatch, writer, FINAL_STAGING_DIR)
+    output_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(run_args(corpus, output_dir))
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    staged = output_dir / FINAL_STAGING_DIR
+    assert f"Cannot write the final model: {staged}: {reason} (" in line and "GiB free on its disk" in line, line
+    assert checkpoints(output_dir) == ["checkpoint-4", "checkpoint-8"] and not staged.exists()

@@ -1,6 +1,7 @@
 """symbert-glue's refusals of bad GLUE data (file, line, column named; nothing trained or written) and how finished
 (task, seed) pairs are matched: by the data's contents, the model's weights and the protocol, never by a path."""
 
+import csv
 import hashlib
 import json
 import shutil
@@ -157,6 +158,20 @@ def test_saved_dataset_with_a_bad_label_names_folder_row_and_column(data, tmp_pa
 
 
 # Sentence pairs: BERT's segments
+
+
+def test_a_sentence_over_csv_s_field_limit_is_read_and_truncated(assets, data):  # noqa: F811
+    """csv reads fields of at most 131,072 characters by default (a traceback beyond); a longer GLUE sentence is read
+    whole, and tokenisation truncates it to max_length as any other; the limit is csv's default again after."""
+    path = data / "SST-2" / "train.tsv"
+    long_sentence = " ".join(["a long sentence"] * 10_000)  # 159,999 characters
+    edit_lines(path, lambda lines: [*lines, f"{long_sentence}\t1"])
+    limit = csv.field_size_limit()
+    splits = load_task("sst2", data)
+    assert splits["train"][-1]["sentence"] == long_sentence and csv.field_size_limit() == limit == 131_072
+    tokenizer = AutoTokenizer.from_pretrained(assets / "model", trust_remote_code=True)
+    ids = glue.tokenize("sst2", DatasetDict(train=splits["train"].select([len(splits["train"]) - 1])), tokenizer, 64)
+    assert len(ids["train"][0]["input_ids"]) == 64
 
 
 @pytest.mark.parametrize("task", ["rte", "mrpc", "stsb"])

@@ -5,6 +5,8 @@ match the run."""
 import errno
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +148,27 @@ def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage,
         data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
         data.load_blocks(data_args, data.load_tokenizer(data_args))
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["train-00000.bin", "held_out.bin"])
+def test_an_id_past_the_tokenizer_is_refused(corpus, prepared_folder, tmp_path, name):  # noqa: F811
+    """A damaged shard's id in the range --pad_vocab_to_multiple_of adds (a padding row no token uses), named with
+    the file and block: the held-out blocks when loaded, a training block when read."""
+    folder = tmp_path / "copy"
+    shutil.copytree(prepared_folder, folder)
+    vocab_size = json.loads((folder / "manifest.json").read_text())["tokenizer"]["vocab_size"]
+    ids = np.fromfile(folder / name, dtype=np.uint16)
+    ids[32 + 5] = vocab_size + 3  # block 1
+    ids.tofile(folder / name)
+    data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run", "--pad_vocab_to_multiple_of", "64"))[
+        2
+    ]
+    where = folder / name if name == "held_out.bin" else f"{folder / name}, block 1"
+    message = f"{where} holds token id {vocab_size + 3}, but the tokenizer has {vocab_size} tokens (ids 0 to "
+    with pytest.raises(UserError, match=re.escape(message)):
+        train, _ = data.load_blocks(data_args, data.load_tokenizer(data_args))
+        assert train.rows([0, 2])  # blocks without it read
+        train.rows([1])
 
 
 def test_an_existing_folder_is_never_prepared_into(corpus, prepared_folder):  # noqa: F811

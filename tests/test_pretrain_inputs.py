@@ -6,6 +6,7 @@ import gzip
 import json
 import random
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import fields, replace
@@ -142,6 +143,8 @@ def refused(argv, capsys, monkeypatch):
         ),
         (["--save_strategy", "steps", "--save_steps", "-1"], "save_steps=-1.0 is not allowed"),
         (["--seed", "-1"], "seed=-1 is not allowed; it must be an integer ≥ 0"),
+        (["--seed", str(2**64)], f"seed={2**64} is not allowed; it must be an integer ≥ 0 and at most {2**32 - 1}"),
+        (["--data_seed", str(2**32)], f"data_seed={2**32} is not allowed; it must be an integer ≥ 0 and at most"),
         (["--global_batch_size", "0"], "global_batch_size=0 is not allowed; it must be at least 1"),
         (["--num_proc", "0"], "num_proc=0 is not allowed; it must be at least 1"),
         (["--dataloader_num_workers", "-1"], "dataloader_num_workers=-1 is not allowed; it must be an integer ≥ 0"),
@@ -164,6 +167,10 @@ def refused(argv, capsys, monkeypatch):
             "pad_vocab_to_multiple_of=0 is not allowed; it must be a positive integer",
         ),
         (["--pad_vocab_to_multiple_of=-64"], "pad_vocab_to_multiple_of=-64 is not allowed"),
+        (
+            ["--pad_vocab_to_multiple_of", "1000000000"],
+            "pad_vocab_to_multiple_of=1000000000 is not allowed; it must be a positive integer of at most 65536",
+        ),
         (["--pad_vocab_to_multiple_of", "2.5"], "--pad_vocab_to_multiple_of.*invalid int value: '2.5'"),
         (
             ["--config_overrides", '{"max_predictions_per_seq": 0}'],
@@ -411,6 +418,30 @@ def test_bad_corpus_file_is_named_before_training(
         args(output_dir, "--train_files", str(good), str(bad), *streaming, tokenizer=tokenizer_dir), capsys, monkeypatch
     )
     assert re.search(f"error: {tmp_path}/{message}", line), line
+    assert snapshot(output_dir) == before
+
+
+@pytest.mark.parametrize("how", ["twice", "another spelling", "a link", "a copy"])
+def test_the_same_corpus_file_twice_is_refused(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch, how):
+    """One file named twice would put its texts both in the training blocks and in the held-out ones."""
+    first = tmp_path / "a.txt"
+    first.write_text("\n".join(sentences(300)))
+    second = {
+        "twice": first,
+        "another spelling": tmp_path / ".." / tmp_path.name / "a.txt",
+        "a link": tmp_path / "link.txt",
+        "a copy": tmp_path / "copy.txt",
+    }[how]
+    if how == "a link":
+        second.symlink_to(first)
+    elif how == "a copy":
+        shutil.copyfile(first, second)
+    (tmp_path / "other.txt").write_text("\n".join(sentences(300, seed=1)))
+    before = snapshot(output_dir)
+    argv = ["--train_files", str(first), str(tmp_path / "other.txt"), str(second)]
+    line = refused(args(output_dir, *argv, tokenizer=tokenizer_dir), capsys, monkeypatch)
+    reason = f"the same {first.stat().st_size} bytes" if how == "a copy" else f"both resolve to {first}"
+    assert f"train_files: {first} and {second} are the same file ({reason}); name each corpus file once" in line
     assert snapshot(output_dir) == before
 
 
@@ -837,19 +868,35 @@ def test_a_corpus_folder_is_named_as_a_folder(tmp_path, output_dir, tokenizer_di
     assert f"e.g. --train_files {tmp_path / 'corpus'}/*.txt" in line and snapshot(output_dir) == before
 
 
-@pytest.mark.parametrize("kind", ["dangling link", "link inside a dangling link", "file"])
+@pytest.mark.parametrize(
+    "kind", ["dangling link", "link inside a dangling link", "file", "empty", "a compared type's folder is a file"]
+)
 def test_an_output_folder_that_cannot_be_one_is_named(tmp_path, capsys, monkeypatch, kind):
     target = tmp_path / "unmounted" / "runs"
-    if kind == "file":
+    compare = []
+    if kind == "empty":
+        output_dir, message = "", "the path is empty; give the folder to write into, e.g. --output_dir runs/demo"
+    elif kind == "a compared type's folder is a file":
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "symmetric").write_text("a file\n")
+        output_dir, compare = tmp_path / "out" / "symmetric", ["--compare", "original,symmetric"]
+        message = f"{output_dir} is a file, not a folder"
+    elif kind == "file":
         (tmp_path / "out").write_text("a file\n")
         output_dir, message = tmp_path / "out", f"{tmp_path / 'out'} is a file, not a folder"
     else:
         (tmp_path / "out").symlink_to(target)
         output_dir = tmp_path / "out" / ("run" if kind.startswith("link inside") else "")
         message = f"{tmp_path / 'out'} is a symbolic link to {target}, which does not exist"
-    line = refused(args(output_dir, "--train_files", "not-read.txt"), capsys, monkeypatch)
+    if compare:  # the command names the comparison's folder; OUTPUT_DIR/<type> is refused
+        line = refused(args(tmp_path / "out", "--train_files", "not-read.txt", *compare), capsys, monkeypatch)
+    else:
+        line = refused(args(output_dir, "--train_files", "not-read.txt"), capsys, monkeypatch)
     assert f"output_dir='{output_dir}': {message}" in line, line
-    assert not (tmp_path / "unmounted").exists()
+    assert not (tmp_path / "unmounted").exists() and sorted(path.name for path in tmp_path.iterdir()) in (
+        [],
+        ["out"],
+    )
 
 
 def test_a_lock_file_that_is_a_folder_is_named(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch):
@@ -861,6 +908,91 @@ def test_a_lock_file_that_is_a_folder_is_named(tmp_path, output_dir, tokenizer_d
     )
     assert f"{output_dir / '.pretrain.lock'} is a folder, where the run keeps its lock file" in line
     assert snapshot(output_dir) == before and (output_dir / ".pretrain.lock").is_dir()
+
+
+@pytest.mark.parametrize("target", ["nothing", "a file"])
+def test_a_lock_file_that_is_a_link_is_named(tmp_path, output_dir, tokenizer_dir, capsys, monkeypatch, target):
+    (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
+    if target == "a file":
+        (tmp_path / "elsewhere").write_text("someone's file\n")
+    (output_dir / ".pretrain.lock").symlink_to(tmp_path / "elsewhere")
+    before = snapshot(output_dir)
+    line = refused(
+        args(output_dir, "--train_files", str(tmp_path / "a.txt"), tokenizer=tokenizer_dir), capsys, monkeypatch
+    )
+    assert f"{output_dir / '.pretrain.lock'} is a symbolic link (to {tmp_path / 'elsewhere'}), where the run" in line
+    assert snapshot(output_dir) == before and (output_dir / ".pretrain.lock").is_symlink()
+    assert target == "nothing" or (tmp_path / "elsewhere").read_text() == "someone's file\n"
+
+
+@pytest.fixture(scope="module")
+def finished_comparison(tmp_path_factory, tokenizer_dir):
+    """A finished comparison of one type (original), for the tests of what a rerun reuses."""
+    root = tmp_path_factory.mktemp("comparison")
+    (root / "a.txt").write_text("\n".join(sentences(300)))
+    main(args(root / "run", "--train_files", str(root / "a.txt"), "--compare", "original", tokenizer=tokenizer_dir))
+    return root
+
+
+def comparison_copy(finished_comparison, tmp_path):
+    """A copy of the finished comparison in tmp_path (its summary naming the copy's blocks), and its arguments."""
+    shutil.copytree(finished_comparison / "run", tmp_path / "run")
+    summary_path = tmp_path / "run" / "original" / "training_summary.json"
+    summary_path.write_text(summary_path.read_text().replace(str(finished_comparison / "run"), str(tmp_path / "run")))
+    return args(tmp_path / "run", "--train_files", str(finished_comparison / "a.txt"), "--compare", "original")
+
+
+# A finished type of a comparison that cannot be reused: (what is done to its folder, the reason named)
+UNREUSABLE_RUNS = {
+    "weights deleted": (lambda folder: (folder / "model.safetensors").unlink(), "its weights (model.safetensors) are"),
+    "weights truncated": (
+        lambda folder: (folder / "model.safetensors").write_bytes(b"\x10"),
+        "its model.safetensors is unreadable",
+    ),
+    "garbage trainer state": (
+        lambda folder: (folder / "trainer_state.json").write_text("garbage"),
+        "its trainer_state.json is missing or unreadable (JSONDecodeError",
+    ),
+    "garbage summary": (
+        lambda folder: (folder / "training_summary.json").write_bytes(b"\xff\xfe"),
+        "training_summary.json is not a training summary (UnicodeDecodeError",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNREUSABLE_RUNS)
+def test_a_finished_type_that_cannot_be_reused_is_refused(
+    finished_comparison, tmp_path, tokenizer_dir, capsys, monkeypatch, case
+):
+    argv = comparison_copy(finished_comparison, tmp_path)
+    damage, reason = UNREUSABLE_RUNS[case]
+    damage(tmp_path / "run" / "original")
+    before = snapshot(tmp_path / "run" / "original")
+    line = refused([*argv, "--tokenizer", str(tokenizer_dir)], capsys, monkeypatch)
+    assert f"{tmp_path / 'run' / 'original'}" in line and reason in line, line
+    assert "--overwrite_output_dir true" in line and snapshot(tmp_path / "run" / "original") == before
+
+
+@pytest.mark.parametrize("saved, reused", [("absent", True), (0.0, True), (0.1, False)])
+def test_a_summary_with_or_without_warmup_ratio_is_compared(
+    finished_comparison, tmp_path, tokenizer_dir, capsys, monkeypatch, saved, reused
+):
+    """warmup_ratio, gone from transformers 5, counts as 0 where a summary or this version lacks it: a run saved
+    with a ratio (transformers 4.x) is refused, naming it; one without is reused."""
+    argv = [*comparison_copy(finished_comparison, tmp_path), "--tokenizer", str(tokenizer_dir)]
+    summary_path = tmp_path / "run" / "original" / "training_summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["training_arguments"].pop("warmup_ratio", None)
+    if saved != "absent":
+        summary["training_arguments"]["warmup_ratio"] = saved
+    summary_path.write_text(json.dumps(summary))
+    if reused:
+        main(argv)
+        assert "original: already trained in" in capsys.readouterr().out
+        assert (tmp_path / "run" / "comparison.md").is_file()
+    else:
+        line = refused(argv, capsys, monkeypatch)
+        assert "holds a finished run of other settings than this comparison: warmup_ratio is 0.1 there" in line
 
 
 def test_staging_folders_left_as_files_are_removed(tmp_path, output_dir, tokenizer_dir):

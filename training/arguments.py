@@ -79,7 +79,7 @@ class ModelArguments:
         default=None,
         metadata={
             "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
-            "the extra ids are never input. Default: the tokenizer's size"
+            "the extra ids are never input; at most 65536. Default: the tokenizer's size"
         },
     )
     paper_weight_decay: bool = field(
@@ -302,6 +302,11 @@ def at_least_one(value: int) -> bool:
     return value > 0
 
 
+MAX_SEED = 2**32 - 1  # set_seed seeds numpy, whose seeds are 32-bit
+# --pad_vocab_to_multiple_of pads the vocabulary for the GPU's matrix tiles (64 or 128); a larger multiple only adds
+# embedding rows that no token uses (1e9 would ask for 512 GB of embeddings)
+MAX_PAD_VOCAB_MULTIPLE = 65536
+
 # Numbers TrainingArguments accepts but that make no training, or NaN losses: (argument, rule, what is allowed). An
 # argument that is None (an optional one not given) is not checked.
 NUMBER_RULES = (
@@ -321,7 +326,12 @@ NUMBER_RULES = (
     ("per_device_train_batch_size", at_least_one, "at least 1"),
     ("per_device_eval_batch_size", at_least_one, "at least 1"),
     ("gradient_accumulation_steps", at_least_one, "at least 1"),
-    ("seed", lambda value: value >= 0, "an integer ≥ 0"),
+    ("seed", lambda value: 0 <= value <= MAX_SEED, f"an integer ≥ 0 and at most {MAX_SEED} (2**32 - 1, numpy's range)"),
+    (
+        "data_seed",
+        lambda value: 0 <= value <= MAX_SEED,
+        f"an integer ≥ 0 and at most {MAX_SEED} (2**32 - 1, numpy's range), or unset",
+    ),
     ("global_batch_size", at_least_one, "at least 1"),
     ("num_proc", at_least_one, "at least 1 (or unset: one process)"),
     ("dataloader_num_workers", lambda value: value >= 0, "an integer ≥ 0 (0: the training process reads the data)"),
@@ -390,13 +400,16 @@ def check_arguments(
     if run_args.target_eval_loss is not None and not math.isfinite(run_args.target_eval_loss):
         raise UserError(f"target_eval_loss={run_args.target_eval_loss} is not allowed; it must be a finite number.")
     multiple = model_args.pad_vocab_to_multiple_of
-    if multiple is not None and (type(multiple) is not int or multiple <= 0):  # bool is an int subclass: refused
+    if multiple is not None and (type(multiple) is not int or not 0 < multiple <= MAX_PAD_VOCAB_MULTIPLE):
+        # (bool is an int subclass: refused)
         raise UserError(
-            f"pad_vocab_to_multiple_of={multiple!r} is not allowed; it must be a positive integer (e.g. 64), or unset "
-            "for a vocab_size of exactly the tokenizer's size."
+            f"pad_vocab_to_multiple_of={multiple!r} is not allowed; it must be a positive integer of at most "
+            f"{MAX_PAD_VOCAB_MULTIPLE} (e.g. 64), or unset for a vocab_size of exactly the tokenizer's size."
         )
     check_numbers(run_args, data_args, training_args)
     check_output_dir(training_args.output_dir)
+    for kind in run_args.compare.split(",") if run_args.compare else ():  # each type trains into OUTPUT_DIR/<type>
+        check_output_dir(Path(training_args.output_dir) / kind)
     config = model_config(model_args)  # validates the size and overrides before any data is read
     if data_args.max_seq_length > config.max_position_embeddings:
         raise UserError(
@@ -485,6 +498,10 @@ def precision_for(requested: str, device: str, bf16_supported: bool, launcher: s
 def check_output_dir(output_dir: str | Path, name: str = "output_dir") -> None:
     """The output folder, or the nearest of its parents that exists, must be a folder: not a file, nor a link to
     nothing (a folder that is not there, on a drive not mounted...). `name`: the argument that gave it."""
+    if not str(output_dir).strip():
+        raise UserError(
+            f"{name}={str(output_dir)!r}: the path is empty; give the folder to write into, e.g. --{name} runs/demo."
+        )
     path = Path(output_dir)
     for folder in [path, *path.parents]:
         if folder.is_symlink() and not folder.exists():

@@ -101,6 +101,11 @@ def load_local_files(data_args: DataArguments) -> Dataset | IterableDataset:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise MissingFileError(f"train_files not found: {', '.join(missing)}")
+    if twice := same_files(files):
+        raise UserError(
+            f"train_files: {twice[0]} and {twice[1]} are the same file ({twice[2]}); name each corpus file once: a "
+            "file read twice puts the same texts in the training and the held-out blocks."
+        )
     formats = {local_format(f) for f in files}
     if None in formats or len(formats) != 1:
         raise UserError(
@@ -119,6 +124,26 @@ def load_local_files(data_args: DataArguments) -> Dataset | IterableDataset:
         )
     with errors_named_by_file(files, data_args.text_column):
         return load_dataset(builder, data_files=[str(f) for f in files], split="train")
+
+
+def same_files(files: list[Path]) -> tuple[Path, Path, str] | None:
+    """The first two of `files` that are one file (the same resolved path: a link, ./a.txt and a.txt) or hold the
+    same bytes (a copy), with which; None if there are none. Only files of equal size are hashed."""
+    first_by_path, first_by_digest, sizes = {}, {}, {}
+    for file in files:
+        resolved = file.resolve()
+        if resolved in first_by_path:
+            return first_by_path[resolved], file, f"both resolve to {resolved}"
+        first_by_path[resolved] = file
+        sizes.setdefault(file.stat().st_size, []).append(file)
+    for same_size in (group for group in sizes.values() if len(group) > 1):
+        for file in same_size:
+            with open(file, "rb") as handle:
+                key = hashlib.file_digest(handle, "sha256").hexdigest()
+            if key in first_by_digest:
+                return first_by_digest[key], file, f"the same {file.stat().st_size} bytes"
+            first_by_digest[key] = file
+    return None
 
 
 def stream_files(files: list[str], builder: str, text_column: str) -> Iterator[dict]:

@@ -13,6 +13,7 @@ GLUE metadata (hub_cards/card.py) all follow from it.
 
 import csv
 import hashlib
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,6 +278,18 @@ def read_tsv(task: str, path: str | Path, skip_malformed_rows: bool = False) -> 
 
 
 def tsv_dataset(task: str, spec: GlueTask, path: str | Path, skip_malformed_rows: bool) -> Dataset:
+    # csv's field limit (131,072 characters) would end a longer sentence in a traceback; tokenisation truncates it to
+    # --max_length anyway, so any length is read (and the limit restored after)
+    limit = csv.field_size_limit(sys.maxsize)
+    try:
+        return tsv_rows(task, spec, path, skip_malformed_rows)
+    except csv.Error as error:  # none other is expected without quoting; if one comes, name the file
+        raise UserError(f"{path}: cannot be read as a TSV file ({error}).") from None
+    finally:
+        csv.field_size_limit(limit)
+
+
+def tsv_rows(task: str, spec: GlueTask, path: str | Path, skip_malformed_rows: bool) -> Dataset:
     # utf-8-sig: a UTF-8 byte-order mark (as some editors and spreadsheet exports write) is dropped, not read as part
     # of the first column's name, as transformers' GLUE processors read these files; a file without one reads the same.
     with open(path, encoding="utf-8-sig", newline="") as file:

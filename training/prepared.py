@@ -60,6 +60,16 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.uint32)
 
 
+def check_ids(ids: np.ndarray, vocab_size: int | None, where: str) -> None:
+    """Every id of `ids` must be one of the tokenizer's (below `vocab_size`): a damaged shard's id past it would
+    index the embedding out of range, or, with --pad_vocab_to_multiple_of, train a padding row no token uses."""
+    if vocab_size is not None and ids.size and (largest := int(ids.max())) >= vocab_size:
+        raise UserError(
+            f"{where} holds token id {largest}, but the tokenizer has {vocab_size} tokens (ids 0 to {vocab_size - 1}); "
+            "the folder is damaged: prepare it again."
+        )
+
+
 class PreparedBlocks:
     """The training blocks of a prepared folder as one map-style sequence over its shards: len(), [index] →
     {"input_ids": [...]}, rows(indices) for a micro-batch, and iter(batch_size) as datasets has it.
@@ -68,8 +78,11 @@ class PreparedBlocks:
     page cache without counting in the process's resident memory, which a map of a freshly written shard fills with
     whole cached folios around every block read at random (here 1 GB of RSS for 3,200 blocks of a 1 GB shard)."""
 
-    def __init__(self, folder: str | Path, shards: list[dict], block_length: int, dtype: np.dtype):
+    def __init__(
+        self, folder: str | Path, shards: list[dict], block_length: int, dtype: np.dtype, vocab_size: int | None = None
+    ):
         self.folder, self.shards, self.block_length, self.dtype = Path(folder), shards, block_length, dtype
+        self.vocab_size = vocab_size  # the tokenizer's: a block with a larger id is refused when read
         self.ends = np.cumsum([shard["blocks"] for shard in shards])
         self.starts = self.ends - [shard["blocks"] for shard in shards]
         self._files = None  # opened in the process that reads (each dataloader worker opens the files itself)
@@ -96,7 +109,9 @@ class PreparedBlocks:
                 raise UserError(
                     f"{self.folder / self.shards[shard]['file']} ends before block {index}: it was cut short."
                 )
-            rows.append(np.frombuffer(data, dtype=self.dtype).tolist())
+            block = np.frombuffer(data, dtype=self.dtype)
+            check_ids(block, self.vocab_size, f"{self.folder / self.shards[shard]['file']}, block {index}")
+            rows.append(block.tolist())
         return rows
 
     def __getitem__(self, index: int) -> dict:
@@ -171,8 +186,10 @@ def load_prepared(
         )
     folder = Path(data_args.blocks_dir)
     length, dtype = manifest["block_length"], np.dtype(manifest["dtype"])
-    train = PreparedBlocks(folder, manifest["train"]["shards"], length, dtype)
+    vocab_size = manifest["tokenizer"]["vocab_size"]  # len() of the tokenizer whose fingerprint matched
+    train = PreparedBlocks(folder, manifest["train"]["shards"], length, dtype, vocab_size)
     held_out = block_map(folder / HELD_OUT_FILE, manifest["held_out"]["blocks"], length, dtype)
+    check_ids(held_out, vocab_size, str(folder / HELD_OUT_FILE))
     return train, Dataset.from_dict({"input_ids": held_out.tolist()}), manifest
 
 

@@ -17,6 +17,8 @@ import json
 import math
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
@@ -72,6 +74,7 @@ from .run_folder import (
     resume_checkpoint,
     training_finished_at,
     write_error,
+    write_failure,
 )
 
 _T = TypeVar("_T")
@@ -219,9 +222,11 @@ class SymBertPretrainingTrainer(Trainer):
             position = os.path.join(staged, DATA_POSITION_FILE.format(rank=self.args.process_index))
             positions = self.data_positions.to_json()
             write_atomically(Path(position), lambda file: file.write(json.dumps(positions) + "\n"))
-        except OSError as error:  # a full disk: the staged part goes, the checkpoints in place stay
+        except Exception as error:  # a full disk: the staged part goes, the checkpoints in place stay
             shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
-            raise write_error(error, Path(error.filename or staged), f"checkpoint {name}") from None
+            if (failed := write_failure(error)) is None:
+                raise
+            raise write_error(failed, Path(failed.filename or staged), f"checkpoint {name}") from None
         finally:
             self.staging = False
         self.accelerator.wait_for_everyone()
@@ -496,7 +501,7 @@ def save_final_model(trainer: Trainer, title: str) -> None:
         if trainer.is_world_process_zero():
             remove_path(staging)
         trainer.save_model(str(staging), _internal_call=True)  # every process: sharded models gather there
-    except OSError as error:
+    except Exception as error:  # a full disk, as each writer reports it (write_failure)
         failure = error
 
     def install():
@@ -508,9 +513,11 @@ def save_final_model(trainer: Trainer, title: str) -> None:
             for path in sorted(staging.iterdir()):
                 os.replace(path, output_dir / path.name)
             staging.rmdir()
-        except OSError as error:
+        except Exception as error:
             shutil.rmtree(staging, ignore_errors=True)  # what was staged: the space it takes is given back
-            raise write_error(error, Path(error.filename or staging), "the final model") from None
+            if (failed := write_failure(error)) is None:
+                raise
+            raise write_error(failed, Path(failed.filename or staging), "the final model") from None
 
     on_main_process(trainer.args, install)
     if trainer.args.push_to_hub:  # as the Trainer's save_model() does
@@ -552,6 +559,10 @@ def set_torch_threads(training_args: TrainingArguments) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Past a file-size limit (ulimit -f), a write fails with EFBIG, reported in one line, instead of the signal
+    # SIGXFSZ killing the process with a core dump.
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         run_command(run, argv)
     finally:  # a clean exit for every process of a torchrun / accelerate launch

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
+import safetensors
 import safetensors.torch
 import torch
 from accelerate.utils.constants import FSDP_MODEL_NAME
@@ -72,12 +73,12 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             return str(checkpoint)
-        print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, or a damaged file).")
+        print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, a damaged file, or a diverged run).")
     return None
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
-    """Why `checkpoint` cannot be resumed from (a part missing or unreadable), or None when every part loads as the
+    """Why `checkpoint` cannot be resumed from (a part missing or unreadable, weights with a NaN or inf), or None when every part loads as the
     Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code. The model
     and optimizer parts are those of the engine that wrote it (checkpoint_parts): the Trainer's own, FSDP's or
     DeepSpeed's; the parts that only torch's or DeepSpeed's own loaders read (which unpickle objects) are checked as
@@ -98,6 +99,8 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
             return f"{name} is missing"
         try:
             load(path)
+        except NonFiniteWeight as error:
+            return f"{name} holds {error}"
         except Exception as error:  # whatever a damaged file raises: name the file and say why
             reason = " ".join(str(error).split())[:200]
             return f"{name} is unreadable ({type(error).__name__}: {reason})"
@@ -124,12 +127,24 @@ def checkpoint_parts(checkpoint: Path) -> dict[str, Callable[[Path], object]]:
             folders = (f"{FSDP_MODEL_NAME}_0/", f"{FSDP_OPTIMIZER_NAME}_0/")
             return {**dict.fromkeys(folders, check_distributed_checkpoint), SCHEDULER_NAME: load_state}
         return {
-            SAFE_WEIGHTS_NAME: safetensors.torch.load_file,
+            SAFE_WEIGHTS_NAME: load_finite_weights,
             f"{FSDP_MODEL_NAME}.bin": load_state,
             f"{FSDP_OPTIMIZER_NAME}.bin": load_state,
             SCHEDULER_NAME: load_state,
         }
     return dict(TRAINER_PARTS)
+
+
+class NonFiniteWeight(ValueError):
+    """A weights file that reads, but holds a NaN or infinite value: a run resumed from it trains NaNs."""
+
+
+def load_finite_weights(path: Path) -> None:
+    """Load a safetensors weights file; raises NonFiniteWeight naming the first tensor with a NaN or inf."""
+    for name, tensor in safetensors.torch.load_file(path).items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            kind = "NaN" if torch.isnan(tensor).any() else "infinite"
+            raise NonFiniteWeight(f"a {kind} value in {name}")
 
 
 def read_json(path: Path) -> object:
@@ -141,7 +156,7 @@ def load_state(path: Path) -> None:
         torch.load(path, map_location="cpu", weights_only=True)
 
 
-TRAINER_PARTS = {SAFE_WEIGHTS_NAME: safetensors.torch.load_file, OPTIMIZER_NAME: load_state, SCHEDULER_NAME: load_state}
+TRAINER_PARTS = {SAFE_WEIGHTS_NAME: load_finite_weights, OPTIMIZER_NAME: load_state, SCHEDULER_NAME: load_state}
 
 
 def check_distributed_checkpoint(folder: Path) -> None:
@@ -269,7 +284,12 @@ def output_folder_lock(output_dir: str | Path) -> Iterator[None]:
     new_folder, new_lock = not output_dir.exists(), not lock_path.exists()
     output_dir.mkdir(parents=True, exist_ok=True)
     found = folder_state(output_dir)
-    if lock_path.is_dir() and not lock_path.is_symlink():
+    if lock_path.is_symlink():  # flock would follow it to another file (or fail on a link to nothing)
+        raise UserError(
+            f"{lock_path} is a symbolic link (to {os.readlink(lock_path)}), where the run keeps its lock file; remove "
+            "the link (it is no run's) and run again."
+        )
+    if lock_path.is_dir():
         raise UserError(
             f"{lock_path} is a folder, where the run keeps its lock file; move it away (it is no run's) and run again."
         )
@@ -345,6 +365,22 @@ def write_error(error: OSError, path: Path, what: str) -> UserError:
     )
 
 
+def write_failure(error: BaseException) -> OSError | None:
+    """`error` as the OSError of a write that failed, or None if it is not one. The writers of a checkpoint and of
+    the final model report a full disk or a file-size limit (EFBIG, under `ulimit -f`) each in its own way:
+    safetensors as a SafetensorError and tokenizers as a plain Exception, both ending "(os error N)", torch.save as
+    a RuntimeError of its archive writer (inline_container.cc / PytorchStreamWriter), which names no errno."""
+    if isinstance(error, OSError):
+        return error
+    message = " ".join(str(error).split())
+    if match := re.search(r"\(os error (\d+)\)", message):
+        number = int(match.group(1))
+        return OSError(number, os.strerror(number))
+    if isinstance(error, RuntimeError) and ("inline_container" in message or "PytorchStreamWriter" in message):
+        return OSError(None, f"the write failed ({message[:200]})")
+    return None
+
+
 def training_finished_at(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
     """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
     checkpoint's own state gives."""
@@ -376,6 +412,38 @@ COMPARED_TRAINING_ARGUMENTS = (
     "bf16",
     "fp16",
 )
+# Compared arguments that a version of transformers no longer has (5.x: warmup_ratio, a float --warmup_steps below 1
+# now), with the value that changes nothing: a run of a version that lacks one counts as having that value
+VANISHED_TRAINING_ARGUMENTS = {"warmup_ratio": 0.0}
+
+
+def compared_training_arguments(arguments: dict) -> dict:
+    """The COMPARED_TRAINING_ARGUMENTS of `arguments` (a TrainingArguments' to_dict, or a summary's record of one);
+    one that this or that version of transformers lacks has the value that changes nothing."""
+    return {
+        name: arguments[name] if name in arguments else VANISHED_TRAINING_ARGUMENTS.get(name)
+        for name in COMPARED_TRAINING_ARGUMENTS
+    }
+
+
+def reused_run_problem(output_dir: Path) -> str | None:
+    """Why the finished run in `output_dir` cannot be reused by a comparison (its weights or its log history missing
+    or unreadable), or None."""
+    state, weights = output_dir / TRAINER_STATE_NAME, output_dir / SAFE_WEIGHTS_NAME
+    if not weights.is_file():
+        return f"its weights ({SAFE_WEIGHTS_NAME}) are missing"
+    try:
+        with safetensors.safe_open(weights, framework="pt") as file:
+            file.keys()
+    except Exception as error:  # whatever a damaged file raises: name the file and say why
+        return f"its {SAFE_WEIGHTS_NAME} is unreadable ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
+    try:
+        history = json.loads(state.read_text())["log_history"]
+        if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
+            raise TypeError("log_history is not a list of records")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"its {TRAINER_STATE_NAME} is missing or unreadable ({type(error).__name__}: {error})"
+    return None
 
 
 def finished_comparison_run(
@@ -393,9 +461,9 @@ def finished_comparison_run(
             **{f"model_arguments.{k}": v for k, v in summary["model_arguments"].items()},
             **{f"data_arguments.{k}": v for k, v in summary["data_arguments"].items()},
             **{f"run_arguments.{k}": v for k, v in summary["run_arguments"].items()},
-            **{name: summary["training_arguments"].get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+            **compared_training_arguments(summary["training_arguments"]),
         }
-    except (ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
         raise UserError(
             f"{path} is not a training summary ({type(error).__name__}: {error}); delete it, or pass "
             "--overwrite_output_dir true to train every type of the comparison again."
@@ -406,7 +474,7 @@ def finished_comparison_run(
         **{f"data_arguments.{k}": v for k, v in asdict(data_args).items()},
         # the list of types compared and the target may change between the runs of a comparison
         **{f"run_arguments.{k}": v for k, v in asdict(run_args).items() if k not in ("compare", "target_eval_loss")},
-        **{name: arguments.get(name) for name in COMPARED_TRAINING_ARGUMENTS},
+        **compared_training_arguments(arguments),
     }
     differences = [
         f"{name} is {saved.get(name)!r} there but {value!r} here"
@@ -418,5 +486,11 @@ def finished_comparison_run(
             f"{training_args.output_dir} holds a finished run of other settings than this comparison: "
             f"{'; '.join(differences)}. Pass --overwrite_output_dir true to train every type again, or choose another "
             "--output_dir."
+        )
+    if problem := reused_run_problem(Path(training_args.output_dir)):
+        raise UserError(
+            f"{training_args.output_dir} holds a finished run of this comparison, but {problem}, so its results "
+            "cannot be reused; pass --overwrite_output_dir true to train every type again, or move that folder away "
+            "to train this type again."
         )
     return True
