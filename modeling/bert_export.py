@@ -25,6 +25,7 @@ from . import modeling_symbert
 from .cli import UserError, command_parser, missing_local_path, run_command
 from .configuration_symbert import SymBertConfig
 from .modeling_symbert import BERT_CLASSES
+from .training.run_folder import write_failure
 
 BOUND = 1e-5  # largest relative error ‖a - b‖ / ‖a‖ of an output tensor allowed
 CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on
@@ -117,9 +118,18 @@ def export_to_bert(model: str, output: str | Path) -> float:
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".to-bert.tmp", dir=output.parent))
     try:
         staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the output folder's mode
-        bert.save_pretrained(staging, safe_serialization=True)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(staging)
+        try:
+            bert.save_pretrained(staging, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(staging)
+        except Exception as error:  # a full disk or a file-size limit, as each writer reports it
+            if (failure := write_failure(error)) is None:
+                raise
+            free = shutil.disk_usage(staging.parent).free / 2**30
+            raise UserError(
+                f"Cannot write the export next to {str(output)!r}: {failure.strerror or failure} ({free:.2f} GiB free "
+                "on its disk); nothing was written."
+            ) from error
         inputs = check_inputs(symbert.config)
         saved = type(bert).from_pretrained(staging)  # what was written, read by plain transformers
         difference = relative_difference(

@@ -274,3 +274,15 @@ def test_a_stopped_export_leaves_no_output(saved, tmp_path):
     assert not (tmp_path / "bert").exists()
     assert run_command(saved, tmp_path / "bert").returncode == 0
     assert (tmp_path / "bert" / "config.json").is_file()
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing(saved, tmp_path, monkeypatch):
+    from safetensors import SafetensorError
+
+    def full_disk(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(No space left on device (os error 28))")
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", full_disk)
+    with pytest.raises(UserError, match=r"Cannot write the export next to .*No space left on device \(.* GiB free"):
+        export_to_bert(str(saved), tmp_path / "bert")
+    assert os.listdir(tmp_path) == []
