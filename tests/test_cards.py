@@ -228,7 +228,15 @@ def test_scores_on_local_data_name_that_data_and_make_no_leaderboard_entry(run, 
         tasks[name]["baseline"] = glue.learning_verdict(tasks[name], baseline)
     path.write_text(json.dumps(results))
     stage, _ = release_command(
-        [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE, "--output_dir", str(tmp_path)]
+        [
+            str(run.folder),
+            "--results",
+            str(tmp_path / "glue"),
+            "--namespace",
+            NAMESPACE,
+            "--output_dir",
+            str(tmp_path / "out"),
+        ]
     )
     card = ModelCard.load(stage.folder / "README.md")
     assert card.data.eval_results is None and "model-index" not in metadata_load(stage.folder / "README.md")
