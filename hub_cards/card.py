@@ -35,8 +35,8 @@ TEMPLATE = Path(__file__).with_name("card_template.md")
 BERT_TEMPLATE = Path(__file__).with_name("bert_card_template.md")
 EVAL_RESULTS_FILE = ".eval_results/glue.yaml"
 EVAL_RESULTS_NOTICE = (
-    f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so the GLUE results are staged in "
-    "the card's model-index only, without .eval_results/glue.yaml (a newer huggingface_hub writes both)."
+    f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so GLUE results on the Hub's GLUE "
+    "data are staged in the card's model-index only, without .eval_results/glue.yaml (a newer huggingface_hub writes both)."
 )
 GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the GLUE score (no nyu-mll/glue config is named so)
 
