@@ -13,11 +13,11 @@
 # limitations under the License.
 """SymBERT configuration: BERT's configuration plus the choice of self-attention variant.
 
-This file is copied next to `modeling_symbert.py` into every saved model folder, so it may import only
-torch/transformers, never the `symbert` package.
+This file is copied next to `modeling_symbert.py` into every saved model folder (with `attention_symbert.py`, whose
+registry of attention types it checks against), so it may import only torch/transformers and that flat sibling,
+never the `symbert` package.
 """
 
-import importlib
 import math
 import numbers
 
@@ -28,6 +28,9 @@ try:  # transformers >= 5
 except ImportError:  # transformers 4.x
     from transformers import PretrainedConfig as PreTrainedConfig
 
+# A live view of the registry: types registered later are in it. attention_symbert imports neither this file nor
+# modeling_symbert, so there is no import cycle (which transformers 4.x's remote-code loader would follow forever).
+from .attention_symbert import ATTENTION_TYPES
 
 PAIRWISE_INITS = ("normal", "identity")
 NO_QUERY_SCALINGS = ("paper", "standard")
@@ -61,7 +64,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
     Configuration of a SymBERT model: every [`BertConfig`] field with BERT's defaults (bert-base-uncased), plus
 
     attention_type (`str`, defaults to `"original"`):
-        The self-attention compatibility function: a type registered in `modeling_symbert` (`ATTENTION_TYPES`; each
+        The self-attention compatibility function: a type registered in `attention_symbert` (`ATTENTION_TYPES`; each
         is one `SymBertSelfAttention` subclass, whose docstring says what it computes).
     num_key_value_heads (`int`, *optional*):
         Key/value heads of the types that share them between groups of query heads (`gqa`); a divisor of
@@ -162,7 +165,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         if config_dict.get("model_type") == cls.model_type and "attention_type" not in {**config_dict, **kwargs}:
             raise ValueError(
                 "attention_type is missing from the saved config.json; add it, one of: "
-                f"{', '.join(attention_types() or ['a registered attention type'])} (the type the weights were trained with)."
+                f"{', '.join(ATTENTION_TYPES)} (the type the weights were trained with)."
             )
         loaded = super().from_dict(config_dict, **kwargs)
         # from_pretrained's overrides are set after __init__, so check the final config here
@@ -178,20 +181,15 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
 
         Runs at construction, on `from_pretrained` overrides, on load and before saving. transformers 5 also calls
         it from `save_pretrained` (its strict-dataclass hook); its own checks of the common fields run as well."""
-        registered = attention_types()
-        if registered is None and not (isinstance(self.attention_type, str) and self.attention_type):
-            raise ValueError(
-                f"attention_type={self.attention_type!r} is invalid; allowed: the name of an attention type."
-            )
         enums = {
-            "attention_type": registered,
+            "attention_type": ATTENTION_TYPES,
             "pairwise_init": PAIRWISE_INITS,
             "no_query_scaling": NO_QUERY_SCALINGS,
             "problem_type": PROBLEM_TYPES,
         }
         for name, allowed in enums.items():
             value = getattr(self, name)
-            if allowed is not None and value not in allowed:
+            if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(map(str, allowed))}.")
         if isinstance(self.hidden_act, str) and self.hidden_act not in ACT2FN:
             raise ValueError(f"hidden_act={self.hidden_act!r} is not supported; allowed: {', '.join(sorted(ACT2FN))}.")
@@ -254,19 +252,6 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
             )
         if hasattr(super(), "validate"):  # transformers >= 5: the checks of the common fields
             super().validate()
-
-
-def attention_types():
-    """The registered attention types, or None where modeling_symbert is not there to ask (a config loaded as remote
-    code on its own, or while modeling_symbert is being imported: the model checks the type when it is built). The registry lives with the attention classes in
-    modeling_symbert, which imports this file, so it is imported here by name when a config is checked: a relative
-    `from .modeling_symbert` line would make an import cycle, which transformers 4.x's remote-code loader follows
-    forever."""
-    name = f"{__package__}.modeling_symbert" if __package__ else "modeling_symbert"
-    try:
-        return importlib.import_module(name).ATTENTION_TYPES
-    except (ImportError, AttributeError):  # AttributeError: modeling_symbert is being imported, its registry not yet
-        return None
 
 
 def _is_number(value, kind=numbers.Real):

@@ -15,7 +15,7 @@ from typing import Any
 from huggingface_hub import ModelCardData
 from transformers.utils import logging as transformers_logging
 
-from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, modeling_symbert
+from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, loading_symbert
 from ..bert_export import BOUND, CHECK_BATCH, export_to_bert
 from ..cli import UserError
 from ..training.reporting import plot_losses
@@ -41,8 +41,8 @@ from .plan import (
 
 def code_files() -> dict[str, Path]:
     """The model code shipped with every release: this project's, the code the provenance commit names."""
-    modeling = Path(modeling_symbert.__file__)
-    return {"modeling_symbert.py": modeling, "configuration_symbert.py": modeling.with_name("configuration_symbert.py")}
+    bundle = Path(loading_symbert.__file__)
+    return {name: bundle.with_name(name) for name in loading_symbert.BUNDLE_FILES}
 
 
 def code_hashes(files: dict[str, Path]) -> dict[str, str]:

@@ -15,9 +15,15 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
+from .attention_symbert import (
+    ATTENTION_TYPES,
+    SymBertSelfAttention,
+    attention_class,
+    register_attention,
+    unregister_attention,
+)
 from .configuration_symbert import PAIRWISE_INITS, SIZE_PRESETS, SymBertConfig
 from .modeling_symbert import (
-    ATTENTION_TYPES,
     SymBertForMaskedLM,
     SymBertForMultipleChoice,
     SymBertForQuestionAnswering,
@@ -25,10 +31,6 @@ from .modeling_symbert import (
     SymBertForTokenClassification,
     SymBertModel,
     SymBertPreTrainedModel,
-    SymBertSelfAttention,
-    attention_class,
-    register_attention,
-    unregister_attention,
 )
 
 # The config's default: BERT's own self-attention, the type every other is compared with and a plain BERT's type

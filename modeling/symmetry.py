@@ -24,8 +24,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from .attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
 from .cli import UserError, command_parser, missing_local_path, run_command
-from .modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
 
 
 def supported() -> list[str]:

@@ -8,7 +8,7 @@ from transformers.utils import logging as transformers_logging
 
 from conftest import padded_batch, tiny_config
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
-from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
+from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 
 
 def model_for(attention_type, implementation="eager", seed=0, model_class=SymBertForMaskedLM, **overrides):

@@ -15,8 +15,8 @@ from torch import nn
 import symbert
 from conftest import tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
+from symbert.attention_symbert import SymBertOriginalSelfAttention
 from symbert.hub_cards import release, staging
-from symbert.modeling_symbert import SymBertOriginalSelfAttention
 from symbert.parameter_table import main as parameter_table
 from symbert.symmetry import analyse, symmetric_share
 from symbert.training.arguments import parse_arguments

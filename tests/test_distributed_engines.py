@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from conftest import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
+from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training.arguments import model_config, parse_arguments
 from symbert.training.run_folder import checkpoint_problem
 from test_pretrain import LAUNCHERS, corpus, run_args  # noqa: F401  (corpus is a fixture)
@@ -202,7 +203,7 @@ def test_fsdp2_trains_sharded_on_two_cpu_processes_and_resumes_exactly(corpus, t
     assert eval_losses(resumed) == eval_losses(straight) and [step for step, _ in eval_losses(straight)] == [2, 4]
 
     for folder in (straight, straight / "checkpoint-4"):
-        assert {"modeling_symbert.py", "configuration_symbert.py"} <= {path.name for path in folder.glob("*.py")}
+        assert set(BUNDLE_FILES) <= {path.name for path in folder.glob("*.py")}
         assert not list(folder.glob("_fsdp*"))
         config = json.loads((folder / "config.json").read_text())
         assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"

@@ -35,6 +35,7 @@ from transformers import AutoTokenizer
 
 from symbert import SymBertForMaskedLM, SymBertModel, bert_export
 from symbert.hub_cards.release import release_command
+from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import data
 from test_hub_loading import HEADS
 from test_release import NAMESPACE, WORDS, write_results
@@ -284,7 +285,7 @@ def test_revisions_resolve_to_their_commits_and_files_come_over_http(staged, hub
         folder = staged.folders[ref]
         files = {file.file_path.relative_to(revision.snapshot_path).as_posix(): file for file in revision.files}
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
-        code = {"modeling_symbert.py", "configuration_symbert.py"}
+        code = set(BUNDLE_FILES)
         assert code <= set(files) if ref != "bert" else not [name for name in files if name.endswith(".py")]
         for name, file in files.items():
             assert file.file_path.read_bytes() == (folder / name).read_bytes(), (revision.refs, name)

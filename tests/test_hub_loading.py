@@ -15,6 +15,7 @@ import symbert
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM, fresh_load
 from symbert.fresh_load import load_in_fresh_process
+from symbert.loading_symbert import BUNDLE_FILES
 
 HEADS = {
     "AutoModel": symbert.SymBertModel,
@@ -87,7 +88,7 @@ def test_trust_remote_code_round_trip(saved_models, attention_type, auto_name):
     case = next(c for c in cases if c["folder"].endswith(f"{attention_type}/{auto_name}"))
     folder = case["folder"]
     files = set(os.listdir(folder))
-    assert {"config.json", "model.safetensors", "modeling_symbert.py", "configuration_symbert.py"} <= files
+    assert {"config.json", "model.safetensors", *BUNDLE_FILES} <= files
     config = json.loads(open(f"{folder}/config.json").read())
     assert config["model_type"] == "symbert" and config["attention_type"] == attention_type
     assert set(HEADS) | {"AutoConfig"} <= set(config["auto_map"])
@@ -156,9 +157,7 @@ def test_trainer_checkpoints_are_hub_folders(tmp_path):
     )
     Trainer(model=model, args=args, train_dataset=rows).train()
     checkpoint = tmp_path / "checkpoint-2"
-    assert {"config.json", "model.safetensors", "modeling_symbert.py", "configuration_symbert.py"} <= set(
-        os.listdir(checkpoint)
-    )
+    assert {"config.json", "model.safetensors", *BUNDLE_FILES} <= set(os.listdir(checkpoint))
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_symbert.SymBertForMaskedLM"
     reloaded = AutoModelForMaskedLM.from_pretrained(checkpoint, trust_remote_code=True)

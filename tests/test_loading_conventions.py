@@ -204,7 +204,7 @@ def test_folder_with_other_code_is_named_in_one_warning(tmp_path, caplog):
         model = AutoModelForMaskedLM.from_pretrained(folder)
     assert type(model) is SymBertForMaskedLM
     (record,) = code_warnings(caplog)
-    assert record.levelno == logging.WARNING and record.name == modeling.__name__ == "symbert.modeling_symbert"
+    assert record.levelno == logging.WARNING and record.name == "symbert.loading_symbert"
     message = record.getMessage()
     assert message.startswith(f"{folder}: its modeling_symbert.py differs from the code that loads it.")
     assert f"The code of the installed symbert package runs ({modeling.__file__}), not the folder's" in message

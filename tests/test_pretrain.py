@@ -21,6 +21,7 @@ from transformers.testing_utils import CaptureLogger
 
 from conftest import file_names, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
+from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import data
 from symbert.training.arguments import DataArguments, model_config, parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
@@ -430,12 +431,11 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     assert file_names(p.name for p in output_dir.iterdir() if p.is_file()) == sorted(
         [
             "config.json",
-            "configuration_symbert.py",
+            *BUNDLE_FILES,
             "loss.png",
             "metrics.csv",
             "metrics.json",
             "model.safetensors",
-            "modeling_symbert.py",
             "tokenizer.json",
             "tokenizer_config.json",
             "trainer_state.json",

@@ -32,6 +32,7 @@ from symbert.hub_cards import pushing, release, staging, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
+from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import data, glue
 from symbert.training.pretrain import main as pretrain
 
@@ -214,8 +215,7 @@ def test_stages_each_model_and_checkpoint(family):
             *EVAL_RESULTS,
             "README.md",
             "config.json",
-            "configuration_symbert.py",
-            "modeling_symbert.py",
+            *BUNDLE_FILES,
             "model.safetensors",
             "tokenizer.json",
             "tokenizer_config.json",
@@ -249,8 +249,7 @@ def test_stages_each_model_and_checkpoint(family):
         [
             "README.md",
             "config.json",
-            "configuration_symbert.py",
-            "modeling_symbert.py",
+            *BUNDLE_FILES,
             "model.safetensors",
             "tokenizer.json",
             "tokenizer_config.json",

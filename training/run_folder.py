@@ -31,6 +31,7 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from .. import SymBertConfig
 from ..cli import UserError
+from ..loading_symbert import BUNDLE_FILES
 from .arguments import DataArguments, ModelArguments, RunArguments
 from .compat import overwrite_requested
 
@@ -243,8 +244,7 @@ RUN_FILES = (
     # the final model: weights, config, code, tokenizer (transformers 4.x adds special_tokens_map.json and vocab.txt)
     SAFE_WEIGHTS_NAME,
     CONFIG_NAME,
-    "configuration_symbert.py",
-    "modeling_symbert.py",
+    *BUNDLE_FILES,
     "training_args.bin",
     "tokenizer.json",
     "tokenizer_config.json",
