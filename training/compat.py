@@ -1,5 +1,5 @@
 """What the oldest supported libraries (transformers 4.54, and the huggingface_hub 0.x it needs) lack or name
-differently, in one place outside the two remote-code files. Each item says which version lets it go: when
+differently, in one place outside the remote-code files (BUNDLE_FILES). Each item says which version lets it go: when
 pyproject.toml's lower bound passes it, delete the item and keep its newer branch."""
 
 import math
