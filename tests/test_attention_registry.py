@@ -24,7 +24,7 @@ from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
 from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import throughput  # noqa: E402
+import throughput_timing  # noqa: E402
 
 NAME = "kv_tied"
 BIBTEX = "@misc{doe-2026-tied,\n  title  = {Tied Keys and Values},\n  author = {Doe, Jane},\n  year   = {2026}\n}"
@@ -120,7 +120,7 @@ def test_parameter_table_symmetry_and_flops_ask_the_class(registered, tmp_path, 
 
     h, f, vocab, seq = 128, 512, 99, 16
     per_layer = 2 * h * h + 2 * seq * h + h * h + 2 * h * f
-    assert throughput.training_flops_per_token(tiny_config(NAME), seq) == 6 * (2 * per_layer + h * h + h * vocab)
+    assert throughput_timing.training_flops_per_token(tiny_config(NAME), seq) == 6 * (2 * per_layer + h * h + h * vocab)
 
 
 def test_staged_card_states_the_class_facts(registered, tmp_path, capsys):

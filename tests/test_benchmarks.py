@@ -16,12 +16,14 @@ import torch
 from scipy import stats
 
 from symbert import ATTENTION_TYPES
+from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 from symbert.training import data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ablation  # noqa: E402
 import convergence  # noqa: E402
 import throughput  # noqa: E402
+import throughput_timing  # noqa: E402
 
 from conftest import assert_one_line, tiny_config  # noqa: E402
 
@@ -30,10 +32,10 @@ def test_training_flops_per_token_by_hand():
     config = tiny_config("original")  # h 128, 2 heads (d 64), FFN 512, 2 layers, vocab 99
     h, d, f, vocab, seq = 128, 64, 512, 99, 16
     per_layer = 3 * h * h + 2 * seq * h + h * h + 2 * h * f
-    assert throughput.training_flops_per_token(config, seq) == 6 * (2 * per_layer + h * h + h * vocab)
+    assert throughput_timing.training_flops_per_token(config, seq) == 6 * (2 * per_layer + h * h + h * vocab)
     savings = {"symmetric": h * h, "pairwise": h * h - 2 * d * d, "shared": 2 * h * h, "mhe_add": 3 * h * h - 3 * h * d}
     for kind, saved_per_layer in savings.items():
-        flops = throughput.training_flops_per_token(tiny_config(kind), seq)
+        flops = throughput_timing.training_flops_per_token(tiny_config(kind), seq)
         assert flops == 6 * (2 * (per_layer - saved_per_layer) + h * h + h * vocab)
 
 
@@ -91,20 +93,22 @@ def test_sparse_head_flops_by_hand():
     encoder = 6 * 2 * per_layer
     sparse = tiny_config("original", sparse_prediction=True, max_predictions_per_seq=predictions)
     # the head transform (h×h) and the decoder (h×vocab) on 5 of every 16 positions
-    assert throughput.training_flops_per_token(sparse, seq) == pytest.approx(
+    assert throughput_timing.training_flops_per_token(sparse, seq) == pytest.approx(
         encoder + 6 * (h * h + h * vocab) * predictions / seq, rel=1e-12
     )
     # more predictions than positions: the model predicts every position, no more
     everything = tiny_config("original", sparse_prediction=True, max_predictions_per_seq=2 * seq)
-    assert throughput.training_flops_per_token(everything, seq) == throughput.training_flops_per_token(
+    assert throughput_timing.training_flops_per_token(everything, seq) == throughput_timing.training_flops_per_token(
         tiny_config("original"), seq
     )
     # the FLOP ratio original / shared on the sparse path: the head's share is smaller, so the saving counts more
     shared = tiny_config("shared", sparse_prediction=True, max_predictions_per_seq=predictions)
-    full_ratio = throughput.training_flops_per_token(tiny_config("original"), seq) / (
-        throughput.training_flops_per_token(tiny_config("shared"), seq)
+    full_ratio = throughput_timing.training_flops_per_token(tiny_config("original"), seq) / (
+        throughput_timing.training_flops_per_token(tiny_config("shared"), seq)
     )
-    sparse_ratio = throughput.training_flops_per_token(sparse, seq) / throughput.training_flops_per_token(shared, seq)
+    sparse_ratio = throughput_timing.training_flops_per_token(sparse, seq) / throughput_timing.training_flops_per_token(
+        shared, seq
+    )
     assert (
         sparse_ratio
         == pytest.approx(
@@ -113,19 +117,19 @@ def test_sparse_head_flops_by_hand():
         and sparse_ratio > full_ratio
     )
     with pytest.raises(ValueError, match="max_predictions_per_seq"):
-        throughput.training_flops_per_token(tiny_config("original", sparse_prediction=True), seq)
+        throughput_timing.training_flops_per_token(tiny_config("original", sparse_prediction=True), seq)
 
 
 def test_sparse_head_gives_the_full_heads_loss():
     torch.manual_seed(0)
-    model = throughput.SymBertForMaskedLM(tiny_config("shared")).eval()
-    seq, predictions = 32, throughput.max_predictions(throughput.parse_command_line(["--seq_lens", "32"]), 32)
+    model = throughput_timing.SymBertForMaskedLM(tiny_config("shared")).eval()
+    seq, predictions = 32, throughput_timing.max_predictions(throughput.parse_command_line(["--seq_lens", "32"]), 32)
     assert predictions == 7  # ceil(0.2 × 32)
-    input_ids, labels = throughput.mlm_batch(
-        2, seq, 99, torch.device("cpu"), predictions_per_seq=throughput.masked_positions(seq, predictions)
+    input_ids, labels = throughput_timing.mlm_batch(
+        2, seq, 99, torch.device("cpu"), predictions_per_seq=throughput_timing.masked_positions(seq, predictions)
     )
     assert ((labels != -100).sum(dim=1) == 5).all()  # round(0.15 × 32) in every sequence
-    sparse = throughput.sparse_head_model(model, predictions)
+    sparse = throughput_timing.sparse_head_model(model, predictions)
     assert sparse.cls is model.cls and sparse.bert is model.bert  # one set of weights
     full_output, sparse_output = model(input_ids, labels=labels), sparse(input_ids, labels=labels)
     assert full_output.logits.shape == (2, seq, 99) and sparse_output.logits.shape == (2 * predictions, 99)
@@ -213,7 +217,8 @@ def test_a_round_brackets_each_path_with_original_and_interpolates_its_time(monk
     """original runs first and last in its path's block; each other model is paired with original's time
     interpolated to its place, so a linear drift of the machine's speed leaves the ratios exact."""
     entries = [
-        throughput.Entry(name, "eager", "full", None, None, None, None) for name in ("bert", "original", "a", "b")
+        throughput_timing.Entry(name, "eager", "full", None, None, None, None)
+        for name in ("bert", "original", "a", "b")
     ]
     entries[3].times_inference = False
     calls = []
@@ -224,8 +229,8 @@ def test_a_round_brackets_each_path_with_original_and_interpolates_its_time(monk
         calls.append(function())
         return next(drift)
 
-    monkeypatch.setattr(throughput, "timed", fake_timed)
-    throughput.timed_round(entries, 1, lambda e: ("train", e.name), lambda e: ("infer", e.name), 1, None)
+    monkeypatch.setattr(throughput_timing, "timed", fake_timed)
+    throughput_timing.timed_round(entries, 1, lambda e: ("train", e.name), lambda e: ("infer", e.name), 1, None)
     # rotated by the round: a, b, bert (the place decides the interpolation)
     assert calls == [
         ("train", "original"),
@@ -558,8 +563,31 @@ def test_convergence_bad_argument_is_one_line(argv, message, tmp_path, corpus, c
     assert sorted(path.name for path in tmp_path.iterdir()) == ["file"]  # nothing written
 
 
+def test_reference_and_memory_targets_come_from_the_attention_classes(monkeypatch):
+    """`original` and the memory targets are what the classes say, or the fallback where no class says it."""
+    assert throughput_timing.reference_type() == "original"
+    assert throughput_timing.memory_target_types() == ("shared", "mhe_add", "mhe_mul")
+    classes = SYMBERT_SELF_ATTENTION_CLASSES
+    for attribute in ("is_bert_reference", "saves_attention_memory"):
+        for cls in {base for cls in classes.values() for base in cls.__mro__ if attribute in vars(base)}:
+            monkeypatch.delattr(cls, attribute)
+    assert throughput_timing.reference_type() == throughput_timing.FALLBACK_REFERENCE == "original"
+    assert throughput_timing.memory_target_types() == throughput_timing.FALLBACK_MEMORY_TARGET_TYPES
+
+    for name, cls in classes.items():
+        monkeypatch.setattr(cls, "is_bert_reference", name == "symmetric", raising=False)
+        monkeypatch.setattr(cls, "saves_attention_memory", name in ("pairwise", "mhe_mul"), raising=False)
+    assert throughput_timing.reference_type() == "symmetric"
+    assert throughput_timing.memory_target_types() == ("pairwise", "mhe_mul")
+    # a mark is the class's own: a subclass of the reference class (gqa of original) is not BERT
+    monkeypatch.setattr(classes["original"], "is_bert_reference", True)
+    monkeypatch.delattr(classes["gqa"], "is_bert_reference")
+    with pytest.raises(ValueError, match=r"found \['original', 'symmetric'\]"):
+        throughput_timing.reference_type()
+
+
 def test_matmul_rate_is_positive():
-    assert throughput.matmul_flops_per_second(torch.device("cpu"), "fp32", 64) > 0
+    assert throughput_timing.matmul_flops_per_second(torch.device("cpu"), "fp32", 64) > 0
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and mallinfo2")
