@@ -91,6 +91,11 @@ class SymBertSelfAttention(nn.Module):
     symmetric_by_construction = False
     # Training tokens/s relative to BERT that the base size should reach (the type's FLOP saving); None: no target.
     train_speed_target = None
+    # True on BERT's own self-attention, the type the benchmarks' ratios are taken to; read off the class's own body,
+    # so a subclass of it (gqa, symmetric_init) is not BERT.
+    is_bert_reference = False
+    # True where the type should train in less memory than BERT's self-attention (the benchmarks' memory target).
+    saves_attention_memory = False
     # Weight decay the type's paper trains it with, over its baseline's; pre-training applies it with
     # --paper_weight_decay true.
     paper_weight_decay_factor = 1.0
@@ -301,6 +306,7 @@ class SymBertOriginalSelfAttention(SymBertSelfAttention):
     """BERT: Q, K, V = X·W + b with three h×h projections."""
 
     train_speed_target = 1.00
+    is_bert_reference = True
     formula = (
         "BERT's own self-attention: Q, K, V = X·W + b with three h×h projections; head i scores "
         "`[Q]_i [K]_iᵀ / √d` and mixes the values `[V]_i`."
@@ -507,6 +513,7 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
     no_weight_decay = ("scale_q", "scale_k", "scale_v")  # multiplicative gains, like LayerNorm weights
     symmetric_by_construction = True  # U·diag(δ_q ⊙ δ_k)·Uᵀ
     train_speed_target = 1.12
+    saves_attention_memory = True
     formula = (
         "One projection U = X·W_s + b_s gives Q = U⊙δ_q, K = U⊙δ_k, V = U⊙δ_v with learned vectors δ ∈ ℝ^h (diagonal "
         "matrices); heads are split as in BERT and score `[Q]_i [K]_iᵀ / √d`. h² + 4h attention parameters per layer."
@@ -565,6 +572,7 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
     instead of a copy of k̃ and ṽ per head."""
 
     train_speed_target = 1.15
+    saves_attention_memory = True
     papers = {"xue": XUE_2023}
 
     def __init__(self, config, layer_idx=None):
