@@ -62,8 +62,8 @@ from transformers import BertConfig, BertForMaskedLM
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.cli import UserError, command_parser, run_command
+from symbert.files import write_atomically
 from symbert.training.arguments import check_output_dir
-from symbert.training.reporting import write_atomically
 
 PRECISIONS = ("fp32", "bf16")
 IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")

@@ -16,8 +16,8 @@ from huggingface_hub import ModelCardData
 from transformers.utils import logging as transformers_logging
 
 from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, modeling_symbert
-from ..bert_export import BOUND, CHECK_BATCH, export_to_bert
 from ..cli import UserError
+from ..tools.bert_export import BOUND, CHECK_BATCH, export_to_bert
 from ..training.reporting import plot_losses
 from . import card as cards
 from . import tiny_random

@@ -24,7 +24,7 @@ from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
 from conftest import file_names
-from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, bert_export
+from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan as plans
@@ -32,6 +32,7 @@ from symbert.hub_cards import pushing, release, staging, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
+from symbert.tools import bert_export
 from symbert.training import data, glue
 from symbert.training.pretrain import main as pretrain
 
