@@ -12,7 +12,7 @@ from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils.sha import git_hash
 
 from ..cli import UserError
-from ..training.compat import RepoFile
+from .hub_compat import RepoFile
 from .plan import Stage, sha256
 
 
