@@ -3,6 +3,7 @@ other weights and a tampered staged folder), card metadata round trip, the push 
 for HfApi, and the tiny random models."""
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -657,18 +658,18 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
     pushing.push_or_explain(stages, api, args)
     assert api.of("create_commit") == [] and "already holds exactly these files" in capsys.readouterr().out
 
-    args.force = True
+    args = dataclasses.replace(args, force=True)
     api = RecordingHfApi(remote={repo: {"main": {**staged, "old.bin": b"stale"}}})
     pushing.push_or_explain(stages, api, args)
     ((_, revision, added, deleted),) = api.of("create_commit")
     assert revision == "main" and added == staged and deleted == ["old.bin"]
 
-    args.force = False
+    args = dataclasses.replace(args, force=False)
     api = RecordingHfApi(remote={repo: {"main": {".gitattributes": b"*.bin filter=lfs"}}})  # created, never filled
     pushing.push_or_explain(stages, api, args)
     assert [call[:2] for call in api.of("create_commit")] == [(repo, "main")]
 
-    args.force = True
+    args = dataclasses.replace(args, force=True)
     api = RecordingHfApi(remote={repo: {"main": {"README.md": b"x"}}}, tags=["v0.1.0"])
     with pytest.raises(UserError, match="already has the tag 'v0.1.0'; pass a new --tag"):
         pushing.push_or_explain(stages, api, args)
