@@ -20,8 +20,8 @@ from transformers.loss.loss_utils import ForMaskedLMLoss
 import symbert.modeling_symbert as modeling
 from symbert import SIZE_PRESETS
 from symbert.cli import command_parser, run_command
+from symbert.files import write_atomically
 from symbert.training.arguments import check_output_dir
-from symbert.training.reporting import write_atomically
 
 
 def parse_command_line(argv: list[str] | None) -> argparse.Namespace:

@@ -52,6 +52,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
 from symbert.cli import UserError, command_parser, run_command
+from symbert.files import write_atomically
 from symbert.training.arguments import (
     check_output_dir,
     config_overrides,
@@ -68,7 +69,6 @@ from symbert.training.reporting import (
     metric_series,
     new_figure,
     save_figure,
-    write_atomically,
 )
 from symbert.training.run_folder import finished_comparison_run
 

@@ -58,12 +58,12 @@ import transformers
 from machine import describe_machine  # benchmarks/machine.py
 
 from symbert.cli import UserError, command_parser, run_command
+from symbert.files import write_atomically
 from symbert.training import data as data_module
 from symbert.training import prepared
 from symbert.training.arguments import check_output_dir, parse_arguments
 from symbert.training.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks
 from symbert.training.pretrain import BatchCollator
-from symbert.training.reporting import write_atomically
 
 STREAM_FORMATS = {"txt": ".txt", "txt-1file": ".txt", "jsonl": ".jsonl", "parquet": ".parquet"}
 FORMATS = (*STREAM_FORMATS, "prepared")

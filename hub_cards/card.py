@@ -26,10 +26,10 @@ from packaging.requirements import Requirement
 from transformers import TrainingArguments
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
-from ..bert_export import BOUND, CHECK_BATCH
+from ..tools.bert_export import BOUND, CHECK_BATCH
 from ..training import glue
-from ..training.compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
 from ..training.glue_data import glue_mean_tasks, hub_datasets, reported_scores, score_names
+from .hub_compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
 
 TEMPLATE = Path(__file__).with_name("card_template.md")
 BERT_TEMPLATE = Path(__file__).with_name("bert_card_template.md")

@@ -1,7 +1,6 @@
 """What a release publishes: the models found under the given folders, each with its training summary, GLUE
 results (matched by the sha256 of its weights), checkpoints and repository id, checked before anything is staged."""
 
-import argparse
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..training.compat import warmup_steps_counted
 from . import card as cards
+from .options import ReleaseOptions
 from .values import check_log_history, check_results, check_summary
 
 RESULTS_FILE = "glue_results.json"
@@ -371,15 +371,14 @@ def check_model_folder(folder: Path) -> SymBertConfig:
 
 
 def plan_models(
-    args: argparse.Namespace,
+    options: ReleaseOptions,
 ) -> list[tuple[PretrainingRun, SymBertConfig, str, Path, dict, list[Path], Path | None]]:
     """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None)] for every
     model; every input is checked before any work is done."""
-    staging = Staging(args.output_dir, args.name_template)
-    models = find_models(args.models, args.output_dir)
-    extra_files = [Path(p).resolve() for p in args.results if Path(p).is_file()]
-    candidates = read_results_files([*args.results, *models], args.output_dir)
-    steps = [int(s) for s in args.checkpoints.split(",")] if args.checkpoints else []
+    staging = Staging(options.output_dir, options.name_template)
+    models = find_models(list(options.models), options.output_dir)
+    extra_files = [Path(p).resolve() for p in options.results if Path(p).is_file()]
+    candidates = read_results_files([*options.results, *models], options.output_dir)
     plans, repos, used = [], {}, set()
     for model in models:
         config = check_model_folder(model)
@@ -393,9 +392,9 @@ def plan_models(
                 f"{config.attention_type!r}."
             )
         used.add(results)
-        run.data(args.dataset)  # recorded, or given
+        run.data(options.dataset)  # recorded, or given
         size = run.summary.get("size", "custom")
-        repo_id = release_repo_id(args.namespace, args.name_template, model, size, config.attention_type)
+        repo_id = release_repo_id(options.namespace, options.name_template, model, size, config.attention_type)
         if repo_id in repos:
             raise UserError(
                 f"{model} and {repos[repo_id]} would both be released as {repo_id}; change --name_template."
@@ -404,7 +403,7 @@ def plan_models(
         staging.folder(repo_id, "main")
         staging.folder(repo_id, BERT_REVISION)
         checkpoints = []
-        for step in steps:
+        for step in options.checkpoints:
             staging.folder(repo_id, f"step-{step}")
             checkpoint = model / f"checkpoint-{step}"
             if not checkpoint.is_dir():
@@ -416,7 +415,7 @@ def plan_models(
             check_model_folder(checkpoint)
             logged_eval_losses(checkpoint)  # its card's eval loss: checked before anything is staged
             checkpoints.append(checkpoint)
-        glue_plot = find_glue_plot(args.glue_vs_step, args.results, results, model, args.output_dir)
+        glue_plot = find_glue_plot(options.glue_vs_step, list(options.results), results, model, options.output_dir)
         for path in (results, results.with_suffix(".md"), glue_plot):
             if path is not None:
                 refuse_links(path.parent, [path.name])

@@ -2,7 +2,6 @@
 checkpoints are branches from main's commit), tags, the collection; a Hub that cannot be reached is reported in one
 line naming what was pushed."""
 
-import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -12,7 +11,8 @@ from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils.sha import git_hash
 
 from ..cli import UserError
-from ..training.compat import RepoFile
+from .hub_compat import RepoFile
+from .options import ReleaseOptions
 from .plan import Stage, sha256
 
 
@@ -60,11 +60,11 @@ def hub_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
-def push_or_explain(stages: list[Stage], api: HfApi, args: argparse.Namespace) -> None:
+def push_or_explain(stages: list[Stage], api: HfApi, options: ReleaseOptions) -> None:
     """`push`, with a Hub that cannot be reached (or refuses a request) reported in one line saying what was pushed."""
     pushed = []
     try:
-        push(stages, api, args, pushed)
+        push(stages, api, options, pushed)
     except hub_errors() as error:
         problem = (
             "the Hugging Face Hub refused a request"
@@ -75,7 +75,7 @@ def push_or_explain(stages: list[Stage], api: HfApi, args: argparse.Namespace) -
         raise UserError(f"{problem} ({constants.ENDPOINT}: {type(error).__name__}: {error}): {done}.") from None
 
 
-def push(stages: list[Stage], api: HfApi, args: argparse.Namespace, pushed: list[str]) -> None:
+def push(stages: list[Stage], api: HfApi, options: ReleaseOptions, pushed: list[str]) -> None:
     """Create, upload (one commit per revision), tag, branch and collect, listing what is done in `pushed`; every
     repository is checked first, so a conflict stops the release before anything is written."""
     repos = {}
@@ -88,11 +88,11 @@ def push(stages: list[Stage], api: HfApi, args: argparse.Namespace, pushed: list
         if states == {"same"}:
             print(f"{repo_id}: already holds exactly these files; nothing to upload")
             continue
-        if "different" in states and not args.force:
+        if "different" in states and not options.force:
             conflicts.append(repo_id)
-        elif exists and args.tag in {t.name for t in api.list_repo_refs(repo_id).tags}:
+        elif exists and options.tag in {t.name for t in api.list_repo_refs(repo_id).tags}:
             raise UserError(
-                f"{repo_id} already has the tag {args.tag!r}; pass a new --tag for this release. Nothing was pushed."
+                f"{repo_id} already has the tag {options.tag!r}; pass a new --tag for this release. Nothing was pushed."
             )
         to_push[repo_id] = (repo_stages, exists)
     if conflicts:
@@ -103,19 +103,19 @@ def push(stages: list[Stage], api: HfApi, args: argparse.Namespace, pushed: list
 
     for repo_id, (repo_stages, existed) in to_push.items():
         main, branches = repo_stages[0], repo_stages[1:]
-        api.create_repo(repo_id, repo_type="model", private=args.private, exist_ok=True)
+        api.create_repo(repo_id, repo_type="model", private=options.private, exist_ok=True)
         pushed.append(f"created {repo_id}")
         stale = set(remote_files(api, repo_id, "main")) - set(staged_files(main.folder)) if existed else set()
         commit = api.create_commit(
             repo_id,
             operations=operations(main.folder, delete=stale),
             revision="main",
-            commit_message=f"Release {repo_id.split('/')[1]} ({args.tag})",
+            commit_message=f"Release {repo_id.split('/')[1]} ({options.tag})",
         )
         pushed.append(f"{repo_id} main")
-        api.create_tag(repo_id, tag=args.tag, revision=commit.oid)
-        pushed.append(f"{repo_id} tag {args.tag}")
-        print(f"{repo_id}: pushed main ({commit.oid[:10]}), tagged {args.tag}")
+        api.create_tag(repo_id, tag=options.tag, revision=commit.oid)
+        pushed.append(f"{repo_id} tag {options.tag}")
+        print(f"{repo_id}: pushed main ({commit.oid[:10]}), tagged {options.tag}")
         existing_branches = {b.name for b in api.list_repo_refs(repo_id).branches} if existed else set()
         for stage in branches:
             if stage.revision in existing_branches:
@@ -126,13 +126,13 @@ def push(stages: list[Stage], api: HfApi, args: argparse.Namespace, pushed: list
                 repo_id,
                 operations=operations(stage.folder, delete=stale),
                 revision=stage.revision,
-                commit_message=branch_commit_message(stage, args.tag),
+                commit_message=branch_commit_message(stage, options.tag),
             )
             pushed.append(f"{repo_id} branch {stage.revision}")
             print(f"{repo_id}: pushed branch {stage.revision}")
 
-    if args.collection:
-        collection = api.create_collection(args.collection, namespace=args.namespace, exists_ok=True)
+    if options.collection:
+        collection = api.create_collection(options.collection, namespace=options.namespace, exists_ok=True)
         for repo_id in repos:
             api.add_collection_item(collection.slug, repo_id, "model", exists_ok=True)
             pushed.append(f"{repo_id} in collection {collection.slug}")
@@ -156,16 +156,16 @@ def operations(folder: Path, delete: Iterable[str] = ()) -> list[CommitOperation
     return adds + [CommitOperationDelete(path_in_repo=name) for name in sorted(delete)]
 
 
-def show(stages: list[Stage], args: argparse.Namespace) -> None:
+def show(stages: list[Stage], options: ReleaseOptions) -> None:
     """What --push would do."""
     for stage in stages:
         files = staged_files(stage.folder)
         size = sum((stage.folder / n).stat().st_size for n in files)
-        where = f"tag {args.tag}" if stage.revision == "main" else branch_description(stage)
+        where = f"tag {options.tag}" if stage.revision == "main" else branch_description(stage)
         print(
             f"\n{stage.repo_id} @ {stage.revision} ({where}): {len(files)} files, {size / 1e6:.1f} MB, staged in {stage.folder}"
         )
         for name in files:
             print(f"    {name:<28} {(stage.folder / name).stat().st_size:>12,} bytes")
-    if args.collection:
-        print(f"\ncollection {args.collection!r} in {args.namespace}: {len({s.repo_id for s in stages})} models")
+    if options.collection:
+        print(f"\ncollection {options.collection!r} in {options.namespace}: {len({s.repo_id for s in stages})} models")

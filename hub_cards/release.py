@@ -28,7 +28,6 @@ own; all repositories join the `--collection`.
 The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfApi`.
 """
 
-import argparse
 import sys
 import tempfile
 from importlib.metadata import version
@@ -40,13 +39,14 @@ from huggingface_hub.utils import validate_repo_id
 from .. import ATTENTION_TYPES
 from ..cli import UserError, command_parser, run_command
 from . import card as cards
+from .options import ReleaseOptions
 from .plan import GLUE_PLOT, RESULTS_RULE, Stage, Staging, plan_models
 from .pushing import push_or_explain, show
 from .staging import stage_model, stage_tiny_random
 from .validation import validate
 
 
-def parse_arguments(argv: list[str]) -> argparse.Namespace:
+def parse_arguments(argv: list[str]) -> ReleaseOptions:
     parser = command_parser(__doc__)  # parser.error raises a one-line UserError
     parser.add_argument("models", nargs="*", help="symbert-pretrain output folders, or folders holding them")
     parser.add_argument("--namespace", required=True, help="Hub user or organisation that will own the repositories")
@@ -90,13 +90,29 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
             f"--namespace {args.namespace!r} / --name_template {args.name_template!r} do not make a repository "
             f"id ({error}); the template may use {{size}} and {{attention_type}}"
         )
-    return args
+    return ReleaseOptions(
+        models=tuple(args.models),
+        namespace=args.namespace,
+        results=tuple(args.results),
+        dataset=args.dataset,
+        hardware=args.hardware,
+        checkpoints=tuple(int(step) for step in args.checkpoints.split(",")) if args.checkpoints else (),
+        glue_vs_step=args.glue_vs_step,
+        name_template=args.name_template,
+        tag=args.tag,
+        collection=args.collection,
+        output_dir=args.output_dir,
+        tiny_random=args.tiny_random,
+        private=args.private,
+        force=args.force,
+        push=args.push,
+    )
 
 
-def release(args: argparse.Namespace) -> list[Stage]:
+def release(options: ReleaseOptions) -> list[Stage]:
     """Stage and validate every model, then show (dry run) or push; returns the `Stage`s."""
     token = None
-    if args.push:
+    if options.push:
         if constants.HF_HUB_OFFLINE:
             raise UserError(
                 "--push needs the Hugging Face Hub, but offline mode is on (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is "
@@ -107,26 +123,28 @@ def release(args: argparse.Namespace) -> list[Stage]:
             raise UserError(
                 "--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged."
             )
-    if not args.tiny_random and cards.EvalResultEntry is None:
+    if not options.tiny_random and cards.EvalResultEntry is None:
         print(cards.EVAL_RESULTS_NOTICE, file=sys.stderr)
     with tempfile.TemporaryDirectory() as workdir:
-        if args.tiny_random:
-            stages = stage_tiny_random(args, workdir)
+        if options.tiny_random:
+            stages = stage_tiny_random(options, workdir)
         else:
-            staging = Staging(args.output_dir, args.name_template)
-            options = dict(staging=staging, tag=args.tag, dataset=args.dataset, hardware=args.hardware, workdir=workdir)
-            stages = [stage for plan in plan_models(args) for stage in stage_model(*plan, **options)]
+            staging = Staging(options.output_dir, options.name_template)
+            settings = dict(
+                staging=staging, tag=options.tag, dataset=options.dataset, hardware=options.hardware, workdir=workdir
+            )
+            stages = [stage for plan in plan_models(options) for stage in stage_model(*plan, **settings)]
         validate(stages)
         print(
-            f"Validated {len(stages)} staged folders in {args.output_dir}: each loads in a fresh process with "
+            f"Validated {len(stages)} staged folders in {options.output_dir}: each loads in a fresh process with "
             "trust_remote_code=True (the `bert` exports as plain BERT, without it) and reproduces its source model; "
             "cards, GLUE results and provenance check out; the code files are the project's (the exports have none) "
             "and no file is a pickle."
         )
-        if args.push:
-            push_or_explain(stages, HfApi(token=token), args)
+        if options.push:
+            push_or_explain(stages, HfApi(token=token), options)
         else:
-            show(stages, args)
+            show(stages, options)
             print("\nDry run: nothing pushed. Run again with --push to upload.")
     return stages
 

@@ -2,7 +2,6 @@
 results, provenance), or a tiny random model per attention type; next to each `main`, its plain BERT export as the
 `bert` revision (transformers' own BERT classes, no code, a card of its own)."""
 
-import argparse
 import hashlib
 import json
 import subprocess
@@ -16,11 +15,12 @@ from huggingface_hub import ModelCardData
 from transformers.utils import logging as transformers_logging
 
 from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, loading_symbert
-from ..bert_export import BOUND, CHECK_BATCH, export_to_bert
 from ..cli import UserError
+from ..tools.bert_export import BOUND, CHECK_BATCH, export_to_bert
 from ..training.reporting import plot_losses
 from . import card as cards
 from . import tiny_random
+from .options import ReleaseOptions
 from .plan import (
     BERT_REVISION,
     GLUE_PLOT,
@@ -270,14 +270,14 @@ def stage_model(
     return stages
 
 
-def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Stage]:
+def stage_tiny_random(options: ReleaseOptions, workdir: str | Path) -> list[Stage]:
     """One tiny random model per attention type, saved in `workdir` and staged from there, each with its plain BERT
     export as `bert`."""
     repo_ids = {
-        kind: checked_repo_id(f"{args.namespace}/tiny-random-symbert-{kind}", f"--namespace {args.namespace!r}")
+        kind: checked_repo_id(f"{options.namespace}/tiny-random-symbert-{kind}", f"--namespace {options.namespace!r}")
         for kind in ATTENTION_TYPES
     }
-    staging = Staging(args.output_dir, args.name_template)
+    staging = Staging(options.output_dir, options.name_template)
     for repo_id in repo_ids.values():
         for revision in ("main", BERT_REVISION):
             staging.folder(repo_id, revision)  # every folder checked before the first is written
@@ -291,7 +291,7 @@ def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Sta
         export = export_bert(source, workdir, name, config)
         prov = provenance(files, tiny_random.DATASET, seed=tiny_random.SEED)
         data = cards.card_data(name, attention_type, extra_tags=["tiny-random", "testing"])
-        values = cards.card_values(config, repo_id, args.tag, "tiny_random", prov, bert=export and export[1])
+        values = cards.card_values(config, repo_id, options.tag, "tiny_random", prov, bert=export and export[1])
         card = cards.render(name, data, **values)
         texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
         folder = staging.write(repo_id, "main", files, texts)
@@ -305,7 +305,7 @@ def stage_tiny_random(args: argparse.Namespace, workdir: str | Path) -> list[Sta
             stage_bert_export(
                 staging,
                 repo_id,
-                args.tag,
+                options.tag,
                 config,
                 source,
                 export,

@@ -15,10 +15,11 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
 
-from .. import SymBertForMaskedLM, fresh_load
-from ..bert_export import BOUND, check_inputs, load_symbert, output_tensors, relative_difference
+from .. import SymBertForMaskedLM
 from ..cli import UserError
 from ..modeling_symbert import BERT_CLASSES
+from ..tools import fresh_load
+from ..tools.bert_export import BOUND, check_inputs, load_symbert, output_tensors, relative_difference
 from . import card as cards
 from .plan import CHECK_TEXTS, PICKLE_SUFFIXES, RESULTS_FILE, Stage, read_json, sha256
 from .staging import code_files, code_hashes
@@ -28,7 +29,7 @@ def load_in_fresh_process(
     stages: list[Stage], batches: dict[Path, dict[str, torch.Tensor]]
 ) -> tuple[dict[Path, dict], dict[Path, dict[str, torch.Tensor]]]:
     """({folder: report}, {folder: {output name: tensor}}) from loading every stage's folder in one fresh process that
-    cannot import this project (symbert/fresh_load.py), as on a machine without it: a SymBERT folder with
+    cannot import this project (symbert/tools/fresh_load.py), as on a machine without it: a SymBERT folder with
     trust_remote_code=True from its own code, run on CHECK_TEXTS; a `bert` export with transformers' own classes
     (trust_remote_code=False), its tokenizer encoding CHECK_TEXTS and its model run on its fixed batch (`batches`, by
     folder). The outputs hold every layer's hidden states."""

@@ -17,8 +17,8 @@ from conftest import tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
 from symbert.attention_symbert import SymBertOriginalSelfAttention
 from symbert.hub_cards import release, staging
-from symbert.parameter_table import main as parameter_table
-from symbert.symmetry import analyse, symmetric_share
+from symbert.tools.parameter_table import main as parameter_table
+from symbert.tools.symmetry import analyse, symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
 from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)

@@ -17,10 +17,10 @@ from safetensors.torch import load_file, save_file
 
 import symbert
 from conftest import padded_batch, tiny_config
-from symbert import bert_export
-from symbert.bert_export import check_inputs, export_to_bert, output_tensors, relative_difference
 from symbert.cli import UserError
 from symbert.modeling_symbert import BERT_CLASSES
+from symbert.tools import bert_export
+from symbert.tools.bert_export import check_inputs, export_to_bert, output_tensors, relative_difference
 
 HEADS = BERT_CLASSES  # each SymBERT class -> the transformers class of its export
 # tensors a type adds to BERT's, moved further than the rest: S ~ N(0, 1) + N(0, 0.5²); gains and head embeddings
@@ -131,7 +131,7 @@ def saved(tmp_path_factory):
 def run_command(*argv, **kwargs):
     env = {**os.environ, "SYMBERT_DEBUG": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "symbert.bert_export", *map(str, argv)],
+        [sys.executable, "-m", "symbert.tools.bert_export", *map(str, argv)],
         capture_output=True,
         text=True,
         env=env,
@@ -264,7 +264,7 @@ def test_an_existing_output_is_refused_and_an_empty_folder_taken(saved, tmp_path
 def test_a_stopped_export_leaves_no_output(saved, tmp_path):
     """Killed while it writes (here: as soon as its staging folder appears), the output never exists; a rerun
     exports normally."""
-    process = subprocess.Popen([sys.executable, "-m", "symbert.bert_export", str(saved), str(tmp_path / "bert")])
+    process = subprocess.Popen([sys.executable, "-m", "symbert.tools.bert_export", str(saved), str(tmp_path / "bert")])
     deadline = time.monotonic() + 120
     while not any(name.endswith(".to-bert.tmp") for name in os.listdir(tmp_path)) and process.poll() is None:
         assert time.monotonic() < deadline

@@ -28,16 +28,16 @@ from transformers import (
 import symbert
 from conftest import tiny_config
 from symbert import ATTENTION_TYPES
-from symbert.bert_export import BOUND, export_to_bert, relative_difference
-from symbert.bert_export import main as symbert_to_bert
-from symbert.onnx_export import export_onnx, max_difference
+from symbert.tools.bert_export import BOUND, export_to_bert, relative_difference
+from symbert.tools.bert_export import main as symbert_to_bert
+from symbert.tools.onnx_export import export_onnx, max_difference
 from symbert.training import glue
 from symbert.training.glue_data import TASKS, load_task
 from test_glue import MAX_LENGTH, assets, suite_args  # noqa: F401 (a fixture)
 from test_integrations import SENTENCES, VOCAB, probabilities, save_with_tokenizer, symbert_config, tokenizer  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
-FRESH_LOAD = ROOT / "modeling" / "fresh_load.py"
+FRESH_LOAD = ROOT / "modeling" / "tools" / "fresh_load.py"
 DOCS = ROOT / "docs" / "integrations.md"
 DOC_MARKER = "<!-- tests/test_bert_integrations.py runs this snippet as it is written here -->"
 PROMPT = re.compile(r"custom code|trust_remote_code", re.IGNORECASE)  # transformers' question, or its refusal

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from symbert import bert_export, onnx_export, parameter_table, symmetry
 from symbert.cli import UserError
 from symbert.hub_cards import release
+from symbert.tools import bert_export, onnx_export, parameter_table, symmetry
 from symbert.training import arguments, glue, pretrain
 
 COMMANDS = {
@@ -142,12 +142,18 @@ def test_symbert_debug_raises_with_traceback(monkeypatch):
     # as a command: the traceback, ending in the same message
     env = {**os.environ, "SYMBERT_DEBUG": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "symbert.parameter_table", "--sizes", "huge"], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "symbert.tools.parameter_table", "--sizes", "huge"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert result.returncode == 1
     assert result.stderr.startswith("Traceback") and "symbert.cli.UserError: unknown size 'huge'" in result.stderr
     env["SYMBERT_DEBUG"] = "0"
     result = subprocess.run(
-        [sys.executable, "-m", "symbert.parameter_table", "--sizes", "huge"], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "symbert.tools.parameter_table", "--sizes", "huge"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -390,13 +390,13 @@ def test_missing_local_path_is_named_not_sent_to_the_hub(path, tmp_path):
     ],
 )
 def test_commands_name_a_missing_folder(command, argv, tmp_path, capsys):
-    import symbert.onnx_export
-    import symbert.symmetry
+    import symbert.tools.onnx_export
+    import symbert.tools.symmetry
 
     missing = str(tmp_path / "no-such-model")
     argv = [arg.format(missing=missing, tmp=tmp_path) for arg in argv]
     with pytest.raises(SystemExit) as exit_info:
-        getattr(symbert, command).main(argv)
+        getattr(symbert.tools, command).main(argv)
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and f"error: '{missing}' does not exist: no such file or folder" in error
@@ -404,19 +404,19 @@ def test_commands_name_a_missing_folder(command, argv, tmp_path, capsys):
 
 
 def test_symmetry_refuses_a_saved_config_without_attention_type(mlm_folder, tmp_path, capsys):
-    import symbert.symmetry
+    import symbert.tools.symmetry
 
     folder = saved_copy(mlm_folder, tmp_path / "tampered", attention_type=None)
     with pytest.raises(SystemExit) as exit_info:
-        symbert.symmetry.main([str(folder)])
+        symbert.tools.symmetry.main([str(folder)])
     assert exit_info.value.code == 2
     assert f"error: {folder / 'config.json'} has no attention_type; allowed: original" in capsys.readouterr().err
 
 
 def test_onnx_command_refuses_another_suffix(mlm_folder, tmp_path, capsys):
-    import symbert.onnx_export
+    import symbert.tools.onnx_export
 
     with pytest.raises(SystemExit) as exit_info:
-        symbert.onnx_export.main([str(mlm_folder), str(tmp_path / "model.txt")])
+        symbert.tools.onnx_export.main([str(mlm_folder), str(tmp_path / "model.txt")])
     assert exit_info.value.code == 2
     assert "error: output=" in capsys.readouterr().err and not os.listdir(tmp_path)

@@ -9,7 +9,7 @@ import torch
 from conftest import padded_batch, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.hub_cards.card import implementation_choices
-from symbert.symmetry import symmetric_share
+from symbert.tools.symmetry import symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 from test_bert import bert_like

@@ -33,9 +33,10 @@ import torch
 from huggingface_hub import scan_cache_dir
 from transformers import AutoTokenizer
 
-from symbert import SymBertForMaskedLM, SymBertModel, bert_export
+from symbert import SymBertForMaskedLM, SymBertModel
 from symbert.hub_cards.release import release_command
 from symbert.loading_symbert import BUNDLE_FILES
+from symbert.tools import bert_export
 from symbert.training import data
 from test_hub_loading import HEADS
 from test_release import NAMESPACE, WORDS, write_results

@@ -13,9 +13,10 @@ from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedTokenizerFas
 
 import symbert
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
-from symbert import ATTENTION_TYPES, SymBertForMaskedLM, fresh_load
-from symbert.fresh_load import load_in_fresh_process
+from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
+from symbert.tools import fresh_load
+from symbert.tools.fresh_load import load_in_fresh_process
 
 HEADS = {
     "AutoModel": symbert.SymBertModel,
@@ -56,7 +57,7 @@ def saved_models(tmp_path_factory):
                     "outputs": str(folder / "outputs.pt"),
                 }
             )
-    # symbert/fresh_load.py, as pre-training and the release run it: a fresh process that cannot import symbert
+    # symbert/tools/fresh_load.py, as pre-training and the release run it: a fresh process that cannot import symbert
     report = load_in_fresh_process(
         [case["folder"] for case in cases],
         "--auto_class",

@@ -21,7 +21,7 @@ from transformers.pipelines import SUPPORTED_TASKS
 import symbert
 from conftest import tiny_config
 from symbert import ATTENTION_TYPES
-from symbert.onnx_export import OUTPUT_NAMES, export_onnx, max_difference
+from symbert.tools.onnx_export import OUTPUT_NAMES, export_onnx, max_difference
 
 heavy = pytest.mark.skipif(not os.environ.get("SYMBERT_HEAVY_TESTS"), reason="set SYMBERT_HEAVY_TESTS=1 to run")
 
@@ -156,10 +156,10 @@ def test_onnx_command(tmp_path, tokenizer, capsys):
     folder = save_with_tokenizer(
         symbert.SymBertForSequenceClassification(symbert_config("mhe_add")), tokenizer, tmp_path / "m"
     )
-    symbert.onnx_export.main([folder, str(tmp_path / "m.onnx"), "--head", "sequence-classification"])
+    symbert.tools.onnx_export.main([folder, str(tmp_path / "m.onnx"), "--head", "sequence-classification"])
     assert "max abs diff" in capsys.readouterr().out and (tmp_path / "m.onnx").is_file()
     with pytest.raises(SystemExit):
-        symbert.onnx_export.main([folder, str(tmp_path / "m.txt")])
+        symbert.tools.onnx_export.main([folder, str(tmp_path / "m.txt")])
 
 
 # ---------------------------------------------------------------- torch.compile

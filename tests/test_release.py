@@ -3,6 +3,7 @@ other weights and a tampered staged folder), card metadata round trip, the push 
 for HfApi, and the tiny random models."""
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -24,7 +25,7 @@ from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
 from conftest import file_names
-from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM, bert_export
+from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan as plans
@@ -33,6 +34,7 @@ from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.loading_symbert import BUNDLE_FILES
+from symbert.tools import bert_export
 from symbert.training import data, glue
 from symbert.training.pretrain import main as pretrain
 
@@ -655,18 +657,18 @@ def test_existing_repository_with_other_content_needs_force(family, capsys):
     pushing.push_or_explain(stages, api, args)
     assert api.of("create_commit") == [] and "already holds exactly these files" in capsys.readouterr().out
 
-    args.force = True
+    args = dataclasses.replace(args, force=True)
     api = RecordingHfApi(remote={repo: {"main": {**staged, "old.bin": b"stale"}}})
     pushing.push_or_explain(stages, api, args)
     ((_, revision, added, deleted),) = api.of("create_commit")
     assert revision == "main" and added == staged and deleted == ["old.bin"]
 
-    args.force = False
+    args = dataclasses.replace(args, force=False)
     api = RecordingHfApi(remote={repo: {"main": {".gitattributes": b"*.bin filter=lfs"}}})  # created, never filled
     pushing.push_or_explain(stages, api, args)
     assert [call[:2] for call in api.of("create_commit")] == [(repo, "main")]
 
-    args.force = True
+    args = dataclasses.replace(args, force=True)
     api = RecordingHfApi(remote={repo: {"main": {"README.md": b"x"}}}, tags=["v0.1.0"])
     with pytest.raises(UserError, match="already has the tag 'v0.1.0'; pass a new --tag"):
         pushing.push_or_explain(stages, api, args)

@@ -24,11 +24,12 @@ from huggingface_hub import HfApi
 from safetensors.torch import load_file, save_file
 from transformers import TrainingArguments
 
-from symbert import SymBertConfig, SymBertForMaskedLM, bert_export
+from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation, values
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
+from symbert.tools import bert_export
 from symbert.training import data, glue, glue_data
 from symbert.training.reporting import write_metrics
 from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results

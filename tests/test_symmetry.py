@@ -8,7 +8,7 @@ from transformers import BertConfig, BertModel
 
 import symbert
 from conftest import tiny_config
-from symbert.symmetry import analyse, main, symmetric_share
+from symbert.tools.symmetry import analyse, main, symmetric_share
 
 # Head forms with known shares ||(M + Mᵀ)/2||² / ||M||²: symmetric 1, antisymmetric 0, and [[1, 2], [0, 1]]:
 # symmetric part [[1, 1], [1, 1]] (energy 4) over energy 1 + 4 + 1 = 6, so 2/3.

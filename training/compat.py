@@ -1,6 +1,7 @@
-"""What the oldest supported libraries (transformers 4.54, and the huggingface_hub 0.x it needs) lack or name
-differently, in one place outside the remote-code files (BUNDLE_FILES). Each item says which version lets it go: when
-pyproject.toml's lower bound passes it, delete the item and keep its newer branch."""
+"""What the oldest supported transformers (4.54) lacks or names differently, in one place outside the remote-code
+files (BUNDLE_FILES). Each item says which version lets it go: when pyproject.toml's lower bound passes it, delete the
+item and keep its newer branch. (The huggingface_hub 0.x fallbacks, which only the release needs, are in
+hub_cards/hub_compat.py.)"""
 
 import math
 from dataclasses import fields
@@ -8,12 +9,8 @@ from dataclasses import fields
 from transformers import Trainer, TrainingArguments
 
 __all__ = [
-    "EvalResultEntry",
-    "RepoFile",
     "TRAINER_HAS_OVERWRITE",
-    "eval_result_entries_to_yaml",
     "overwrite_requested",
-    "parse_eval_result_entries",
     "rotate_checkpoints_in",
     "trainer_argument_names",
     "warmup_ratio",
@@ -25,15 +22,6 @@ try:
     from transformers.trainer_utils import rotate_checkpoints
 except ImportError:
     rotate_checkpoints = None
-
-# Goes with huggingface_hub 0.x: the .eval_results/ format of 1.x.
-try:
-    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
-except ImportError:
-    EvalResultEntry = eval_result_entries_to_yaml = parse_eval_result_entries = None
-
-# Goes with huggingface_hub 0.x, which does not export RepoFile at the top level.
-from huggingface_hub.hf_api import RepoFile  # noqa: E402
 
 TRAINING_ARGUMENT_FIELDS = {f.name: f for f in fields(TrainingArguments)}
 

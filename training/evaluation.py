@@ -12,7 +12,7 @@ from datasets import Dataset, IterableDataset
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import SymBertConfig, SymBertForMaskedLM
-from ..fresh_load import load_in_fresh_process
+from ..tools.fresh_load import load_in_fresh_process
 from . import data as data_module
 from .arguments import DataArguments
 from .blocks import Readers, StreamTrained
@@ -31,7 +31,7 @@ FILL_MASK_SENTENCES = [
 
 def fill_mask_example(folder: str | Path, sentences: list[str] = FILL_MASK_SENTENCES) -> dict:
     """Top-5 predictions for each of `sentences` ("{mask}" marks the masked word) of the model saved in `folder`,
-    loaded by a fresh Python process that cannot import this project (symbert/fresh_load.py) with
+    loaded by a fresh Python process that cannot import this project (symbert/tools/fresh_load.py) with
     `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`, so from the folder's own code and
     tokenizer, as a user without this project would."""
 

@@ -52,10 +52,11 @@ from transformers import (
 
 from .. import BERT_ATTENTION_TYPE
 from ..cli import UserError, command_parser, group_arguments, missing_local_path, run_command
+from ..files import write_atomically
 from .arguments import precision_for
 from .compat import trainer_argument_names, warmup_ratio
 from .glue_data import TASKS, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
-from .reporting import new_figure, save_figure, write_atomically
+from .reporting import new_figure, save_figure
 
 SCHEMA_VERSION = 1
 PAPER_TASKS = glue_mean_tasks()  # the tasks of the GLUE score: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte

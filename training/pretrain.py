@@ -38,6 +38,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 
 from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import UserError, run_command
+from ..files import write_atomically, write_failure
 from . import data as data_module
 from .arguments import DataArguments, ModelArguments, RunArguments, model_config, parse_arguments
 from .blocks import (
@@ -60,7 +61,6 @@ from .reporting import (
     load_log_history,
     plot_comparison,
     plot_losses,
-    write_atomically,
     write_metrics,
 )
 from .run_folder import (
@@ -74,7 +74,6 @@ from .run_folder import (
     resume_checkpoint,
     training_finished_at,
     write_error,
-    write_failure,
 )
 
 _T = TypeVar("_T")

@@ -7,16 +7,15 @@ Everything works on a Trainer `log_history`: a list of dicts such as
 
 import csv
 import json
-import os
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from transformers import TrainerCallback
+
+from ..files import write_atomically
 
 CSV_COLUMNS = ("step", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm")
 FIGURE_SIZE = (7.0, 4.5)  # inches
@@ -145,18 +144,6 @@ def _is_number(value):
 def metric_series(log_history: list[dict], key: str) -> tuple[list[int], list[float]]:
     entries = [e for e in log_history if key in e]
     return [e["step"] for e in entries], [e[key] for e in entries]
-
-
-def write_atomically(path: Path, write: Callable[[IO], object], binary: bool = False) -> None:
-    """Writes through a temporary file in the same folder, so a killed run never leaves a half-written file."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(temporary, "wb") if binary else open(temporary, "w", newline="") as file:
-            write(file)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def new_figure(ylabel: str, title: str | None) -> tuple[Figure, Axes]:

@@ -365,22 +365,6 @@ def write_error(error: OSError, path: Path, what: str) -> UserError:
     )
 
 
-def write_failure(error: BaseException) -> OSError | None:
-    """`error` as the OSError of a write that failed, or None if it is not one. The writers of a checkpoint and of
-    the final model report a full disk or a file-size limit (EFBIG, under `ulimit -f`) each in its own way:
-    safetensors as a SafetensorError and tokenizers as a plain Exception, both ending "(os error N)", torch.save as
-    a RuntimeError of its archive writer (inline_container.cc / PytorchStreamWriter), which names no errno."""
-    if isinstance(error, OSError):
-        return error
-    message = " ".join(str(error).split())
-    if match := re.search(r"\(os error (\d+)\)", message):
-        number = int(match.group(1))
-        return OSError(number, os.strerror(number))
-    if isinstance(error, RuntimeError) and ("inline_container" in message or "PytorchStreamWriter" in message):
-        return OSError(None, f"the write failed ({message[:200]})")
-    return None
-
-
 def training_finished_at(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
     """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
     checkpoint's own state gives."""

@@ -15,7 +15,6 @@ Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat m
 
 import csv
 import json
-import os
 import pickle
 from functools import partial
 from pathlib import Path
@@ -24,8 +23,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from .attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
-from .cli import UserError, command_parser, missing_local_path, run_command
+from ..attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
+from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..files import write_atomically
 
 
 def supported() -> list[str]:
@@ -153,11 +153,13 @@ def write_outputs(shares: torch.Tensor, title: str, output_dir: Path) -> tuple[P
     output_dir.mkdir(parents=True, exist_ok=True)
     csv_path, png_path = output_dir / "symmetry.csv", output_dir / "symmetry.png"
     cells = [(layer, head, value) for layer, row in enumerate(shares.tolist()) for head, value in enumerate(row)]
-    with open(f"{csv_path}.tmp", "w", newline="") as file:
+
+    def write_csv(file):
         writer = csv.writer(file)
         writer.writerow(["layer", "head", "symmetric_share"])
         writer.writerows((layer, head, f"{value:.6f}") for layer, head, value in cells)
-    os.replace(f"{csv_path}.tmp", csv_path)
+
+    write_atomically(csv_path, write_csv)
 
     figure, axes = plt.subplots(figsize=(max(4.5, 1.5 + 0.6 * shares.shape[1]), max(3.0, 1.2 + 0.45 * shares.shape[0])))
     image = axes.imshow(shares.numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
@@ -172,9 +174,8 @@ def write_outputs(shares: torch.Tensor, title: str, output_dir: Path) -> tuple[P
     axes.set_title(title, fontsize=9)
     figure.colorbar(image, ax=axes, label="symmetric share")
     figure.tight_layout()
-    figure.savefig(f"{png_path}.tmp.png", dpi=120)
+    write_atomically(png_path, lambda file: figure.savefig(file, format="png", dpi=120), binary=True)
     plt.close(figure)
-    os.replace(f"{png_path}.tmp.png", png_path)
     return csv_path, png_path
 
 

@@ -8,13 +8,13 @@ torch.export-based one (onnxscript), which is about ten times slower. After expo
 onnxruntime on a padded batch of a different size and length than the export example and compared with PyTorch.
 """
 
-import os
 import warnings
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
-from .cli import UserError, command_parser, missing_local_path, run_command
+from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..files import atomic_write_path
 
 HEADS = {"model": AutoModel, "sequence-classification": AutoModelForSequenceClassification}
 OUTPUT_NAMES = {"model": ["last_hidden_state", "pooler_output"], "sequence-classification": ["logits"]}
@@ -52,8 +52,7 @@ def export_onnx(model: PreTrainedModel, path: str, output_names: list[str], dyna
     axes."""
     model.eval()
     input_ids, attention_mask = example_inputs(model.config, batch=2, length=8)
-    tmp_path = f"{path}.tmp"
-    with warnings.catch_warnings():
+    with atomic_write_path(path) as tmp_path, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and deprecation warnings about code paths the export does not take
         if dynamo:
             batch = torch.export.Dim("batch")
@@ -81,7 +80,6 @@ def export_onnx(model: PreTrainedModel, path: str, output_names: list[str], dyna
                 dynamic_axes={name: axes for name in INPUT_NAMES},
                 dynamo=False,
             )
-    os.replace(tmp_path, path)
 
 
 def max_difference(model: PreTrainedModel, path: str, batch: int = 3, length: int = 13) -> float:

@@ -21,11 +21,11 @@ import transformers
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from . import modeling_symbert
-from .cli import UserError, command_parser, missing_local_path, run_command
-from .configuration_symbert import SymBertConfig
-from .modeling_symbert import BERT_CLASSES
-from .training.run_folder import write_failure
+from .. import modeling_symbert
+from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..configuration_symbert import SymBertConfig
+from ..files import write_failure
+from ..modeling_symbert import BERT_CLASSES
 
 BOUND = 1e-5  # largest relative error ‖a - b‖ / ‖a‖ of an output tensor allowed
 CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on

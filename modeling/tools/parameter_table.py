@@ -7,10 +7,10 @@ Markdown table. Models are built on the meta device: no memory used, no download
 
 import torch
 
-from .attention_symbert import ATTENTION_TYPES
-from .cli import UserError, command_parser, run_command
-from .configuration_symbert import SIZE_PRESETS, SymBertConfig
-from .modeling_symbert import SymBertForMaskedLM
+from ..attention_symbert import ATTENTION_TYPES
+from ..cli import UserError, command_parser, run_command
+from ..configuration_symbert import SIZE_PRESETS, SymBertConfig
+from ..modeling_symbert import SymBertForMaskedLM
 
 
 def count_parameters(size: str, attention_type: str) -> int:

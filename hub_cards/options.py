@@ -1,0 +1,24 @@
+"""What a release was asked for: symbert-release's command line as values, built once by release.py."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """symbert-release's arguments, parsed and checked (`release.parse_arguments`); see its --help for each."""
+
+    models: tuple[str, ...]  # symbert-pretrain output folders, or folders holding them
+    namespace: str  # the Hub user or organisation that will own the repositories
+    results: tuple[str, ...]  # glue_results.json files, or folders searched for them
+    dataset: str | None  # None: as recorded by symbert-pretrain
+    hardware: str | None  # None: as recorded by symbert-pretrain
+    checkpoints: tuple[int, ...]  # steps whose checkpoint-N folders become branches step-N
+    glue_vs_step: str | None  # None: the plot next to the results file
+    name_template: str
+    tag: str
+    collection: str | None
+    output_dir: str
+    tiny_random: bool
+    private: bool
+    force: bool
+    push: bool
