@@ -71,7 +71,6 @@ from throughput_timing import (  # benchmarks/throughput_timing.py
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS
 from symbert.cli import UserError, command_parser, run_command
-from symbert.files import write_atomically
 from symbert.training.arguments import check_output_dir
 
 FIRST_DRAWN_ID = 5  # mlm_batch draws ids from here up: 0-4 are BERT's special tokens

@@ -22,7 +22,7 @@ from throughput_timing import (  # benchmarks/throughput_timing.py
 )
 
 from symbert import attention_class
-from symbert.training.reporting import write_atomically
+from symbert.files import write_atomically
 
 SPEED_TOLERANCE = 0.02  # target: ratio to original ≥ FLOP ratio − this
 BERT_TARGET = 0.98  # target: original ≥ this × BERT (full head, same mode)
