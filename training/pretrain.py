@@ -266,8 +266,8 @@ class TrainedRun:
 def pretrain(
     run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
 ) -> TrainedRun:
-    """Train one attention type in its output folder. The main process holds the folder's lock from before anything
-    is read there until the run ends."""
+    """Train one attention type in its output folder; returns the run as training left it (TrainedRun). The main
+    process holds the folder's lock from before anything is read there until the run ends."""
     with ExitStack() as held:
 
         def claim_output_folder():
@@ -287,6 +287,7 @@ def pretrain_in_locked_folder(
     training_args: TrainingArguments,
     resume: str | None,
 ) -> TrainedRun:
+    """Build, train (or finish from the last checkpoint), then write the summary that marks the run finished."""
     setup = build_trainer(model_args, data_args, training_args, resume, overwrite_requested(run_args, training_args))
     train_runtime, final_eval_loss = train_or_finish(setup, resume, data_args)
     if setup.trainer.is_world_process_zero():
