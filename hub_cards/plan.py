@@ -218,7 +218,7 @@ def find_models(paths: list[str | Path], staging_dir: str | Path) -> list[Path]:
         if not found:
             raise UserError(
                 f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
-                "(no training_summary.json below it)."
+                f"(no {TrainingSummary.FILE_NAME} below it)."
             )
         models += found
     return models
