@@ -23,7 +23,7 @@ the final model and the unigram baseline (training-token frequencies) on the hel
 
 Each is given as mean ± std over seeds and as the paired difference to the reference: its mean, a 95% confidence
 interval (Student's t over the seeds' differences) and the two-sided p-value of a paired t-test. Each run is
-`symbert.training.pretrain.train_in_output_folder` in its own folder `OUTPUT_DIR/seed-S/TYPE`. A rerun of the same
+`symbert.training.pretrain.pretrain` in its own folder `OUTPUT_DIR/seed-S/TYPE`. A rerun of the same
 command goes on where a stopped study stopped, as `symbert-pretrain --compare` does: a finished run (its folder holds
 training_summary.json, whose arguments must be the study's) is not trained again, its results are read back; a
 stopped run resumes from its newest checkpoint (with `--save_strategy no` it has none and starts again: pass
@@ -61,9 +61,9 @@ from symbert.training.arguments import (
     unknown_name_message,
 )
 from symbert.training.compat import overwrite_requested
-from symbert.training.evaluation import eval_comparison, held_out_scores
+from symbert.training.evaluation import held_out_scores, saved_model_scores
 from symbert.training.prepared import prepared_once
-from symbert.training.pretrain import PREPARED_BLOCKS_DIR, TrainedRun, train_in_output_folder
+from symbert.training.pretrain import PREPARED_BLOCKS_DIR, TrainedRun, pretrain
 from symbert.training.reporting import (
     load_log_history,
     metric_series,
@@ -71,10 +71,11 @@ from symbert.training.reporting import (
     save_figure,
 )
 from symbert.training.run_folder import finished_comparison_run
+from symbert.training.summary import TrainingSummary
 
 SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens
 RUN_RECORD = "convergence_run.json"  # in OUTPUT_DIR: the training run's command, machine, wall time and load
-SUMMARY_FILE = "training_summary.json"  # written last by a run: its presence marks the run as finished
+SUMMARY_FILE = TrainingSummary.FILE_NAME  # written last by a run: its presence marks the run as finished
 
 
 def default_types():
@@ -200,7 +201,7 @@ def scores(output_dir, trained: TrainedRun | None = None):
     if trained is not None and trained.model is not None:
         comparison = held_out_scores(trained.model, trained.held_out)
     else:
-        comparison = eval_comparison(output_dir)
+        comparison = saved_model_scores(output_dir)
     comparison["training_summary_sha256"] = summary
     write_atomically(path, lambda file: json.dump(comparison, file, indent=2))
     return comparison
@@ -216,7 +217,7 @@ def read_json(path):
 
 def train_one(run_args, model_args, data_args, training_args):
     torch.set_num_threads(1)  # one core per run: --parallel N uses N cores
-    trained = train_in_output_folder(run_args, model_args, data_args, training_args)
+    trained = pretrain(run_args, model_args, data_args, training_args)
     return trained.log_history, scores(training_args.output_dir, trained)
 
 
@@ -236,7 +237,7 @@ def run_all(args, run_args, model_args, data_args, training_args):
     """({(spec, seed): (log_history, scores)} for every type and seed, {"trained", "resumed", "reused": how many
     runs}). A finished run (its folder holds training_summary.json of the study's arguments, checked as --compare
     checks its types') is read back; the others are trained, a stopped one resuming from its newest checkpoint
-    (train_in_output_folder does)."""
+    (pretrain does)."""
     if args.summarize_only:  # reads the finished runs, whatever the command says about overwriting them
         run_args, training_args = without_overwrite(run_args), without_overwrite(training_args)
     # Tokenise once for the study: every run reads the same prepared blocks and held-out blocks (the held-out split

@@ -346,7 +346,9 @@ def files_named(card_text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- card values
 
-EMBEDDED_CORPUS = "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
+EMBEDDED_CORPUS_DESCRIPTION = (
+    "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
+)
 
 
 def dataset_text(data_arguments: dict) -> tuple[str, str | None]:
@@ -359,7 +361,7 @@ def dataset_text(data_arguments: dict) -> tuple[str, str | None]:
         ]
     if data_arguments.get("train_files"):
         return "local files: " + ", ".join(Path(f).name for f in data_arguments["train_files"]), None
-    return EMBEDDED_CORPUS, None
+    return EMBEDDED_CORPUS_DESCRIPTION, None
 
 
 def checkpoint_eval_loss(eval_losses: dict[int, float] | None, step: int, checkpoint_name: str) -> str:
@@ -574,7 +576,7 @@ def limitations(
         "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
         "BERT's scale.",
     ]
-    if training.dataset == EMBEDDED_CORPUS:
+    if training.dataset == EMBEDDED_CORPUS_DESCRIPTION:
         items.append(
             "The corpus is nine English novels and story collections published 1811–1892: literary prose of its time, "
             "not modern, web, conversational or domain-specific text."

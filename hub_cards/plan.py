@@ -16,9 +16,10 @@ from huggingface_hub.utils.sha import sha_fileobj
 from .. import SymBertConfig
 from ..cli import UserError
 from ..training.compat import warmup_steps_counted
+from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
-from .values import check_log_history, check_results, check_summary
+from .values import check_log_history, check_results
 
 RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
@@ -30,35 +31,12 @@ TOKENIZER_FILES = (
     "vocab.txt",
     "added_tokens.json",
 )
-TRAINING_FILES = ("trainer_state.json", "training_summary.json", "metrics.csv", "metrics.json")  # JSON and CSV only
-REQUIRED_TRAINING_FILES = ("trainer_state.json", "training_summary.json")
+TRAINING_FILES = ("trainer_state.json", TrainingSummary.FILE_NAME, "metrics.csv", "metrics.json")  # JSON and CSV only
+REQUIRED_TRAINING_FILES = ("trainer_state.json", TrainingSummary.FILE_NAME)
 LOSS_PLOT = "loss.png"
 # What staging copies from a model folder and from a checkpoint folder (besides the project's code).
 STAGED_FROM_MODEL = [*MODEL_FILES, *TOKENIZER_FILES, *TRAINING_FILES, LOSS_PLOT, RESULTS_FILE, GLUE_PLOT]
 STAGED_FROM_CHECKPOINT = [*MODEL_FILES, *TOKENIZER_FILES, "trainer_state.json"]
-# What the card needs from training_summary.json, and from its "training_arguments" (TrainingArguments.to_dict()).
-SUMMARY_KEYS = (
-    "steps",
-    "global_batch_size",
-    "max_seq_length",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "final_eval_loss",
-    "training_arguments",
-)
-TRAINING_ARGUMENT_KEYS = (
-    "learning_rate",
-    "warmup_steps",
-    "lr_scheduler_type",
-    "weight_decay",
-    "adam_beta1",
-    "adam_beta2",
-    "adam_epsilon",
-    "bf16",
-    "fp16",
-    "seed",
-    "use_cpu",
-)
 # Names that torch.save / pickle files go by (training_args.bin, optimizer.pt, rng_state.pth, pytorch_model.bin, ...).
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 LIBRARIES = ("symbert", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "datasets")
@@ -118,28 +96,6 @@ def read_json(path: str | Path) -> Any:
         raise UserError(f"{path} is nested too deeply to be a JSON file the release reads.") from None
 
 
-def read_summary(model: Path) -> dict:
-    """training_summary.json, refused unless it holds everything the card needs, "training_arguments" included
-    (outputs of an older symbert-pretrain kept those only in the training_args.bin pickle, which is never loaded)."""
-    path = model / "training_summary.json"
-    summary = read_json(path)
-    if not isinstance(summary, dict) or not isinstance(summary.get("training_arguments", {}), dict):
-        raise UserError(f'{path} is not a training summary: a JSON object whose "training_arguments" is an object.')
-    missing = [key for key in SUMMARY_KEYS if key not in summary]
-    if not missing:
-        missing = [
-            f"training_arguments.{key}" for key in TRAINING_ARGUMENT_KEYS if key not in summary["training_arguments"]
-        ]
-    if missing:
-        raise UserError(
-            f"{path} lacks {', '.join(map(repr, missing))}: it is the output of an older symbert-pretrain (the release "
-            "reads the training arguments from this JSON file, never from the training_args.bin pickle); add the run's "
-            'TrainingArguments.to_dict() under "training_arguments" or pre-train again.'
-        )
-    check_summary(path, summary)
-    return summary
-
-
 def eval_losses(log_history: list[dict]) -> dict[int, float]:
     """{step: eval loss} of a Trainer's log history."""
     return {entry["step"]: entry["eval_loss"] for entry in log_history if "eval_loss" in entry and "step" in entry}
@@ -166,7 +122,7 @@ class PretrainingRun:
     Trainer's log in trainer_state.json. Nothing is unpickled."""
 
     folder: Path
-    summary: dict
+    summary: TrainingSummary
     log_history: list
 
     @classmethod
@@ -174,19 +130,19 @@ class PretrainingRun:
         for name in REQUIRED_TRAINING_FILES:
             if not os.path.lexists(folder / name):
                 raise UserError(f"{folder} lacks {name}: is it a symbert-pretrain output folder?")
-        return cls(folder, read_summary(folder), read_log_history(folder / "trainer_state.json"))
+        return cls(folder, TrainingSummary.read(folder), read_log_history(folder / "trainer_state.json"))
 
     @property
     def training_arguments(self) -> dict:
-        return self.summary["training_arguments"]
+        return self.summary.training_arguments
 
     @property
     def steps(self) -> int:
-        return self.summary["steps"]
+        return self.summary.steps
 
     @property
     def size(self) -> str | None:
-        return self.summary.get("size")
+        return self.summary.size
 
     @property
     def eval_losses(self) -> dict[int, float]:
@@ -196,7 +152,7 @@ class PretrainingRun:
     @property
     def runtime(self) -> float | None:
         """Seconds of training: symbert-pretrain's record, else the Trainer's own; None if neither has it."""
-        runtime = self.summary.get("train_runtime")
+        runtime = self.summary.train_runtime
         if runtime is None:
             runtime = next((e["train_runtime"] for e in reversed(self.log_history) if "train_runtime" in e), None)
         return runtime
@@ -205,26 +161,27 @@ class PretrainingRun:
         """(description, Hub dataset id or None) of the pre-training data: `dataset` (--dataset), else as recorded."""
         if dataset:
             return dataset, dataset if "/" in dataset else None  # Hub ids have a namespace
-        if self.summary.get("data_arguments") is None:
+        if self.summary.data_arguments is None:
             raise UserError(
-                f"{self.folder}/training_summary.json does not record the pre-training data (an older output); pass --dataset."
+                f"{self.folder}/{TrainingSummary.FILE_NAME} does not record the pre-training data (an older output); "
+                "pass --dataset."
             )
-        return cards.dataset_text(self.summary["data_arguments"])
+        return cards.dataset_text(self.summary.data_arguments)
 
     def training(self, dataset: str | None = None, hardware: str | None = None) -> cards.Training:
         """The card's `Training` facts; `dataset` and `hardware` (--dataset, --hardware) override what was recorded."""
         summary, arguments = self.summary, self.training_arguments
-        machine = hardware or summary.get("hardware") or ("CPU" if arguments["use_cpu"] else "GPU (model not recorded)")
+        machine = hardware or summary.hardware or ("CPU" if arguments["use_cpu"] else "GPU (model not recorded)")
         return cards.Training(
             dataset=self.data(dataset)[0],
-            steps=summary["steps"],
-            global_batch_size=summary["global_batch_size"],
-            max_seq_length=summary["max_seq_length"],
-            per_device_train_batch_size=summary["per_device_train_batch_size"],
-            gradient_accumulation_steps=summary["gradient_accumulation_steps"],
-            world_size=summary.get("world_size", 1),
+            steps=summary.steps,
+            global_batch_size=summary.global_batch_size,
+            max_seq_length=summary.max_seq_length,
+            per_device_train_batch_size=summary.per_device_train_batch_size,
+            gradient_accumulation_steps=summary.gradient_accumulation_steps,
+            world_size=summary.world_size,
             learning_rate=arguments["learning_rate"],
-            warmup_steps=warmup_steps_counted(arguments, summary["steps"]),
+            warmup_steps=warmup_steps_counted(arguments, summary.steps),
             lr_scheduler_type=arguments["lr_scheduler_type"],
             weight_decay=arguments["weight_decay"],
             adam_beta1=arguments["adam_beta1"],
@@ -234,7 +191,7 @@ class PretrainingRun:
             seed=arguments["seed"],
             machine=machine,
             train_runtime=self.runtime,
-            final_eval_loss=summary["final_eval_loss"],
+            final_eval_loss=summary.final_eval_loss,
         )
 
 
@@ -255,13 +212,13 @@ def find_models(paths: list[str | Path], staging_dir: str | Path) -> list[Path]:
             continue
         found = sorted(
             p.parent
-            for p in path.rglob("training_summary.json")
+            for p in path.rglob(TrainingSummary.FILE_NAME)
             if not p.parent.name.startswith("checkpoint-") and staging_dir not in p.resolve().parents
         )
         if not found:
             raise UserError(
                 f"{str(path)!r} is neither a model folder (no config.json) nor holds any symbert-pretrain output "
-                "(no training_summary.json below it)."
+                f"(no {TrainingSummary.FILE_NAME} below it)."
             )
         models += found
     return models
@@ -393,7 +350,7 @@ def plan_models(
             )
         used.add(results)
         run.data(options.dataset)  # recorded, or given
-        size = run.summary.get("size", "custom")
+        size = "custom" if run.size is None else run.size
         repo_id = release_repo_id(options.namespace, options.name_template, model, size, config.attention_type)
         if repo_id in repos:
             raise UserError(
@@ -446,7 +403,7 @@ def release_repo_id(namespace: str, name_template: str, model: Path, size: str |
     """`--namespace`/`--name_template` filled in with the model's size (from training_summary.json) and type."""
     name = name_template.format(size=str(size), attention_type=attention_type)  # as parse_arguments checked it
     origin = (
-        f"size={size!r} (from {model}/training_summary.json) with --name_template {name_template!r} and "
+        f"size={size!r} (from {model}/{TrainingSummary.FILE_NAME}) with --name_template {name_template!r} and "
         f"--namespace {namespace!r}"
     )
     return checked_repo_id(f"{namespace}/{name}", origin)

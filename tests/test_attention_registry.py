@@ -96,7 +96,7 @@ def test_unregistered_type_is_refused_naming_the_registered_ones():
 def test_pretraining_runs_a_registered_type(registered, corpus, tmp_path):  # noqa: F811
     output = tmp_path / "run"
     args = parse_arguments(run_args(corpus, output, "--attention_type", NAME, "--max_steps", "2", "--save_steps", "2"))
-    log_history = pretrain(*args)
+    log_history = pretrain(*args).log_history
     assert any("eval_loss" in entry for entry in log_history)
     assert json.loads((output / "config.json").read_text())["attention_type"] == NAME
     gains = load_file(output / "model.safetensors")["bert.encoder.layer.0.attention.self.gain"]

@@ -40,7 +40,7 @@ KILL_DRIVER = textwrap.dedent(
     import os, signal, sys, time
     from pathlib import Path
     from transformers import Trainer
-    from symbert.training import pretrain
+    from symbert.training import pretrain, run_folder, summary
 
     moment, step = os.environ["HOOK_AT"].split(":")
     signal_number = int(os.environ.get("KILL_SIGNAL", signal.SIGKILL))
@@ -83,19 +83,19 @@ KILL_DRIVER = textwrap.dedent(
         replace, moved = os.replace, []
         def replace_or_kill(source, *args, **kwargs):
             result = replace(source, *args, **kwargs)
-            if pretrain.FINAL_STAGING_DIR in str(source):
+            if run_folder.FINAL_STAGING_DIR in str(source):
                 moved.append(source)
                 if len(moved) == 3:
                     kill()
             return result
         os.replace = replace_or_kill
     elif moment == "before-summary":  # the final model saved, training_summary.json not yet written
-        write_atomically = pretrain.write_atomically
+        write_atomically = summary.write_atomically
         def write_or_kill(path, write):
             if path.name == "training_summary.json":
                 kill()
             return write_atomically(path, write)
-        pretrain.write_atomically = write_or_kill
+        summary.write_atomically = write_or_kill
     pretrain.main(sys.argv[1:])
     """
 )

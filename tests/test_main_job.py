@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from symbert.training import data
-from symbert.training.evaluation import FILL_MASK_SENTENCES, eval_comparison, masked_token_scores, unigram_baseline
+from symbert.training.evaluation import FILL_MASK_SENTENCES, masked_token_scores, saved_model_scores, unigram_baseline
 from symbert.training.pretrain import main, set_torch_threads
 
 
@@ -106,7 +106,7 @@ def train_main_job(tmp_path):
 def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
     output_dir = train_main_job(tmp_path)
     printed = capsys.readouterr().out
-    comparison = eval_comparison(output_dir)
+    comparison = saved_model_scores(output_dir)
     # one eval batch of 8 blocks: the Trainer's eval loss is the mean over its masked tokens, as the report's is
     trainer_loss = [entry["eval_loss"] for entry in json_log(output_dir) if "eval_loss" in entry][-1]
     assert comparison["model"]["loss"] == pytest.approx(trainer_loss, abs=1e-5)

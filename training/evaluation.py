@@ -18,6 +18,7 @@ from .arguments import DataArguments
 from .blocks import Readers, StreamTrained
 from .data import prediction_cap
 from .prepared import PreparedBlocks
+from .summary import TrainingSummary
 
 # Fixed before any training: each masked word is a common word of 19th-century English prose.
 FILL_MASK_SENTENCES = [
@@ -90,16 +91,14 @@ def held_out_scores(model: SymBertForMaskedLM, held_out: HeldOut) -> dict:
     }
 
 
-def eval_comparison(output_dir: str | Path) -> dict:
-    """held_out_scores of the model saved in `output_dir`, its held-out blocks and masks rebuilt from
-    training_summary.json (for a run finished earlier; a run just trained is scored from what it built)."""
-    summary = json.loads((Path(output_dir) / "training_summary.json").read_text())
+def saved_model_scores(output_dir: str | Path) -> dict:
+    """held_out_scores of the model saved in `output_dir`, its held-out blocks and masks rebuilt from its training
+    summary (for a run finished earlier; a run just trained is scored from what it built)."""
+    summary = TrainingSummary.read(output_dir)
     known = {f.name for f in fields(DataArguments)}  # a summary may hold fields of another version
-    data_args = DataArguments(**{k: v for k, v in summary["data_arguments"].items() if k in known})
-    seed, batch_size = (
-        summary["training_arguments"]["seed"],
-        summary["training_arguments"]["per_device_eval_batch_size"],
-    )
+    data_args = DataArguments(**{k: v for k, v in summary.data_arguments.items() if k in known})
+    arguments = summary.training_arguments
+    seed, batch_size = arguments["seed"], arguments["per_device_eval_batch_size"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed, report_skipped=False)
     collator = data_module.ResumableMLMCollator(
@@ -109,14 +108,13 @@ def eval_comparison(output_dir: str | Path) -> dict:
         max_predictions_per_seq=prediction_cap(SymBertConfig.from_pretrained(output_dir)),
     )
     model = SymBertForMaskedLM.from_pretrained(output_dir)
-    arguments = summary["training_arguments"]
-    micro_batches = summary["steps"] * arguments["gradient_accumulation_steps"]
-    readers = Readers(summary["world_size"], workers=arguments["dataloader_num_workers"])
-    train_blocks = baseline_blocks(train_blocks, micro_batches, summary["per_device_train_batch_size"], readers)
+    micro_batches = summary.steps * arguments["gradient_accumulation_steps"]
+    readers = Readers(summary.world_size, workers=arguments["dataloader_num_workers"])
+    train_blocks = baseline_blocks(train_blocks, micro_batches, summary.per_device_train_batch_size, readers)
     return held_out_scores(model, HeldOut(tokenizer, train_blocks, eval_blocks, collator, batch_size))
 
 
-def report(output_dir: str | Path, log_history: list[dict], comparison: dict) -> None:
+def print_run_report(output_dir: str | Path, log_history: list[dict], comparison: dict) -> None:
     """What the main job prints at the end: eval loss before and after, the model against the unigram baseline on the
     same masked tokens (`comparison`: held_out_scores), fill-mask examples from the saved folder, where the results
     are."""
@@ -145,7 +143,7 @@ def report(output_dir: str | Path, log_history: list[dict], comparison: dict) ->
         print(f"  {item['sentence']}\n    -> {predictions}")
     print(
         f"\nResults in {output_dir}: model + code + tokenizer (load with "
-        f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), training_summary.json, "
+        f"AutoModelForMaskedLM.from_pretrained('{output_dir}', trust_remote_code=True)), {TrainingSummary.FILE_NAME}, "
         f"metrics.csv, metrics.json, loss.png, TensorBoard logs in {output_dir}/runs"
     )
 

@@ -16,17 +16,17 @@ import functools
 import json
 import math
 import os
-import shutil
 import signal
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
 import torch
+from datasets import Dataset, IterableDataset
 from transformers import (
+    PreTrainedTokenizerBase,
     Trainer,
     TrainerCallback,
     TrainerState,
@@ -34,11 +34,11 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import get_last_checkpoint
 
 from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import UserError, run_command
-from ..files import write_atomically, write_failure
+from ..files import write_atomically
 from . import data as data_module
 from .arguments import DataArguments, ModelArguments, RunArguments, model_config, parse_arguments
 from .blocks import (
@@ -51,32 +51,34 @@ from .blocks import (
     read_position,
     resumed_reader_states,
 )
-from .compat import overwrite_requested, rotate_checkpoints_in
+from .compat import overwrite_requested
 from .data import prediction_cap
-from .evaluation import HeldOut, baseline_blocks, eval_comparison, held_out_scores, report
-from .prepared import prepared_once
+from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
+from .prepared import PreparedBlocks, prepared_once
 from .reporting import (
     MetricsLogCallback,
     comparison_table,
     load_log_history,
     plot_comparison,
-    plot_losses,
-    write_metrics,
 )
 from .run_folder import (
     FINAL_STAGING_DIR,
     STAGING_DIR,
+    AtomicCheckpoints,
+    RemoveStaleCheckpoints,
     check_checkpoint_matches,
     finished_comparison_run,
+    on_main_process,
     output_folder_lock,
     remove_path,
-    remove_stale_checkpoints,
+    restore_finished_training,
     resume_checkpoint,
+    save_final_model,
     training_finished_at,
-    write_error,
+    write_summary,
 )
+from .summary import TrainingSummary
 
-_T = TypeVar("_T")
 PREPARED_BLOCKS_DIR = "blocks"  # of a --compare's output folder: the blocks every compared type trains on
 
 
@@ -95,12 +97,11 @@ class BatchCollator:
         return batch
 
 
-class SymBertPretrainingTrainer(Trainer):
-    """The Trainer with atomic checkpoints, SymBERT's weight-decay groups, and the training data read in the run's
-    order (training/blocks.py): every checkpoint saves the data position, and a resume reads on from it without
-    replaying what was read before."""
+class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
+    """The Trainer with atomic checkpoints (training/run_folder.py), SymBERT's weight-decay groups, and the training
+    data read in the run's order (training/blocks.py): every checkpoint saves the data position, and a resume reads on
+    from it without replaying what was read before."""
 
-    staging = False  # while True, the Trainer's run folder is the staging folder: checkpoints are written there
     resume_from: str | None = None  # the checkpoint train() resumes from: where the data position is read
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
@@ -203,43 +204,10 @@ class SymBertPretrainingTrainer(Trainer):
         finally:
             self.model.__class__ = sharded_class
 
-    def _get_output_dir(self, trial):
-        run_dir = super()._get_output_dir(trial)
-        return os.path.join(run_dir, STAGING_DIR) if self.staging else run_dir
-
-    def _save_checkpoint(self, model, trial):
-        """The Trainer writes checkpoint-N into the staging folder; once every process has written its part (each
-        its rng_state_K.pth), the main process renames it into the run folder. A checkpoint-N folder is therefore
-        always complete: a run killed while saving leaves only the staging folder, which the next run removes."""
-        run_dir = self._get_output_dir(trial)
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        staged, final = os.path.join(run_dir, STAGING_DIR, name), os.path.join(run_dir, name)
-        self.staging = True
-        try:
-            super()._save_checkpoint(model, trial)
-            os.makedirs(staged, exist_ok=True)
-            position = os.path.join(staged, DATA_POSITION_FILE.format(rank=self.args.process_index))
-            positions = self.data_positions.to_json()
-            write_atomically(Path(position), lambda file: file.write(json.dumps(positions) + "\n"))
-        except Exception as error:  # a full disk: the staged part goes, the checkpoints in place stay
-            shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
-            if (failed := write_failure(error)) is None:
-                raise
-            raise write_error(failed, Path(failed.filename or staged), f"checkpoint {name}") from None
-        finally:
-            self.staging = False
-        self.accelerator.wait_for_everyone()
-        if self.state.best_model_checkpoint == staged:  # load_best_model_at_end: the path it will have
-            self.state.best_model_checkpoint = final
-            if self.args.should_save:
-                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
-        if self.args.should_save:
-            if os.path.isdir(final):  # the same step of an earlier run that resumed from an older checkpoint
-                shutil.rmtree(final)
-            os.replace(staged, final)
-            os.rmdir(os.path.dirname(staged))
-            rotate_checkpoints_in(self, run_dir)
-        self.accelerator.wait_for_everyone()
+    def save_checkpoint_extras(self, checkpoint: str) -> None:
+        position = Path(checkpoint) / DATA_POSITION_FILE.format(rank=self.args.process_index)
+        positions = self.data_positions.to_json()
+        write_atomically(position, lambda file: file.write(json.dumps(positions) + "\n"))
 
 
 def mlm_head_kept_in_the_root_unit(prepare: Callable) -> Callable:
@@ -284,34 +252,6 @@ class StopOnNonFiniteEvalLoss(TrainerCallback):
             raise UserError(divergence_message(args, state.global_step, eval_loss))
 
 
-class RemoveStaleCheckpoints(TrainerCallback):
-    """--overwrite_output_dir: the old run's files go when training begins, that is once the Trainer has built its
-    optimizer and scheduler from the arguments, so a value only they refuse leaves the old run untouched."""
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if args.should_save:
-            deleted = remove_stale_checkpoints(args.output_dir)
-            if deleted:
-                print(f"--overwrite_output_dir: deleted the earlier run's {', '.join(deleted)} from {args.output_dir}")
-
-
-def on_main_process(training_args: TrainingArguments, decide: Callable[[], _T]) -> _T:
-    """`decide()` runs on the main process only; every process gets its result, or raises its UserError (any other
-    error there ends the launch)."""
-    outcome = [None, None]
-    if training_args.process_index == 0:
-        try:
-            outcome = [decide(), None]
-        except UserError as error:
-            outcome = [None, error]
-    if training_args.world_size > 1:
-        torch.distributed.broadcast_object_list(outcome, src=0)
-    result, error = outcome
-    if error is not None:
-        raise error
-    return result
-
-
 @dataclass
 class TrainedRun:
     """A finished run as training left it: its log history, and the model and held-out data it built, which the
@@ -325,16 +265,9 @@ class TrainedRun:
 
 def pretrain(
     run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
-) -> list[dict]:
-    """Train one attention type; returns the Trainer's log history."""
-    return train_in_output_folder(run_args, model_args, data_args, training_args).log_history
-
-
-def train_in_output_folder(
-    run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
 ) -> TrainedRun:
-    """Train one attention type. The main process holds the output folder's lock from before anything is read there
-    until the run ends."""
+    """Train one attention type in its output folder; returns the run as training left it (TrainedRun). The main
+    process holds the folder's lock from before anything is read there until the run ends."""
     with ExitStack() as held:
 
         def claim_output_folder():
@@ -354,6 +287,50 @@ def pretrain_in_locked_folder(
     training_args: TrainingArguments,
     resume: str | None,
 ) -> TrainedRun:
+    """Build, train (or finish from the last checkpoint), then write the summary that marks the run finished."""
+    setup = build_trainer(model_args, data_args, training_args, resume, overwrite_requested(run_args, training_args))
+    train_runtime, final_eval_loss = train_or_finish(setup, resume, data_args)
+    if setup.trainer.is_world_process_zero():
+        summary = training_summary(setup, run_args, model_args, data_args, train_runtime, final_eval_loss)
+        write_summary(summary, training_args.output_dir)
+    return setup.trained_run()
+
+
+@dataclass
+class PretrainingSetup:
+    """What a run trains: its Trainer, and the tokenizer, data and collator it was built with."""
+
+    trainer: SymBertPretrainingTrainer
+    model: SymBertForMaskedLM  # as built (the Trainer may hold a wrapped or compiled one)
+    tokenizer: PreTrainedTokenizerBase
+    train_blocks: Dataset | IterableDataset | PreparedBlocks
+    eval_blocks: Dataset
+    collator: data_module.ResumableMLMCollator
+    precision: str  # what the forward and backward run in, as accelerate applies it
+
+    def trained_run(self) -> TrainedRun:
+        """The run as training left it, with what the end-of-run report scores (nothing under FSDP or DeepSpeed)."""
+        trainer = self.trainer
+        if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+            return TrainedRun(trainer.state.log_history)
+        micro_batches = trainer.state.global_step * trainer.args.gradient_accumulation_steps
+        readers = Readers(trainer.args.world_size, workers=trainer.args.dataloader_num_workers)
+        train_blocks = baseline_blocks(self.train_blocks, micro_batches, trainer._train_batch_size, readers)
+        held_out = HeldOut(
+            self.tokenizer, train_blocks, self.eval_blocks, self.collator, trainer.args.per_device_eval_batch_size
+        )
+        return TrainedRun(trainer.state.log_history, self.model, held_out)
+
+
+def build_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    resume: str | None,
+    overwrite: bool,
+) -> PretrainingSetup:
+    """The tokenizer, data, model and Trainer of a run, checked against the checkpoint it resumes from (if any) and
+    the precision the device trains in, before anything is trained."""
     set_seed(training_args.seed)
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
@@ -365,17 +342,16 @@ def pretrain_in_locked_folder(
         factor = attention_class(config.attention_type).paper_weight_decay_factor
         training_args = replace(training_args, weight_decay=training_args.weight_decay * factor)
     training_args = data_order_arguments(training_args, train_blocks)
-    model = SymBertForMaskedLM(config)
     collator = data_module.ResumableMLMCollator(
         tokenizer,
         mlm_probability=data_args.mlm_probability,
         mask_seed=training_args.seed,
         max_predictions_per_seq=prediction_cap(config),
     )
-
     callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
-    if overwrite_requested(run_args, training_args) and not resume:
+    if overwrite and not resume:
         callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
+    model = SymBertForMaskedLM(config)
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
@@ -392,7 +368,15 @@ def pretrain_in_locked_folder(
             f"{precision} on {training_args.device}; set bf16 and fp16 for what the device runs (symbert-pretrain's "
             "--precision checks that)."
         )
-    if resume and training_finished_at(resume, training_args):
+    return PretrainingSetup(trainer, model, tokenizer, train_blocks, eval_blocks, collator, precision)
+
+
+def train_or_finish(setup: PretrainingSetup, resume: str | None, data_args: DataArguments) -> tuple[float, float]:
+    """Trains (or resumes) to the last step, or finishes a run stopped during its final save from its last
+    checkpoint; evaluates at the last step if training did not, and saves the final model. Returns the seconds this
+    run trained and the final eval loss."""
+    trainer = setup.trainer
+    if resume and training_finished_at(resume, trainer.args):
         # A run stopped during its final save (after its last checkpoint): training it again would take one step
         # past max_steps. The last checkpoint's weights and state are the trained model's: finish from them.
         if trainer.is_world_process_zero():
@@ -410,52 +394,50 @@ def pretrain_in_locked_folder(
         evals = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
     final_eval_loss = evals[-1]["eval_loss"]
     if not math.isfinite(final_eval_loss):  # (StopOnNonFiniteEvalLoss ends the run at such an evaluation)
-        raise UserError(divergence_message(training_args, evals[-1].get("step"), final_eval_loss))
+        raise UserError(divergence_message(trainer.args, evals[-1].get("step"), final_eval_loss))
+    attention_type = setup.model.config.attention_type
     if trainer.is_world_process_zero():
         if skipped := data_module.skipped_in_stream_message(data_args):
             print(skipped)
-        print(f"{config.attention_type}: final eval loss {final_eval_loss:.4f}")
-    save_final_model(trainer, title=config.attention_type)  # model, code, tokenizer, state, plot: staged, then moved
-    if trainer.is_world_process_zero():
-        output_dir = Path(training_args.output_dir)
-        args = trainer.args
-        summary = {
-            "recipe": run_args.recipe,
-            "attention_type": config.attention_type,  # the type trained (--config_overrides may not differ)
-            "size": model_args.size,
-            "parameters": model.num_parameters(),
-            "world_size": args.world_size,
-            "per_device_train_batch_size": args.per_device_train_batch_size,
-            "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            "global_batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
-            "max_seq_length": data_args.max_seq_length,
-            "steps": trainer.state.global_step,
-            "passes": trainer.state.epoch,  # over the training blocks (a stream: whole passes until one is done)
-            "final_eval_loss": final_eval_loss,
-            "precision": precision,  # what the forward and backward ran in, as accelerate applied it
-            # what symbert-release reads (it unpickles nothing): the data, the machine, every training argument
-            "run_arguments": asdict(run_args),
-            "model_arguments": asdict(model_args),
-            "data_arguments": asdict(data_args),
-            "hardware": torch.cuda.get_device_name()
-            if args.device.type == "cuda"
-            else f"CPU ({torch.get_num_threads()} thread{'' if torch.get_num_threads() == 1 else 's'})",
-            "training_arguments": json.loads(json.dumps(args.to_dict(), default=str)),
-            "train_runtime": train_runtime,  # seconds, of this run (after a resume: since it; 0 when only finishing)
-        }
-        # written last and atomically: its presence marks the folder as holding a finished run
-        path = output_dir / "training_summary.json"
-        try:
-            write_atomically(path, lambda file: file.write(json.dumps(summary, indent=2) + "\n"))
-        except OSError as error:
-            raise write_error(error, path, "the training summary") from None
-    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
-        return TrainedRun(trainer.state.log_history)
-    micro_batches = trainer.state.global_step * trainer.args.gradient_accumulation_steps
-    readers = Readers(trainer.args.world_size, workers=trainer.args.dataloader_num_workers)
-    train_blocks = baseline_blocks(train_blocks, micro_batches, trainer._train_batch_size, readers)
-    held_out = HeldOut(tokenizer, train_blocks, eval_blocks, collator, training_args.per_device_eval_batch_size)
-    return TrainedRun(trainer.state.log_history, model, held_out)
+        print(f"{attention_type}: final eval loss {final_eval_loss:.4f}")
+    save_final_model(trainer, title=attention_type)  # model, code, tokenizer, state, plot: staged, then moved
+    return train_runtime, final_eval_loss
+
+
+def training_summary(
+    setup: PretrainingSetup,
+    run_args: RunArguments,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    train_runtime: float,
+    final_eval_loss: float,
+) -> TrainingSummary:
+    """The record of the run just finished (training/summary.py)."""
+    trainer, args, model = setup.trainer, setup.trainer.args, setup.model
+    threads = torch.get_num_threads()
+    return TrainingSummary(
+        recipe=run_args.recipe,
+        attention_type=model.config.attention_type,  # the type trained (--config_overrides may not differ)
+        size=model_args.size,
+        parameters=model.num_parameters(),
+        world_size=args.world_size,
+        per_device_train_batch_size=args.per_device_train_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        global_batch_size=args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+        max_seq_length=data_args.max_seq_length,
+        steps=trainer.state.global_step,
+        passes=trainer.state.epoch,
+        final_eval_loss=final_eval_loss,
+        precision=setup.precision,
+        run_arguments=asdict(run_args),
+        model_arguments=asdict(model_args),
+        data_arguments=asdict(data_args),
+        hardware=torch.cuda.get_device_name()
+        if args.device.type == "cuda"
+        else f"CPU ({threads} thread{'' if threads == 1 else 's'})",
+        training_arguments=json.loads(json.dumps(args.to_dict(), default=str)),
+        train_runtime=train_runtime,
+    )
 
 
 def precision_named(training_args: TrainingArguments) -> str:
@@ -486,53 +468,6 @@ def data_order_arguments(training_args: TrainingArguments, train_blocks) -> Trai
         )
         updates["max_steps"] = math.ceil(training_args.num_train_epochs * len(train_blocks) / blocks_per_step)
     return replace(training_args, **updates)
-
-
-def save_final_model(trainer: Trainer, title: str) -> None:
-    """The final model (weights, config, code, tokenizer, training arguments), the Trainer's state and the loss plot,
-    written as a checkpoint is: into a staging folder of the output folder, then moved into place. A write that fails
-    (a full disk) leaves the output folder as it was, and ends the run with one line naming the path and the free
-    space; run again, the run then finishes from its last checkpoint."""
-    output_dir = Path(trainer.args.output_dir)
-    staging = output_dir / FINAL_STAGING_DIR
-    failure = None
-    try:
-        if trainer.is_world_process_zero():
-            remove_path(staging)
-        trainer.save_model(str(staging), _internal_call=True)  # every process: sharded models gather there
-    except Exception as error:  # a full disk, as each writer reports it (write_failure)
-        failure = error
-
-    def install():
-        try:
-            if failure is not None:
-                raise failure
-            trainer.state.save_to_json(str(staging / TRAINER_STATE_NAME))
-            plot_losses(trainer.state.log_history, staging / "loss.png", title=title)
-            for path in sorted(staging.iterdir()):
-                os.replace(path, output_dir / path.name)
-            staging.rmdir()
-        except Exception as error:
-            shutil.rmtree(staging, ignore_errors=True)  # what was staged: the space it takes is given back
-            if (failed := write_failure(error)) is None:
-                raise
-            raise write_error(failed, Path(failed.filename or staging), "the final model") from None
-
-    on_main_process(trainer.args, install)
-    if trainer.args.push_to_hub:  # as the Trainer's save_model() does
-        trainer.push_to_hub(commit_message="Model save")
-
-
-def restore_finished_training(trainer: Trainer, checkpoint: str) -> None:
-    """The Trainer as training left it at `checkpoint`: its weights, and its state (step, log history); the metrics
-    files rewritten from that history, as a resumed run's start rewrites them."""
-    trainer._load_from_checkpoint(checkpoint)
-    state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
-    state.is_local_process_zero = trainer.is_local_process_zero()
-    state.is_world_process_zero = trainer.is_world_process_zero()
-    trainer.state = state
-    if trainer.is_world_process_zero():
-        write_metrics(state.log_history, trainer.args.output_dir)
 
 
 def divergence_message(training_args: TrainingArguments, step: int | None, eval_loss: float) -> str:
@@ -575,13 +510,13 @@ def run(argv: list[str]) -> None:
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
     if not run_args.compare:
-        trained = train_in_output_folder(run_args, model_args, data_args, training_args)
+        trained = pretrain(run_args, model_args, data_args, training_args)
         if is_main:
             if trained.model is None:
-                comparison = eval_comparison(output_dir)
+                comparison = saved_model_scores(output_dir)
             else:
                 comparison = held_out_scores(trained.model, trained.held_out)
-            report(output_dir, trained.log_history, comparison)
+            print_run_report(output_dir, trained.log_history, comparison)
         return
 
     kinds = run_args.compare.split(",")
@@ -592,7 +527,7 @@ def run(argv: list[str]) -> None:
         kind: (replace(model_args, attention_type=kind), replace(training_args, output_dir=str(output_dir / kind)))
         for kind in kinds
     }
-    # a rerun of an interrupted comparison: the types already trained (their folder holds training_summary.json) are
+    # a rerun of an interrupted comparison: the types already trained (their folder holds its summary) are
     # not trained again, their results are read back; checked, all of them, before anything trains
     finished = on_main_process(
         training_args,
@@ -607,12 +542,12 @@ def run(argv: list[str]) -> None:
         if kind in finished:
             if is_main:
                 print(
-                    f"{kind}: already trained in {kind_training_args.output_dir} (it holds training_summary.json); "
+                    f"{kind}: already trained in {kind_training_args.output_dir} (it holds {TrainingSummary.FILE_NAME}); "
                     "its results are reused"
                 )
             runs[kind] = load_log_history(kind_training_args.output_dir)
             continue
-        runs[kind] = pretrain(run_args, kind_model_args, data_args, kind_training_args)
+        runs[kind] = pretrain(run_args, kind_model_args, data_args, kind_training_args).log_history
     if is_main:
         first = next(iter(runs.values()))
         target = run_args.target_eval_loss

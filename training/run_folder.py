@@ -1,6 +1,7 @@
-"""The run folder of symbert-pretrain: its lock, the staging folders that make every checkpoint and the final model
-appear complete or not at all, which checkpoint a rerun resumes from (damaged ones skipped), what --overwrite_output_dir
-deletes, what a failed run leaves, and whether a folder holds a finished run to reuse."""
+"""The run folder of symbert-pretrain, its writer beside its reader: its lock, the atomic checkpoints and final model
+(written into staging folders, then moved into place, so each appears complete or not at all), which checkpoint a
+rerun resumes from (damaged ones skipped), what --overwrite_output_dir deletes, what a failed run leaves, and whether a
+folder holds a finished run to reuse (its training summary: training/summary.py)."""
 
 import json
 import os
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 import safetensors
 import safetensors.torch
@@ -19,7 +21,7 @@ import torch
 from accelerate.utils.constants import FSDP_MODEL_NAME
 from accelerate.utils.constants import OPTIMIZER_NAME as FSDP_OPTIMIZER_NAME  # optimizer.bin, optimizer_0/
 from filelock import FileLock, Timeout
-from transformers import TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainerState, TrainingArguments
 from transformers.trainer import (
     OPTIMIZER_NAME,
     SCHEDULER_NAME,
@@ -31,9 +33,12 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from .. import SymBertConfig
 from ..cli import UserError
+from ..files import write_failure
 from ..loading_symbert import BUNDLE_FILES
 from .arguments import DataArguments, ModelArguments, RunArguments
-from .compat import overwrite_requested
+from .compat import overwrite_requested, rotate_checkpoints_in
+from .reporting import plot_losses, write_metrics
+from .summary import TrainingSummary
 
 STAGING_DIR = ".checkpoint-in-progress"  # not "checkpoint-*": neither resume nor save_total_limit counts it
 
@@ -42,6 +47,8 @@ FINAL_STAGING_DIR = ".final-model-in-progress"  # the final model, before it is 
 
 
 LOCK_FILE = ".pretrain.lock"
+
+_T = TypeVar("_T")
 
 
 def resume_checkpoint(run_args: RunArguments, training_args: TrainingArguments) -> str | None:
@@ -57,7 +64,7 @@ def resume_checkpoint(run_args: RunArguments, training_args: TrainingArguments) 
     output_dir = Path(training_args.output_dir)
     if overwrite_requested(run_args, training_args) or not output_dir.is_dir():
         return None
-    if (output_dir / "training_summary.json").is_file():
+    if (output_dir / TrainingSummary.FILE_NAME).is_file():
         raise UserError(
             f"output_dir={str(output_dir)!r} already holds a finished run; pass --overwrite_output_dir true to train "
             "again from scratch there, --resume_from_checkpoint DIR to continue one, or choose another folder."
@@ -236,7 +243,7 @@ def check_checkpoint_matches(checkpoint: str | Path, config: SymBertConfig) -> N
 # What a run writes into its output folder, besides checkpoint-N folders: --overwrite_output_dir deletes these and
 # nothing else (a user's notes.txt or checkpoint-backup/ stays).
 RUN_FILES = (
-    "training_summary.json",
+    TrainingSummary.FILE_NAME,
     "metrics.csv",
     "metrics.json",
     "loss.png",
@@ -436,22 +443,23 @@ def finished_comparison_run(
     """Whether the output folder of one type of a comparison holds a finished run of the same settings (to reuse);
     False with --overwrite_output_dir or without training_summary.json. A finished run of other settings is refused,
     naming each that differs with both values."""
-    path = Path(training_args.output_dir) / "training_summary.json"
-    if overwrite_requested(run_args, training_args) or not path.is_file():
+    output_dir = Path(training_args.output_dir)
+    if overwrite_requested(run_args, training_args) or not (output_dir / TrainingSummary.FILE_NAME).is_file():
         return False
     try:
-        summary = json.loads(path.read_text())
-        saved = {
-            **{f"model_arguments.{k}": v for k, v in summary["model_arguments"].items()},
-            **{f"data_arguments.{k}": v for k, v in summary["data_arguments"].items()},
-            **{f"run_arguments.{k}": v for k, v in summary["run_arguments"].items()},
-            **compared_training_arguments(summary["training_arguments"]),
-        }
-    except (OSError, ValueError, KeyError, AttributeError, TypeError) as error:  # not JSON, or not a summary
+        summary = TrainingSummary.read(output_dir)
+        recorded = {"model_arguments": summary.model_arguments, "data_arguments": summary.data_arguments}
+        recorded["run_arguments"] = summary.run_arguments
+        if missing := [name for name, value in recorded.items() if value is None]:
+            raise UserError(f"{output_dir / TrainingSummary.FILE_NAME} lacks {', '.join(map(repr, missing))}.")
+    except UserError as error:
         raise UserError(
-            f"{path} is not a training summary ({type(error).__name__}: {error}); delete it, or pass "
-            "--overwrite_output_dir true to train every type of the comparison again."
+            f"{error} Delete it, or pass --overwrite_output_dir true to train every type of the comparison again."
         ) from None
+    saved = {
+        **{f"{group}.{k}": v for group, arguments in recorded.items() for k, v in arguments.items()},
+        **compared_training_arguments(summary.training_arguments),
+    }
     arguments = json.loads(json.dumps(training_args.to_dict(), default=str))
     current = {
         **{f"model_arguments.{k}": v for k, v in asdict(model_args).items()},
@@ -478,3 +486,134 @@ def finished_comparison_run(
             "to train this type again."
         )
     return True
+
+
+def on_main_process(training_args: TrainingArguments, decide: Callable[[], _T]) -> _T:
+    """`decide()` runs on the main process only; every process gets its result, or raises its UserError (any other
+    error there ends the launch)."""
+    outcome = [None, None]
+    if training_args.process_index == 0:
+        try:
+            outcome = [decide(), None]
+        except UserError as error:
+            outcome = [None, error]
+    if training_args.world_size > 1:
+        torch.distributed.broadcast_object_list(outcome, src=0)
+    result, error = outcome
+    if error is not None:
+        raise error
+    return result
+
+
+class AtomicCheckpoints:
+    """A Trainer mixin (`class MyTrainer(AtomicCheckpoints, Trainer)`) whose checkpoints appear complete or not at
+    all: each checkpoint-N is written into the staging folder, then renamed into the run folder."""
+
+    staging = False  # while True, the Trainer's run folder is the staging folder: checkpoints are written there
+
+    def save_checkpoint_extras(self, checkpoint: str) -> None:
+        """Writes what a subclass keeps in every checkpoint besides the Trainer's parts, into the staged `checkpoint`
+        folder (each process its own files)."""
+
+    def _get_output_dir(self, trial):
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, STAGING_DIR) if self.staging else run_dir
+
+    def _save_checkpoint(self, model, trial):
+        """The Trainer writes checkpoint-N into the staging folder; once every process has written its part (each
+        its rng_state_K.pth), the main process renames it into the run folder. A checkpoint-N folder is therefore
+        always complete: a run killed while saving leaves only the staging folder, which the next run removes."""
+        run_dir = self._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staged, final = os.path.join(run_dir, STAGING_DIR, name), os.path.join(run_dir, name)
+        self.staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+            os.makedirs(staged, exist_ok=True)
+            self.save_checkpoint_extras(staged)
+        except Exception as error:  # a full disk: the staged part goes, the checkpoints in place stay
+            shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
+            if (failed := write_failure(error)) is None:
+                raise
+            raise write_error(failed, Path(failed.filename or staged), f"checkpoint {name}") from None
+        finally:
+            self.staging = False
+        self.accelerator.wait_for_everyone()
+        if self.state.best_model_checkpoint == staged:  # load_best_model_at_end: the path it will have
+            self.state.best_model_checkpoint = final
+            if self.args.should_save:
+                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
+        if self.args.should_save:
+            if os.path.isdir(final):  # the same step of an earlier run that resumed from an older checkpoint
+                shutil.rmtree(final)
+            os.replace(staged, final)
+            os.rmdir(os.path.dirname(staged))
+            rotate_checkpoints_in(self, run_dir)
+        self.accelerator.wait_for_everyone()
+
+
+class RemoveStaleCheckpoints(TrainerCallback):
+    """--overwrite_output_dir: the old run's files go when training begins, that is once the Trainer has built its
+    optimizer and scheduler from the arguments, so a value only they refuse leaves the old run untouched."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.should_save:
+            deleted = remove_stale_checkpoints(args.output_dir)
+            if deleted:
+                print(f"--overwrite_output_dir: deleted the earlier run's {', '.join(deleted)} from {args.output_dir}")
+
+
+def save_final_model(trainer: Trainer, title: str) -> None:
+    """The final model (weights, config, code, tokenizer, training arguments), the Trainer's state and the loss plot,
+    written as a checkpoint is: into a staging folder of the output folder, then moved into place. A write that fails
+    (a full disk) leaves the output folder as it was, and ends the run with one line naming the path and the free
+    space; run again, the run then finishes from its last checkpoint."""
+    output_dir = Path(trainer.args.output_dir)
+    staging = output_dir / FINAL_STAGING_DIR
+    failure = None
+    try:
+        if trainer.is_world_process_zero():
+            remove_path(staging)
+        trainer.save_model(str(staging), _internal_call=True)  # every process: sharded models gather there
+    except Exception as error:  # a full disk, as each writer reports it (write_failure)
+        failure = error
+
+    def install():
+        try:
+            if failure is not None:
+                raise failure
+            trainer.state.save_to_json(str(staging / TRAINER_STATE_NAME))
+            plot_losses(trainer.state.log_history, staging / "loss.png", title=title)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, output_dir / path.name)
+            staging.rmdir()
+        except Exception as error:
+            shutil.rmtree(staging, ignore_errors=True)  # what was staged: the space it takes is given back
+            if (failed := write_failure(error)) is None:
+                raise
+            raise write_error(failed, Path(failed.filename or staging), "the final model") from None
+
+    on_main_process(trainer.args, install)
+    if trainer.args.push_to_hub:  # as the Trainer's save_model() does
+        trainer.push_to_hub(commit_message="Model save")
+
+
+def restore_finished_training(trainer: Trainer, checkpoint: str) -> None:
+    """The Trainer as training left it at `checkpoint`: its weights, and its state (step, log history); the metrics
+    files rewritten from that history, as a resumed run's start rewrites them."""
+    trainer._load_from_checkpoint(checkpoint)
+    state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
+    state.is_local_process_zero = trainer.is_local_process_zero()
+    state.is_world_process_zero = trainer.is_world_process_zero()
+    trainer.state = state
+    if trainer.is_world_process_zero():
+        write_metrics(state.log_history, trainer.args.output_dir)
+
+
+def write_summary(summary: TrainingSummary, output_dir: str | Path) -> None:
+    """The training summary, written last and atomically: its presence marks the folder as holding a finished run. A
+    failed write is one line naming the path and the free space."""
+    try:
+        summary.write(output_dir)
+    except OSError as error:
+        raise write_error(error, Path(output_dir) / TrainingSummary.FILE_NAME, "the training summary") from None
