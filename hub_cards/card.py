@@ -28,6 +28,7 @@ from transformers import TrainingArguments
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from ..bert_export import BOUND, CHECK_BATCH
 from ..training import glue
+from ..training.glue_scoring import NOISE_STANDARD_ERRORS
 from ..training.compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
 from ..training.glue_data import glue_mean_tasks, hub_datasets, reported_scores, score_names
 
@@ -176,7 +177,7 @@ def card_data(
 
 
 def paper_protocol() -> dict:
-    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue.py's `pair_protocol`):
+    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue_sweep.py's `pair_protocol`):
     PAPER_PROTOCOL over TrainingArguments' defaults, symbert-glue's own defaults, one process, the Hub's GLUE data."""
     settings = {**{f.name: f.default for f in fields(TrainingArguments)}, **glue.PAPER_PROTOCOL}
     return {
@@ -255,7 +256,7 @@ def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
 
 
 def baseline_cells(task: dict) -> list[str]:
-    """The baselines and verdict cells of a score's row (glue.py's `learning_verdict`; older results have none)."""
+    """The baselines and verdict cells of a score's row (glue_scoring.py's `learning_verdict`; older results have none)."""
     baseline = task.get("baseline")
     if baseline is None:
         return ["not recorded", "not measured"]
@@ -286,7 +287,7 @@ def glue_table(results: dict) -> str:
 
 
 def did_not_learn(results: dict) -> list[str]:
-    """The display names of the GLUE-mean scores flagged "did not learn" (glue.py's `learning_verdict`)."""
+    """The display names of the GLUE-mean scores flagged "did not learn" (glue_scoring.py's `learning_verdict`)."""
     tasks = results["aggregates"]["tasks"]
     return [
         score.display
@@ -300,7 +301,7 @@ def glue_baselines_text(results: dict) -> str:
     text = (
         "Beside each score: the majority-class baseline (always predicting the most frequent label of the same dev "
         "set) and chance (the expected score of uniformly random predictions; 0 for correlations). A score is flagged "
-        f"**did not learn** when its mean is at most {glue.NOISE_STANDARD_ERRORS} standard errors above the better "
+        f"**did not learn** when its mean is at most {NOISE_STANDARD_ERRORS} standard errors above the better "
         "baseline (the larger of the dev-set measurement's standard error and the seeds' std)."
     )
     flagged = did_not_learn(results)

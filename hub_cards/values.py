@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import UserError
-from ..training.glue import aggregate
+from ..training.glue_scoring import aggregate
 from ..training.glue_data import reported_scores
 from .card import paper_protocol
 
@@ -61,7 +61,7 @@ def mapping(path: Path, field: str, value: Any) -> dict:
 def check_results(path: Path, results: dict) -> None:
     """Refuse a glue_results.json whose scores, aggregates or protocol seeds the card could not show as measured:
     scores that are not finite numbers in their metric's range, per seed; aggregates other than those the scores give
-    (training/glue.py's `aggregate`)."""
+    (training/glue_scoring.py's `aggregate`)."""
     scores = mapping(path, "scores", results["scores"])
     protocol = mapping(path, "protocol", results.get("protocol"))
     seeds = protocol.get("seeds")

@@ -7,7 +7,7 @@ original GLUE TSV files in their official layout (`DIR/RTE/train.tsv`, `DIR/RTE/
 TSV files are read strictly: a missing column, a row with too few or too many fields or a bad label is an error that
 names the file, the line (the header is line 1) and the column; no row is dropped.
 
-TASKS is the one description of the tasks: loading and label checks here, scoring (glue.py) and the model card's
+TASKS is the one description of the tasks: loading and label checks here, scoring (glue_scoring.py) and the model card's
 GLUE metadata (hub_cards/card.py) all follow from it.
 """
 
@@ -27,7 +27,7 @@ from ..cli import UserError
 @dataclass(frozen=True)
 class Metric:
     """How a task's score follows from its raw metrics: their plain mean in percent (the metrics are fractions, named
-    as glue.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
+    as glue_scoring.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
 
     names: tuple[str, ...]
     hub_type: str  # model-index metric type
