@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from .glue_data import TASKS, score_names
+from .glue_data import TASKS, benchmark_name, score_names
 
 SCHEMA_VERSION = 1
 
@@ -121,7 +121,7 @@ def glue_score(scores: dict[str, float]) -> float:
     names = score_names(glue_mean_only=True)
     missing = [name for name in names if name not in scores]
     if missing:
-        raise ValueError(f"The GLUE score needs all {len(names)} scores; missing: {', '.join(missing)}.")
+        raise ValueError(f"The {benchmark_name()} score needs all {len(names)} scores; missing: {', '.join(missing)}.")
     return statistics.fmean(scores[name] for name in names)
 
 
@@ -189,7 +189,8 @@ def results_markdown(results: dict) -> str:
     glue = aggregates["glue"]
     names = [name for name in score_names(glue_mean_only=True) if name in scores]
     extra = [name for name in score_names() if name in scores and name not in names]  # wnli: after GLUE, never in it
-    header = [*names, "GLUE", *(f"{name} (not in GLUE)" for name in extra)]
+    benchmark = benchmark_name()
+    header = [*names, benchmark, *(f"{name} (not in {benchmark})" for name in extra)]
 
     def summary(name):
         return f"{aggregates['tasks'][name]['mean']:.2f} ({aggregates['tasks'][name]['std']:.2f})"
@@ -210,11 +211,11 @@ def results_markdown(results: dict) -> str:
     return (
         "\n".join(
             [
-                f"# GLUE: {results['model']['name_or_path']}",
+                f"# {benchmark}: {results['model']['name_or_path']}",
                 "",
-                f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. GLUE is the mean of "
+                f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. {benchmark} is the mean of "
                 f"the {len(score_names(glue_mean_only=True))} scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
-                "GLUE scores.",
+                f"{benchmark} scores.",
                 "",
                 table(
                     ["model", *header],

@@ -33,7 +33,7 @@ from .. import BERT_ATTENTION_TYPE
 from ..cli import UserError, missing_local_path
 from .arguments import precision_for
 from .compat import warmup_ratio
-from .glue_data import TASKS, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
+from .glue_data import TASKS, benchmark_name, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
 from .glue_scoring import baseline_scores, build_results, results_markdown, run_metrics, table, task_scores
 from .reporting import new_figure, save_figure, write_atomically
 
@@ -432,7 +432,7 @@ def run_sweep(
     plot_sweep(
         curves,
         output_dir / "glue_vs_step.png",
-        "GLUE score" if all_paper_tasks else f"mean score of {', '.join(tasks)}",
+        f"{benchmark_name()} score" if all_paper_tasks else f"mean score of {', '.join(tasks)}",
     )
     print(f"\n{summary}\nSweep in {output_dir}: glue_vs_step.csv, glue_vs_step.md, glue_vs_step.png")
     return rows
@@ -455,17 +455,18 @@ def sweep_markdown(curves: dict[str, tuple[list[int], list[float]]], tasks: list
             ]
         )
     return (
-        f"Score along pre-training (tasks {', '.join(tasks)}; GLUE when all {len(glue_mean_tasks())} paper tasks are run, "
+        f"Score along pre-training (tasks {', '.join(tasks)}; {benchmark_name()} when all {len(glue_mean_tasks())} paper tasks are run, "
         "otherwise the "
         "mean of the scores run), mean over seeds.\n\n" + table(header, rows) + "\n"
     )
 
 
 def plot_sweep(
-    curves: dict[str, tuple[list[int], list[float]]], path: str | Path, score_name: str = "GLUE score"
+    curves: dict[str, tuple[list[int], list[float]]], path: str | Path, score_name: str | None = None
 ) -> Path:
     """GLUE score against pre-training step, one line per model, with its 95%-of-final line and crossing step."""
-    fig, ax = new_figure(f"{score_name} (dev, %)", "GLUE along pre-training")
+    score_name = score_name or f"{benchmark_name()} score"
+    fig, ax = new_figure(f"{score_name} (dev, %)", f"{benchmark_name()} along pre-training")
     for name, (steps, scores) in curves.items():
         (line,) = ax.plot(steps, scores, marker="o", label=name)
         target = SWEEP_FRACTION * scores[-1]
