@@ -1,8 +1,10 @@
 """GLUE: scoring against hand-computed values and the paper's Table 3, data in the official TSV layout, the whole
 suite on a tiny model, restart, the checkpoint sweep and bad input."""
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import logging
 import random
@@ -15,14 +17,17 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from datasets import DatasetDict
+from datasets import Dataset, DatasetDict
+from huggingface_hub import ModelCard
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from conftest import tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
+from symbert.hub_cards.release import release_command
 from symbert.training import data, glue, glue_data, glue_scoring, glue_sweep, pretrain
 from symbert.training.glue_data import load_task
+from test_release_safety import fake_run
 
 WORDS = "the a cat dog sat ran on under house river old new big small red blue said saw went came".split()
 MAX_LENGTH = "32"  # tiny_config has 64 positions
@@ -353,6 +358,72 @@ def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
         result.metric_type,
         result.metric_name,
     ) == ("GLUE Recognizing TE", "rte", "validation", "accuracy", "Recognizing TE accuracy (mean of 2 seeds)")
+
+
+def test_a_task_from_another_hub_dataset_is_swept_and_published_from_its_table_row_alone(monkeypatch, tmp_path):
+    """A row naming another Hub dataset, its config and benchmark (no TSV layout): symbert-glue loads and scores it,
+    and the release's card names that dataset and benchmark and counts its score with the others."""
+    toy = glue_data.GlueTask(
+        ("premise", "hypothesis"),
+        ("yes", "no"),
+        None,  # no TSV layout: from the Hub (or a save_to_disk folder) only
+        None,
+        glue_data.ACCURACY,
+        (glue_data.GlueScore("toy", "Toy-NLI"),),
+        hub_dataset="example-org/toy-nli",
+        hub_config="pairs",
+        benchmark="ToyBench",
+    )
+    monkeypatch.setitem(glue_data.TASKS, "toy", toy)
+    rng = random.Random(3)
+
+    def split(rows):
+        columns = {"premise": [sentence(rng) for _ in range(rows)], "hypothesis": [sentence(rng) for _ in range(rows)]}
+        return Dataset.from_dict({**columns, "label": [i % 2 for i in range(rows)], "idx": list(range(rows))})
+
+    toy_data, requested = DatasetDict(train=split(16), validation=split(6)), []
+
+    def load_dataset(name, config):  # the Hub, simulated
+        requested.append((name, config))
+        return toy_data
+
+    monkeypatch.setattr(glue_data, "load_dataset", load_dataset)
+    tokenizer = data.train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
+    model = fake_run(tmp_path / "runs" / "tiny-original", tokenizer, tmp_path / "unpickled")
+    output = tmp_path / "glue"
+    glue.main(["--model", str(model), "--tasks", "toy", "--seeds", "1,2", "--output_dir", str(output), *FAST])
+    assert set(requested) == {("example-org/toy-nli", "pairs")}
+    results = json.loads((output / "glue_results.json").read_text())
+    assert list(results["scores"]) == ["toy"] and list(results["scores"]["toy"]) == ["1", "2"]
+    assert results["aggregates"]["tasks"]["toy"]["baseline"]["n"] == 6  # the dev split's size
+    assert results["protocol"]["data"] == "example-org/toy-nli, nyu-mll/glue"  # the table's Hub datasets
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        release_command(
+            [str(model), "--results", str(output), "--namespace", "symbert-test", "--output_dir", str(tmp_path / "out")]
+        )
+    card = ModelCard.load(tmp_path / "out" / "symbert-tiny-original" / "main" / "README.md")
+    assert "## GLUE + ToyBench" in card.text  # the mean score now averages GLUE's nine numbers and the toy's
+    assert "The GLUE + ToyBench score of a seed is the plain mean of the ten numbers (MNLI counts twice" in card.text
+    mean, std = results["aggregates"]["tasks"]["toy"]["mean"], results["aggregates"]["tasks"]["toy"]["std"]
+    assert f"| Toy-NLI | accuracy | {mean:.2f} ± {std:.2f} | 2 |" in card.text
+    assert "[example-org/toy-nli](https://huggingface.co/datasets/example-org/toy-nli)" in card.text
+    (result,) = card.data.eval_results
+    assert (result.task_name, result.dataset_type, result.dataset_name, result.dataset_config) == (
+        "ToyBench",
+        "example-org/toy-nli",
+        "ToyBench Toy-NLI",
+        "pairs",
+    )
+    if cards.EvalResultEntry is not None:
+        (entry,) = cards.read_eval_results(
+            tmp_path / "out" / "symbert-tiny-original" / "main" / cards.EVAL_RESULTS_FILE
+        )
+        assert (entry.dataset_id, entry.task_id) == ("example-org/toy-nli", "pairs")
+    complete = {name: {"1": 50.0} for name in glue_data.score_names(glue_mean_only=True)}
+    assert "| **GLUE + ToyBench** | mean of the 10 scores |" in cards.glue_table(
+        {"aggregates": glue_scoring.aggregate(complete, [1])}
+    )
 
 
 # Data
