@@ -250,9 +250,8 @@ def test_baselines_against_hand_computed_values_and_the_did_not_learn_flag():
     assert (mnli["mnli-m"]["majority"], mnli["mnli-m"]["chance"]) == (50.0, pytest.approx(100 / 3))
     assert (mnli["mnli-mm"]["majority"], mnli["mnli-mm"]["n"]) == (100.0, 3)
     # the flag: within 2 standard errors (the larger of the dev set's and the seeds' std) above the better baseline
-    baseline = glue_scoring.baseline_scores(
-        "sst2", {"validation": [1] * 75 + [0] * 25}
-    )  # majority 75, error √(¾·¼/100)
+    # majority 75, error √(¾·¼/100)
+    baseline = glue_scoring.baseline_scores("sst2", {"validation": [1] * 75 + [0] * 25})
     error = 100 * (3 / 16 / 100) ** 0.5  # 4.33
     for mean, std, flagged in [(75.0, 0.0, True), (83.6, 0.0, True), (84.0, 0.0, False), (84.0, 5.0, True)]:
         scores = {"sst2": {"1": mean - std / 2**0.5, "2": mean + std / 2**0.5}}  # sample std: `std`
