@@ -28,7 +28,16 @@ from transformers import TrainingArguments
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from ..tools.bert_export import BOUND, CHECK_BATCH
 from ..training import glue
-from ..training.glue_data import glue_mean_tasks, hub_datasets, reported_scores, score_names
+from ..training.glue_data import (
+    TASKS,
+    benchmark_name,
+    glue_mean_tasks,
+    hub_config,
+    hub_datasets,
+    reported_scores,
+    score_names,
+)
+from ..training.glue_scoring import NOISE_STANDARD_ERRORS
 from .hub_compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
 
 TEMPLATE = Path(__file__).with_name("card_template.md")
@@ -38,7 +47,32 @@ EVAL_RESULTS_NOTICE = (
     f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so GLUE results on the Hub's GLUE "
     "data are staged in the card's model-index only, without .eval_results/glue.yaml (a newer huggingface_hub writes both)."
 )
-GLUE_SCORE_TASK = "glue_score"  # the .eval_results task id of the GLUE score (no nyu-mll/glue config is named so)
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def in_words(count: int) -> str:
+    """A count as the card writes it: "nine", or digits past twelve."""
+    return NUMBER_WORDS[count] if count < len(NUMBER_WORDS) else str(count)
+
+
+def mean_score_id() -> str:
+    """The .eval_results task id and model-index metric type of the mean score: "glue_score" for GLUE (no config of
+    a benchmark's dataset is named so)."""
+    return re.sub(r"\W+", "_", benchmark_name().lower()) + "_score"
+
+
+def mean_score_text() -> str:
+    """How a seed's mean score is made, for the card: "the plain mean of the nine numbers (MNLI counts twice: matched
+    and mismatched)", from the task table."""
+    times = {2: "twice"}
+    repeated = [
+        f"{name.upper()} counts {times.get(len(spec.scores), f'{in_words(len(spec.scores))} times')}: "
+        + " and ".join(split.removeprefix("validation_") for split in spec.eval_splits)
+        for name, spec in TASKS.items()
+        if spec.in_glue_mean and len(spec.scores) > 1
+    ]
+    notes = f" ({'; '.join(repeated)})" if repeated else ""
+    return f"the plain mean of the {in_words(len(score_names(glue_mean_only=True)))} numbers{notes}"
 
 
 def scored_on_hub(results: dict) -> bool:
@@ -75,10 +109,10 @@ def glue_eval_results(results: dict) -> list[EvalResult]:
         eval_results.append(
             EvalResult(
                 task_type="text-classification",
-                task_name="GLUE",
+                task_name=spec.benchmark,
                 dataset_type=spec.hub_dataset,
-                dataset_name=f"GLUE {score.display}",
-                dataset_config=config,
+                dataset_name=f"{spec.benchmark} {score.display}",
+                dataset_config=hub_config(config),
                 dataset_split=score.split,
                 metric_type=spec.metric.hub_type,
                 metric_name=f"{score.display} {spec.metric.description} (mean of {task['n']} seeds)",
@@ -90,12 +124,12 @@ def glue_eval_results(results: dict) -> list[EvalResult]:
         eval_results.append(
             EvalResult(
                 task_type="text-classification",
-                task_name="GLUE",
+                task_name=benchmark_name(),
                 dataset_type=hub_datasets(glue_mean_tasks()),
-                dataset_name="GLUE",
+                dataset_name=benchmark_name(),
                 dataset_split="validation",
-                metric_type="glue_score",
-                metric_name=f"GLUE score: mean of the {len(score_names(glue_mean_only=True))} task scores (mean of "
+                metric_type=mean_score_id(),
+                metric_name=f"{benchmark_name()} score: mean of the {len(score_names(glue_mean_only=True))} task scores (mean of "
                 f"{glue['n_seeds']} seeds)",
                 metric_value=round(glue["mean"], 2),
             )
@@ -124,18 +158,23 @@ def glue_eval_entries(results: dict) -> list:
         notes = f"{what} in percent on the {score.split} split, mean of {task['n']} seeds"
         entries.append(
             EvalResultEntry(
-                spec.hub_dataset, task_id(config, score.split), round(task["mean"], 2), date=date, notes=notes
+                spec.hub_dataset,
+                task_id(hub_config(config), score.split),
+                round(task["mean"], 2),
+                date=date,
+                notes=notes,
             )
         )
     glue_score = aggregates["glue"]
     if glue_score.get("complete") and glue_score.get("mean") is not None:
         notes = (
-            f"GLUE score: mean of the {len(score_names(glue_mean_only=True))} task scores in percent on the validation "
+            f"{benchmark_name()} score: mean of the {len(score_names(glue_mean_only=True))} task scores in percent on the "
+            "validation "
             f"splits, mean of {glue_score['n_seeds']} seeds"
         )
         entries.append(
             EvalResultEntry(
-                hub_datasets(glue_mean_tasks()), GLUE_SCORE_TASK, round(glue_score["mean"], 2), date=date, notes=notes
+                hub_datasets(glue_mean_tasks()), mean_score_id(), round(glue_score["mean"], 2), date=date, notes=notes
             )
         )
     return entries
@@ -176,7 +215,7 @@ def card_data(
 
 
 def paper_protocol() -> dict:
-    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue.py's `pair_protocol`):
+    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue_sweep.py's `pair_protocol`):
     PAPER_PROTOCOL over TrainingArguments' defaults, symbert-glue's own defaults, one process, the Hub's GLUE data."""
     settings = {**{f.name: f.default for f in fields(TrainingArguments)}, **glue.PAPER_PROTOCOL}
     return {
@@ -255,7 +294,7 @@ def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
 
 
 def baseline_cells(task: dict) -> list[str]:
-    """The baselines and verdict cells of a score's row (glue.py's `learning_verdict`; older results have none)."""
+    """The baselines and verdict cells of a score's row (glue_scoring.py's `learning_verdict`; older results have none)."""
     baseline = task.get("baseline")
     if baseline is None:
         return ["not recorded", "not measured"]
@@ -279,14 +318,14 @@ def glue_table(results: dict) -> str:
     glue_score = results["aggregates"]["glue"]
     if glue_score.get("complete") and glue_score.get("mean") is not None:
         rows.append(
-            f"| **GLUE** | mean of the 9 scores | **{glue_score['mean']:.2f} ± {glue_score['std']:.2f}** | "
+            f"| **{benchmark_name()}** | mean of the {len(score_names(glue_mean_only=True))} scores | **{glue_score['mean']:.2f} ± {glue_score['std']:.2f}** | "
             f"{glue_score['n_seeds']} | | |"
         )
     return "\n".join(rows)
 
 
 def did_not_learn(results: dict) -> list[str]:
-    """The display names of the GLUE-mean scores flagged "did not learn" (glue.py's `learning_verdict`)."""
+    """The display names of the GLUE-mean scores flagged "did not learn" (glue_scoring.py's `learning_verdict`)."""
     tasks = results["aggregates"]["tasks"]
     return [
         score.display
@@ -300,7 +339,7 @@ def glue_baselines_text(results: dict) -> str:
     text = (
         "Beside each score: the majority-class baseline (always predicting the most frequent label of the same dev "
         "set) and chance (the expected score of uniformly random predictions; 0 for correlations). A score is flagged "
-        f"**did not learn** when its mean is at most {glue.NOISE_STANDARD_ERRORS} standard errors above the better "
+        f"**did not learn** when its mean is at most {NOISE_STANDARD_ERRORS} standard errors above the better "
         "baseline (the larger of the dev-set measurement's standard error and the seeds' std)."
     )
     flagged = did_not_learn(results)
@@ -317,15 +356,15 @@ def glue_notices(repo_id: str, results: dict) -> list[str]:
     notices = []
     if not scored_on_hub(results):
         notices.append(
-            f"{repo_id}: the GLUE scores are on {glue_data_text(results).replace('`', '')}: the card says so; no "
+            f"{repo_id}: the {benchmark_name()} scores are on {glue_data_text(results).replace('`', '')}: the card says so; no "
             "model-index, no .eval_results file, no leaderboard entry."
         )
     tasks = results["aggregates"]["tasks"]
-    for _, _, score in reported_scores(glue_mean_only=True):
+    for _, spec, score in reported_scores(glue_mean_only=True):
         baseline = tasks.get(score.name, {}).get("baseline")
         if baseline and baseline["did_not_learn"]:
             notices.append(
-                f"{repo_id}: GLUE {score.display} {tasks[score.name]['mean']:.2f} did not learn: within "
+                f"{repo_id}: {spec.benchmark} {score.display} {tasks[score.name]['mean']:.2f} did not learn: within "
                 f"{baseline['margin']:.2f} of its better baseline (majority {baseline['majority']:.2f}, chance "
                 f"{baseline['chance']:.2f})."
             )
@@ -593,11 +632,11 @@ def limitations(
     if kind == "checkpoint":
         items.append(
             f"An intermediate checkpoint: pre-training went on to step {training.run_steps:,}; the final model is on "
-            "`main`, with the GLUE results, which do not apply to this checkpoint."
+            f"`main`, with the {benchmark_name()} results, which do not apply to this checkpoint."
         )
     if results is not None:
         items.append(
-            f"GLUE numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}."
+            f"{benchmark_name()} numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}."
         )
     items.append(
         "The model code runs from this repository: loading needs `trust_remote_code=True`; pin a revision, as below."
@@ -648,6 +687,7 @@ def card_values(
         training=training,
         bert=bert,
         bert_notes=bert_export_notes(config.attention_type, parameters, bert) if bert else [],
+        benchmark=benchmark_name(),
     )
     if results is not None:
         values.update(
@@ -657,5 +697,7 @@ def card_values(
             protocol=protocol_text(results["protocol"]),
             glue_data=glue_data_text(results),
             glue_on_hub=scored_on_hub(results),
+            glue_mean=mean_score_text(),
+            leaderboards=hub_datasets(glue_mean_tasks()).split(", "),
         )
     return values

@@ -8,17 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import UserError
-from ..training.glue import aggregate
 from ..training.glue_data import reported_scores
+from ..training.glue_scoring import aggregate
 from ..training.summary import boolean, is_integer, is_number, mapping, number, text
 from .card import paper_protocol
 
 CORRELATIONS = {"matthews_correlation", "pearson", "spearmanr"}  # in [-1, 1]; every other metric in [0, 1]
-# {score name: (low, high)} in percent: accuracy and F1 in [0, 100], Matthews and Pearson/Spearman in [-100, 100]
-SCORE_RANGES = {
-    score.name: (-100.0, 100.0) if set(task.metric.names) <= CORRELATIONS else (0.0, 100.0)
-    for _, task, score in reported_scores()
-}
+
+
+def score_ranges() -> dict[str, tuple[float, float]]:
+    """{score name: (low, high)} in percent for every score of the task table (read when a file is checked, so a row
+    added to the table is checked too): accuracy and F1 in [0, 100], Matthews and Pearson/Spearman in [-100, 100]."""
+    return {
+        score.name: (-100.0, 100.0) if set(task.metric.names) <= CORRELATIONS else (0.0, 100.0)
+        for _, task, score in reported_scores()
+    }
+
+
 GLUE_RANGE = (-100.0, 100.0)  # a mean of scores, one of them (CoLA's) a correlation
 TOLERANCE = 1e-6  # percent: how far a stored aggregate may be from the one its scores give (float rounding)
 
@@ -26,24 +32,27 @@ TOLERANCE = 1e-6  # percent: how far a stored aggregate may be from the one its 
 def check_results(path: Path, results: dict) -> None:
     """Refuse a glue_results.json whose scores, aggregates or protocol seeds the card could not show as measured:
     scores that are not finite numbers in their metric's range, per seed; aggregates other than those the scores give
-    (training/glue.py's `aggregate`)."""
+    (training/glue_scoring.py's `aggregate`)."""
     scores = mapping(path, "scores", results["scores"])
+    ranges = score_ranges()
     protocol = mapping(path, "protocol", results.get("protocol"))
     seeds = protocol.get("seeds")
     if not isinstance(seeds, list) or not all(is_integer(seed) for seed in seeds):
         raise UserError(f"{path}: protocol.seeds={seeds!r} is not a list of integers.")
     for name, by_seed in scores.items():
-        if name not in SCORE_RANGES:
-            raise UserError(f"{path}: scores has {name!r}, which is not a GLUE score ({', '.join(SCORE_RANGES)}).")
+        if name not in ranges:
+            raise UserError(
+                f"{path}: scores has {name!r}, which is not a score of the task table ({', '.join(ranges)})."
+            )
         for seed, value in mapping(path, f"scores.{name}", by_seed).items():
-            number(path, f"scores.{name}.{seed}", value, *SCORE_RANGES[name])
+            number(path, f"scores.{name}.{seed}", value, *ranges[name])
     tasks = mapping(path, "aggregates.tasks", results["aggregates"]["tasks"])
     glue = mapping(path, "aggregates.glue", results["aggregates"]["glue"])
     for name, task in tasks.items():
         if name not in scores:
             raise UserError(f"{path}: aggregates.tasks has {name!r}, which has no scores.")
         mapping(path, f"aggregates.tasks.{name}", task)
-        number(path, f"aggregates.tasks.{name}.mean", task.get("mean"), *SCORE_RANGES[name])
+        number(path, f"aggregates.tasks.{name}.mean", task.get("mean"), *ranges[name])
         number(path, f"aggregates.tasks.{name}.std", task.get("std"), 0.0)
         number(path, f"aggregates.tasks.{name}.n", task.get("n"), 1, integer=True)
     boolean(path, "aggregates.glue.complete", glue.get("complete"))

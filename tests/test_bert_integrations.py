@@ -31,7 +31,7 @@ from symbert import ATTENTION_TYPES
 from symbert.tools.bert_export import BOUND, export_to_bert, relative_difference
 from symbert.tools.bert_export import main as symbert_to_bert
 from symbert.tools.onnx_export import export_onnx, max_difference
-from symbert.training import glue
+from symbert.training import glue, glue_scoring, glue_sweep
 from symbert.training.glue_data import TASKS, load_task
 from test_glue import MAX_LENGTH, assets, suite_args  # noqa: F401 (a fixture)
 from test_integrations import SENTENCES, VOCAB, probabilities, save_with_tokenizer, symbert_config, tokenizer  # noqa: F401 (a fixture)
@@ -204,7 +204,7 @@ def dev_predictions(model, folder, data):
     wordpiece = AutoTokenizer.from_pretrained(folder)
     splits = {split: data[split] for split in TASKS["mrpc"].eval_splits}
     predictions, logits = {}, {}
-    for split, dataset in glue.tokenize("mrpc", splits, wordpiece, int(MAX_LENGTH)).items():
+    for split, dataset in glue_sweep.tokenize("mrpc", splits, wordpiece, int(MAX_LENGTH)).items():
         batch = DataCollatorWithPadding(wordpiece)(list(dataset))
         labels = batch.pop("labels")
         with torch.no_grad():
@@ -243,7 +243,9 @@ def test_glue_classifier_exported_scores_the_same(assets, tmp_path, attention_ty
         assert numpy.array_equal(bert_predictions[split][0], predicted)
         assert numpy.array_equal(bert_predictions[split][1], labels)
         assert within_bound(logits[split], bert_logits[split])
-    assert glue.run_metrics("mrpc", bert_predictions) == glue.run_metrics("mrpc", predictions) == reported
+    assert (
+        glue_scoring.run_metrics("mrpc", bert_predictions) == glue_scoring.run_metrics("mrpc", predictions) == reported
+    )
 
 
 # ---------------------------------------------------------------- the documented route with remote code

@@ -20,7 +20,7 @@ from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, pushing, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
-from symbert.training import data, glue
+from symbert.training import data, glue, glue_scoring, glue_sweep
 from test_release import BASE_SCORES, NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
 
@@ -116,7 +116,7 @@ def test_cards_have_intended_uses_limitations_and_an_install_line(run):
 def test_protocol_line_lists_only_real_deviations(tmp_path):
     glue_args, training_args, tasks, seeds = glue.parse_arguments(["--model", "m", "--output_dir", str(tmp_path)])
     paper = {
-        **glue.pair_protocol(glue_args, training_args),
+        **glue_sweep.pair_protocol(glue_args, training_args),
         "seeds": seeds,
         "tasks": tasks,
     }  # as symbert-glue records it
@@ -225,8 +225,8 @@ def test_scores_on_local_data_name_that_data_and_make_no_leaderboard_entry(run, 
     # of which 763 positive (87.50%); RTE (55.7, 56.4, 57.1) well above a 50/50 dev set of 2,000
     tasks = results["aggregates"]["tasks"]
     for name, labels in [("sst2", [1] * 763 + [0] * 109), ("rte", [0, 1] * 1000)]:
-        baseline = glue.baseline_scores(name, {"validation": labels})[name]
-        tasks[name]["baseline"] = glue.learning_verdict(tasks[name], baseline)
+        baseline = glue_scoring.baseline_scores(name, {"validation": labels})[name]
+        tasks[name]["baseline"] = glue_scoring.learning_verdict(tasks[name], baseline)
     path.write_text(json.dumps(results))
     stage, _ = release_command(
         [

@@ -1,8 +1,10 @@
 """GLUE: scoring against hand-computed values and the paper's Table 3, data in the official TSV layout, the whole
 suite on a tiny model, restart, the checkpoint sweep and bad input."""
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import logging
 import random
@@ -15,14 +17,17 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from datasets import DatasetDict
+from datasets import Dataset, DatasetDict
+from huggingface_hub import ModelCard
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from conftest import tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
-from symbert.training import data, glue, glue_data, pretrain
+from symbert.hub_cards.release import release_command
+from symbert.training import data, glue, glue_data, glue_scoring, glue_sweep, pretrain
 from symbert.training.glue_data import load_task
+from test_release_safety import fake_run
 
 WORDS = "the a cat dog sat ran on under house river old new big small red blue said saw went came".split()
 MAX_LENGTH = "32"  # tiny_config has 64 positions
@@ -159,7 +164,7 @@ def fake_fine_tune(monkeypatch):
         accuracy += 0.01 * (seed - 1)
         return {"accuracy": accuracy, "f1": accuracy, "score": 100 * accuracy}
 
-    monkeypatch.setattr(glue, "fine_tune", fine_tune)
+    monkeypatch.setattr(glue_sweep, "fine_tune", fine_tune)
     return calls, accuracies
 
 
@@ -179,35 +184,38 @@ def fake_fine_tune(monkeypatch):
 )
 def test_glue_score_of_table_3(row, expected):
     table_order = ("mrpc", "cola", "mnli-m", "mnli-mm", "qqp", "rte", "stsb", "qnli", "sst2")
-    assert round(glue.glue_score(dict(zip(table_order, row))), 2) == expected
+    assert round(glue_scoring.glue_score(dict(zip(table_order, row))), 2) == expected
 
 
 def test_scorer_against_hand_computed_values():
     # cola: TP 2, TN 1, FP 1, FN 0 → MCC = (2·1 − 1·0) / √(3·2·2·1) = 2/√12
-    cola = glue.run_metrics("cola", {"validation": ([1, 0, 1, 1], [1, 0, 0, 1])})
+    cola = glue_scoring.run_metrics("cola", {"validation": ([1, 0, 1, 1], [1, 0, 0, 1])})
     assert cola["matthews_correlation"] == pytest.approx(2 / 12**0.5) and cola["score"] == pytest.approx(100 / 3**0.5)
     # mrpc: 3 of 5 right; precision 2/3, recall 2/3 → F1 2/3; score (0.6 + 2/3)/2
-    mrpc = glue.run_metrics("mrpc", {"validation": ([1, 1, 0, 1, 0], [1, 0, 0, 1, 1])})
+    mrpc = glue_scoring.run_metrics("mrpc", {"validation": ([1, 1, 0, 1, 0], [1, 0, 0, 1, 1])})
     assert mrpc["accuracy"] == pytest.approx(0.6) and mrpc["f1"] == pytest.approx(2 / 3)
     assert mrpc["score"] == pytest.approx(100 * (0.6 + 2 / 3) / 2)
     # stsb: ranks agree (Spearman 1); Pearson = 6.5 / √(5 · 8.75)
-    stsb = glue.run_metrics("stsb", {"validation": ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0])})
+    stsb = glue_scoring.run_metrics("stsb", {"validation": ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0])})
     assert stsb["pearson"] == pytest.approx(6.5 / (5 * 8.75) ** 0.5) and stsb["spearmanr"] == pytest.approx(1.0)
     assert stsb["score"] == pytest.approx(100 * (6.5 / 43.75**0.5 + 1) / 2)
-    mnli = glue.run_metrics(
+    mnli = glue_scoring.run_metrics(
         "mnli", {"validation_matched": ([0, 1, 2, 2], [0, 1, 2, 0]), "validation_mismatched": ([0, 0], [0, 1])}
     )
     assert mnli == {"accuracy_matched": 0.75, "accuracy_mismatched": 0.5}
-    assert glue.task_scores("mnli", mnli) == {"mnli-m": 75.0, "mnli-mm": 50.0}
-    assert glue.run_metrics("rte", {"validation": ([0, 1, 1, 1], [0, 1, 0, 0])}) == {"accuracy": 0.5, "score": 50.0}
+    assert glue_scoring.task_scores("mnli", mnli) == {"mnli-m": 75.0, "mnli-mm": 50.0}
+    assert glue_scoring.run_metrics("rte", {"validation": ([0, 1, 1, 1], [0, 1, 0, 0])}) == {
+        "accuracy": 0.5,
+        "score": 50.0,
+    }
 
 
 def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
-    nine = glue.score_names(glue_mean_only=True)
+    nine = glue_data.score_names(glue_mean_only=True)
     seed_1 = dict.fromkeys(nine, 70.0)
     seed_2 = {**dict.fromkeys(nine, 70.0), "cola": 79.0}  # GLUE 71
     scores = {name: {"1": seed_1[name], "2": seed_2[name]} for name in nine}
-    aggregates = glue.aggregate(scores, [1, 2])
+    aggregates = glue_scoring.aggregate(scores, [1, 2])
     assert aggregates["tasks"]["cola"] == {"mean": 74.5, "std": pytest.approx(4.5 * 2**0.5), "n": 2}
     assert aggregates["tasks"]["rte"] == {"mean": 70.0, "std": 0.0, "n": 2}
     assert aggregates["glue"] == {
@@ -218,33 +226,36 @@ def test_aggregates_use_the_sample_std_of_per_seed_glue_scores():
         "complete": True,
     }
     del scores["rte"]["2"]
-    incomplete = glue.aggregate(scores, [1, 2])["glue"]
+    incomplete = glue_scoring.aggregate(scores, [1, 2])["glue"]
     assert incomplete == {"mean": None, "std": None, "per_seed": {"1": 70.0}, "n_seeds": 1, "complete": False}
 
 
 def test_baselines_against_hand_computed_values_and_the_did_not_learn_flag():
     # sst2, 3 of 4 positive: majority accuracy 3/4, chance 1/2; standard error √(¾·¼/4) at the better baseline
-    sst2 = glue.baseline_scores("sst2", {"validation": [1, 1, 1, 0]})["sst2"]
+    sst2 = glue_scoring.baseline_scores("sst2", {"validation": [1, 1, 1, 0]})["sst2"]
     assert sst2 == {"majority": 75.0, "chance": 50.0, "standard_error": pytest.approx(100 * (3 / 64) ** 0.5), "n": 4}
     # mrpc, same labels: majority accuracy 3/4, F1 2·¾/(¾+1) = 6/7; chance accuracy 1/2, F1 2·¾·½/(¾+½) = 3/5
-    mrpc = glue.baseline_scores("mrpc", {"validation": [1, 1, 1, 0]})["mrpc"]
+    mrpc = glue_scoring.baseline_scores("mrpc", {"validation": [1, 1, 1, 0]})["mrpc"]
     assert mrpc["majority"] == pytest.approx(100 * (3 / 4 + 6 / 7) / 2) and mrpc["chance"] == pytest.approx(55.0)
     # mrpc's standard error: the mean of accuracy's √(¾·¼/4) and F1's √(6/7·1/7/4)
     assert mrpc["standard_error"] == pytest.approx(100 * ((3 / 64) ** 0.5 + (6 / 49 / 4) ** 0.5) / 2)
     # correlations: 0 for both baselines, standard error 1/√n
-    cola = glue.baseline_scores("cola", {"validation": [0, 0, 1, 1, 1]})["cola"]
+    cola = glue_scoring.baseline_scores("cola", {"validation": [0, 0, 1, 1, 1]})["cola"]
     assert cola == {"majority": 0.0, "chance": 0.0, "standard_error": pytest.approx(100 / 5**0.5), "n": 5}
-    stsb = glue.baseline_scores("stsb", {"validation": [0.5, 4.0, 2.5, 3.0]})["stsb"]
+    stsb = glue_scoring.baseline_scores("stsb", {"validation": [0.5, 4.0, 2.5, 3.0]})["stsb"]
     assert stsb == {"majority": 0.0, "chance": 0.0, "standard_error": 50.0, "n": 4}
-    mnli = glue.baseline_scores("mnli", {"validation_matched": [0, 0, 1, 2], "validation_mismatched": [2, 2, 2]})
+    mnli = glue_scoring.baseline_scores(
+        "mnli", {"validation_matched": [0, 0, 1, 2], "validation_mismatched": [2, 2, 2]}
+    )
     assert (mnli["mnli-m"]["majority"], mnli["mnli-m"]["chance"]) == (50.0, pytest.approx(100 / 3))
     assert (mnli["mnli-mm"]["majority"], mnli["mnli-mm"]["n"]) == (100.0, 3)
     # the flag: within 2 standard errors (the larger of the dev set's and the seeds' std) above the better baseline
-    baseline = glue.baseline_scores("sst2", {"validation": [1] * 75 + [0] * 25})  # majority 75, error √(¾·¼/100)
+    # majority 75, error √(¾·¼/100)
+    baseline = glue_scoring.baseline_scores("sst2", {"validation": [1] * 75 + [0] * 25})
     error = 100 * (3 / 16 / 100) ** 0.5  # 4.33
     for mean, std, flagged in [(75.0, 0.0, True), (83.6, 0.0, True), (84.0, 0.0, False), (84.0, 5.0, True)]:
         scores = {"sst2": {"1": mean - std / 2**0.5, "2": mean + std / 2**0.5}}  # sample std: `std`
-        verdict = glue.aggregate(scores, [1, 2], baseline)["tasks"]["sst2"]["baseline"]
+        verdict = glue_scoring.aggregate(scores, [1, 2], baseline)["tasks"]["sst2"]["baseline"]
         assert (verdict["best"], verdict["did_not_learn"]) == (75.0, flagged)
         assert verdict["margin"] == pytest.approx(2 * max(error, std))
 
@@ -276,7 +287,7 @@ def test_every_task_in_the_table_has_what_loading_scoring_and_the_card_need():
         assert (task.label_names is None) != (task.label_range is None), name
         assert task.label_range is None or task.label_range[0] < task.label_range[1], name
         # scoring: metrics the scorer computes; the card: how the Hub names them and each score
-        assert task.metric.names and all(metric in glue.METRICS for metric in task.metric.names), name
+        assert task.metric.names and all(metric in glue_scoring.METRICS for metric in task.metric.names), name
         assert task.metric.hub_type and task.metric.description, name
         assert all(score.display and score.name.startswith(name) for score in task.scores), name
     task_ids = [
@@ -317,14 +328,14 @@ def test_a_task_added_to_the_table_is_loaded_checked_scored_and_reported(monkeyp
         load_task("boolq", tmp_path)
 
     # accuracy 3/5, F1 2/3 (as mrpc's in test_scorer_against_hand_computed_values)
-    metrics = glue.run_metrics("boolq", {"validation": ([1, 1, 0, 1, 0], [1, 0, 0, 1, 1])})
+    metrics = glue_scoring.run_metrics("boolq", {"validation": ([1, 1, 0, 1, 0], [1, 0, 0, 1, 1])})
     assert metrics == {"accuracy": 0.6, "f1": pytest.approx(2 / 3), "score": pytest.approx(100 * (0.6 + 2 / 3) / 2)}
-    assert glue.task_scores("boolq", metrics) == {"boolq": metrics["score"]}
+    assert glue_scoring.task_scores("boolq", metrics) == {"boolq": metrics["score"]}
     runs = {("rte", 1): {"metrics": {"accuracy": 0.5, "score": 50.0}}, ("boolq", 1): {"metrics": metrics}}
-    results = glue.build_results({"name_or_path": "m"}, {}, runs, ["rte", "boolq"], [1])
+    results = glue_scoring.build_results({"name_or_path": "m"}, {}, runs, ["rte", "boolq"], [1])
     assert results["scores"] == {"rte": {"1": 50.0}, "boolq": {"1": metrics["score"]}}
     assert results["aggregates"]["glue"]["per_seed"] == {}  # outside the GLUE mean, as wnli
-    assert "| rte | GLUE | boolq (not in GLUE) |" in glue.results_markdown(results)
+    assert "| rte | GLUE | boolq (not in GLUE) |" in glue_scoring.results_markdown(results)
 
 
 def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
@@ -346,6 +357,72 @@ def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
         result.metric_type,
         result.metric_name,
     ) == ("GLUE Recognizing TE", "rte", "validation", "accuracy", "Recognizing TE accuracy (mean of 2 seeds)")
+
+
+def test_a_task_from_another_hub_dataset_is_swept_and_published_from_its_table_row_alone(monkeypatch, tmp_path):
+    """A row naming another Hub dataset, its config and benchmark (no TSV layout): symbert-glue loads and scores it,
+    and the release's card names that dataset and benchmark and counts its score with the others."""
+    toy = glue_data.GlueTask(
+        ("premise", "hypothesis"),
+        ("yes", "no"),
+        None,  # no TSV layout: from the Hub (or a save_to_disk folder) only
+        None,
+        glue_data.ACCURACY,
+        (glue_data.GlueScore("toy", "Toy-NLI"),),
+        hub_dataset="example-org/toy-nli",
+        hub_config="pairs",
+        benchmark="ToyBench",
+    )
+    monkeypatch.setitem(glue_data.TASKS, "toy", toy)
+    rng = random.Random(3)
+
+    def split(rows):
+        columns = {"premise": [sentence(rng) for _ in range(rows)], "hypothesis": [sentence(rng) for _ in range(rows)]}
+        return Dataset.from_dict({**columns, "label": [i % 2 for i in range(rows)], "idx": list(range(rows))})
+
+    toy_data, requested = DatasetDict(train=split(16), validation=split(6)), []
+
+    def load_dataset(name, config):  # the Hub, simulated
+        requested.append((name, config))
+        return toy_data
+
+    monkeypatch.setattr(glue_data, "load_dataset", load_dataset)
+    tokenizer = data.train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
+    model = fake_run(tmp_path / "runs" / "tiny-original", tokenizer, tmp_path / "unpickled")
+    output = tmp_path / "glue"
+    glue.main(["--model", str(model), "--tasks", "toy", "--seeds", "1,2", "--output_dir", str(output), *FAST])
+    assert set(requested) == {("example-org/toy-nli", "pairs")}
+    results = json.loads((output / "glue_results.json").read_text())
+    assert list(results["scores"]) == ["toy"] and list(results["scores"]["toy"]) == ["1", "2"]
+    assert results["aggregates"]["tasks"]["toy"]["baseline"]["n"] == 6  # the dev split's size
+    assert results["protocol"]["data"] == "example-org/toy-nli, nyu-mll/glue"  # the table's Hub datasets
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        release_command(
+            [str(model), "--results", str(output), "--namespace", "symbert-test", "--output_dir", str(tmp_path / "out")]
+        )
+    card = ModelCard.load(tmp_path / "out" / "symbert-tiny-original" / "main" / "README.md")
+    assert "## GLUE + ToyBench" in card.text  # the mean score now averages GLUE's nine numbers and the toy's
+    assert "The GLUE + ToyBench score of a seed is the plain mean of the ten numbers (MNLI counts twice" in card.text
+    mean, std = results["aggregates"]["tasks"]["toy"]["mean"], results["aggregates"]["tasks"]["toy"]["std"]
+    assert f"| Toy-NLI | accuracy | {mean:.2f} ± {std:.2f} | 2 |" in card.text
+    assert "[example-org/toy-nli](https://huggingface.co/datasets/example-org/toy-nli)" in card.text
+    (result,) = card.data.eval_results
+    assert (result.task_name, result.dataset_type, result.dataset_name, result.dataset_config) == (
+        "ToyBench",
+        "example-org/toy-nli",
+        "ToyBench Toy-NLI",
+        "pairs",
+    )
+    if cards.EvalResultEntry is not None:
+        (entry,) = cards.read_eval_results(
+            tmp_path / "out" / "symbert-tiny-original" / "main" / cards.EVAL_RESULTS_FILE
+        )
+        assert (entry.dataset_id, entry.task_id) == ("example-org/toy-nli", "pairs")
+    complete = {name: {"1": 50.0} for name in glue_data.score_names(glue_mean_only=True)}
+    assert "| **GLUE + ToyBench** | mean of the 10 scores |" in cards.glue_table(
+        {"aggregates": glue_scoring.aggregate(complete, [1])}
+    )
 
 
 # Data
@@ -439,7 +516,7 @@ def test_paper_protocol_is_the_default(tmp_path):
     assert tasks == EIGHT_TASKS.split(",") and seeds == [1, 2, 3, 4, 5] and glue_args.max_length == 128
     assert (args.num_train_epochs, args.learning_rate, args.lr_scheduler_type) == (5, 1e-5, "linear")
     assert (
-        glue.pair_protocol(glue_args, args)["warmup_ratio"] == 0.1
+        glue_sweep.pair_protocol(glue_args, args)["warmup_ratio"] == 0.1
     )  # transformers 5: warmup_steps=0.1; 4: warmup_ratio
     assert (args.per_device_train_batch_size, args.weight_decay, args.save_strategy) == (16, 0.0, "no")
     length_grouped = getattr(args, "train_sampling_strategy", None) == "group_by_length" or getattr(
@@ -447,7 +524,7 @@ def test_paper_protocol_is_the_default(tmp_path):
     )
     assert length_grouped
     # recorded, and pinned memory only where there is an accelerator to copy to (torch warns otherwise)
-    assert glue.pair_protocol(glue_args, args)["precision"] == "fp32"
+    assert glue_sweep.pair_protocol(glue_args, args)["precision"] == "fp32"
     assert args.dataloader_pin_memory == glue.has_accelerator()
 
 
@@ -511,15 +588,15 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
         "wnli",
     ]
     for task, by_seed in results["runs"].items():  # scores follow from the stored metrics
-        for name, value in glue.task_scores(task, by_seed["1"]).items():
+        for name, value in glue_scoring.task_scores(task, by_seed["1"]).items():
             assert results["scores"][name]["1"] == value and results["aggregates"]["tasks"][name]["n"] == 1
-    nine = {name: results["scores"][name]["1"] for name in glue.score_names(glue_mean_only=True)}
+    nine = {name: results["scores"][name]["1"] for name in glue_data.score_names(glue_mean_only=True)}
     assert results["aggregates"]["glue"] == {
-        "mean": glue.glue_score(nine),
+        "mean": glue_scoring.glue_score(nine),
         "std": 0.0,
         "n_seeds": 1,
         "complete": True,
-        "per_seed": {"1": glue.glue_score(nine)},
+        "per_seed": {"1": glue_scoring.glue_score(nine)},
     }
     assert results["aggregates"]["tasks"]["stsb"]["mean"] == results["runs"]["stsb"]["1"]["score"]
     assert 0 <= results["runs"]["rte"]["1"]["accuracy"] <= 1
@@ -531,8 +608,8 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
         in markdown
     )
     rte = load_task("rte", assets / "data")["validation"]["label"]  # baselines: from the same dev set
-    assert results["aggregates"]["tasks"]["rte"]["baseline"] == glue.learning_verdict(
-        results["aggregates"]["tasks"]["rte"], glue.baseline_scores("rte", {"validation": rte})["rte"]
+    assert results["aggregates"]["tasks"]["rte"]["baseline"] == glue_scoring.learning_verdict(
+        results["aggregates"]["tasks"]["rte"], glue_scoring.baseline_scores("rte", {"validation": rte})["rte"]
     )
     flagged = [name for name, task in results["aggregates"]["tasks"].items() if task["baseline"]["did_not_learn"]]
     assert "rte" in flagged  # 2 steps on made-up labels: no learning
@@ -545,12 +622,12 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
 def test_batches_are_padded_to_their_longest_and_grouped_by_length(assets, tmp_path, monkeypatch):
     batches = []
 
-    class RecordingTrainer(glue.Trainer):
+    class RecordingTrainer(glue_sweep.Trainer):
         def train(self, *args, **kwargs):
             batches.extend(self.get_train_dataloader())
             return super().train(*args, **kwargs)
 
-    monkeypatch.setattr(glue, "Trainer", RecordingTrainer)
+    monkeypatch.setattr(glue_sweep, "Trainer", RecordingTrainer)
     glue.main(
         suite_args(assets, tmp_path / "out", "--tasks", "rte", "--seeds", "1", "--per_device_train_batch_size", "2")
     )
@@ -665,13 +742,16 @@ def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune, c
     assert [(r["model"], int(r["step"]), pytest.approx(float(r["glue"]))) for r in rows] == expected
     # 95% of the final score, crossed between the two steps around it: step 100 + 100 · (target − low) / (high − low)
     original_target, pairwise_target = 0.95 * 80.5, 0.95 * 70.5
-    assert glue.crossing_step([100, 200, 300], [50.5, 75.5, 80.5]) == pytest.approx(
+    assert glue_sweep.crossing_step([100, 200, 300], [50.5, 75.5, 80.5]) == pytest.approx(
         200 + 100 * (original_target - 75.5) / 5
     )
-    assert glue.crossing_step([100, 200, 300], [60.5, 70.5, 70.5]) == pytest.approx(
+    assert glue_sweep.crossing_step([100, 200, 300], [60.5, 70.5, 70.5]) == pytest.approx(
         100 + 100 * (pairwise_target - 60.5) / 10
     )
-    assert glue.crossing_step([1, 2], [90.0, 80.0]) == 1.0 and glue.crossing_step([1, 2], [-30.0, -20.0]) is None
+    assert (
+        glue_sweep.crossing_step([1, 2], [90.0, 80.0]) == 1.0
+        and glue_sweep.crossing_step([1, 2], [-30.0, -20.0]) is None
+    )
     summary = (tmp_path / "sweep" / "glue_vs_step.md").read_text()
     assert f"| original | 300 | 80.50 | {original_target:.2f} | 219.5 |" in summary
     assert (tmp_path / "sweep" / "glue_vs_step.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
-from symbert.training import glue, glue_data
+from symbert.training import glue, glue_data, glue_sweep
 from symbert.training.glue_data import load_task
 from test_glue import assets, fake_fine_tune, refused, suite_args  # noqa: F401 (fixtures)
 
@@ -170,7 +170,9 @@ def test_a_sentence_over_csv_s_field_limit_is_read_and_truncated(assets, data): 
     splits = load_task("sst2", data)
     assert splits["train"][-1]["sentence"] == long_sentence and csv.field_size_limit() == limit == 131_072
     tokenizer = AutoTokenizer.from_pretrained(assets / "model", trust_remote_code=True)
-    ids = glue.tokenize("sst2", DatasetDict(train=splits["train"].select([len(splits["train"]) - 1])), tokenizer, 64)
+    ids = glue_sweep.tokenize(
+        "sst2", DatasetDict(train=splits["train"].select([len(splits["train"]) - 1])), tokenizer, 64
+    )
     assert len(ids["train"][0]["input_ids"]) == 64
 
 
@@ -185,7 +187,7 @@ def test_pair_tasks_get_bert_token_type_ids(assets, task):  # noqa: F811
     loaded = [AutoTokenizer.from_pretrained(assets / "model", trust_remote_code=True)]
     loaded.append(generic.from_pretrained(assets / "model"))
     for tokenizer in loaded:
-        tokenized = glue.tokenize(task, splits, tokenizer, 64)
+        tokenized = glue_sweep.tokenize(task, splits, tokenizer, 64)
         for split, dataset in tokenized.items():
             assert "token_type_ids" in dataset.column_names, (type(tokenizer).__name__, split)
             for ids, types in zip(dataset["input_ids"][:5], dataset["token_type_ids"][:5]):
@@ -207,7 +209,7 @@ def test_the_same_data_by_any_path_counts_as_finished(assets, data, tmp_path, fa
         glue.main(suite_args(assets, output_dir, "--data_dir", spelling, "--tasks", "rte,mrpc", "--seeds", "1"))
     assert len(calls) == 2  # all done
     record = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())
-    assert record["data_sha256"] == glue.data_sha256("rte", data) == glue.data_sha256("rte", "glue_data/")
+    assert record["data_sha256"] == glue_data.data_sha256("rte", data) == glue_data.data_sha256("rte", "glue_data/")
     assert record["protocol"]["data"] == str(data)  # absolute, for the reader: never mistaken for a Hub id
 
 
@@ -229,7 +231,7 @@ def test_a_tsv_edited_in_place_recomputes_its_pairs(assets, data, tmp_path, fake
         "left out of the results\n"
     ) in out
     after = json.loads((output_dir / "runs" / "rte" / "seed-1.json").read_text())["data_sha256"]
-    assert after == glue.data_sha256("rte", data) != before
+    assert after == glue_data.data_sha256("rte", data) != before
     results = json.loads((output_dir / "glue_results.json").read_text())
     assert list(results["scores"]["rte"]) == ["1"] and list(results["scores"]["mrpc"]) == ["1", "2"]
     assert results["data_sha256"]["rte"] == after
@@ -350,7 +352,7 @@ def test_the_card_names_the_hub_dataset_only_for_scores_on_it(assets, data, tmp_
 
     assert local["protocol"]["data"] == str(data) and not cards.scored_on_hub(local)
     assert cards.glue_eval_results(local) == [] and cards.glue_eval_entries(local) == []
-    sha = glue.data_sha256("rte", data)
+    sha = glue_data.data_sha256("rte", data)
     assert local["data_sha256"] == {"rte": sha} and hub["data_sha256"]["rte"] != sha  # fingerprints, not files
     assert cards.glue_data_text(local) == (
         f"local data `glue_data` (sha256 of each task's files: rte `{sha[:12]}`), not the Hub's nyu-mll/glue"

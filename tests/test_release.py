@@ -35,7 +35,7 @@ from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import bert_export
-from symbert.training import data, glue
+from symbert.training import data, glue_scoring
 from symbert.training.pretrain import main as pretrain
 
 NAMESPACE = "symbert-test"
@@ -487,7 +487,7 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
     sweep = tmp_path / "sweep" / "pairwise" / "step-2" / "glue_results.json"  # fewer runs on the same weights
     results = write_results(pairwise, sweep)
     results["scores"] = {"rte": results["scores"]["rte"]}
-    results["aggregates"] = glue.aggregate(results["scores"], results["protocol"]["seeds"])  # as symbert-glue's
+    results["aggregates"] = glue_scoring.aggregate(results["scores"], results["protocol"]["seeds"])  # as symbert-glue's
     sweep.write_text(json.dumps(results))
     sharded = write_results(pairwise, tmp_path / "sweep" / "bert" / "step-1" / "glue_results.json")
     sharded["model"]["weights_sha256"] = (

@@ -30,7 +30,7 @@ from symbert.hub_cards import plan, pushing, release, staging, validation, value
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
 from symbert.tools import bert_export
-from symbert.training import data, glue, glue_data
+from symbert.training import data, glue_data, glue_scoring
 from symbert.training.reporting import write_metrics
 from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 
@@ -544,7 +544,9 @@ def test_what_symbert_glue_writes_passes_the_value_checks(run, tmp_path):
         for seed in (1, 2):
             runs[(task, seed)] = {"metrics": metrics | {"accuracy": rng.random()}}
     model = {"name_or_path": str(run.folder), "weights_sha256": plan.sha256(run.folder / "model.safetensors")}
-    results = glue.build_results(model, {"epochs": 3, "learning_rate": 2e-5}, runs, list(glue_data.TASKS), [1, 2])
+    results = glue_scoring.build_results(
+        model, {"epochs": 3, "learning_rate": 2e-5}, runs, list(glue_data.TASKS), [1, 2]
+    )
     assert results["scores"]["cola"]["1"] < 0 and results["aggregates"]["glue"]["complete"]
     values.check_results(tmp_path / "glue_results.json", results)
     results["aggregates"]["glue"]["std"] += 0.01
@@ -557,7 +559,7 @@ def test_the_chosen_results_file_is_named_with_the_rule(run, tmp_path, capsys):
     write_results(run.folder, fuller / "glue_results.json")
     bad_results(run, sweep, lambda r: [r["scores"].pop(name) for name in ("cola", "sst2")])  # fewer runs
     sweep_results = json.loads((sweep / "glue_results.json").read_text())
-    sweep_results["aggregates"] = glue.aggregate(sweep_results["scores"], sweep_results["protocol"]["seeds"])
+    sweep_results["aggregates"] = glue_scoring.aggregate(sweep_results["scores"], sweep_results["protocol"]["seeds"])
     (sweep / "glue_results.json").write_text(json.dumps(sweep_results))
     arguments = [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE]
     (plan_,) = plan.plan_models(release.parse_arguments([*arguments, "--output_dir", str(tmp_path / "staged")]))

@@ -1,14 +1,14 @@
-"""GLUE data: the tasks of the table TASKS, with nyu-mll/glue's column names, label ids and splits, from the Hub or
-from a local folder.
+"""The task table TASKS and its data: each task's Hub dataset and config, column names, label ids and splits, from
+the Hub or from a local folder. The table holds GLUE's tasks; a row may name any other Hub dataset and benchmark.
 
-A local `--data_dir` holds either one `save_to_disk` DatasetDict per task (`DIR/rte/dataset_dict.json`, ...) or the
-original GLUE TSV files in their official layout (`DIR/RTE/train.tsv`, `DIR/RTE/dev.tsv`, `DIR/MNLI/dev_matched.tsv`,
-`DIR/CoLA/train.tsv` without a header, ...). Either way the splits come out as the Hub's: same columns, same label ids.
-TSV files are read strictly: a missing column, a row with too few or too many fields or a bad label is an error that
-names the file, the line (the header is line 1) and the column; no row is dropped.
+A local `--data_dir` holds either one `save_to_disk` DatasetDict per task (`DIR/rte/dataset_dict.json`, ...) or, for
+a task with a TSV layout, its TSV files (GLUE's in their official layout: `DIR/RTE/train.tsv`, `DIR/RTE/dev.tsv`,
+`DIR/MNLI/dev_matched.tsv`, `DIR/CoLA/train.tsv` without a header, ...). Either way the splits come out as the Hub's:
+same columns, same label ids. TSV files are read strictly: a missing column, a row with too few or too many fields or
+a bad label is an error that names the file, the line (the header is line 1) and the column; no row is dropped.
 
-TASKS is the one description of the tasks: loading and label checks here, scoring (glue.py) and the model card's
-GLUE metadata (hub_cards/card.py) all follow from it.
+TASKS is the one description of the tasks: loading and label checks here, scoring (glue_scoring.py) and the model
+card's results and metadata (hub_cards/card.py: the benchmark's name, its scores and their count) all follow from it.
 """
 
 import csv
@@ -27,7 +27,7 @@ from ..cli import UserError
 @dataclass(frozen=True)
 class Metric:
     """How a task's score follows from its raw metrics: their plain mean in percent (the metrics are fractions, named
-    as glue.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
+    as glue_scoring.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
 
     names: tuple[str, ...]
     hub_type: str  # model-index metric type
@@ -51,18 +51,21 @@ class GlueScore:
 
 @dataclass(frozen=True)
 class GlueTask:
-    """Everything the project knows of a task; its TASKS key is its nyu-mll/glue config name."""
+    """Everything the project knows of a task: its data (a Hub dataset and config, and optionally a TSV layout for
+    --data_dir), its labels, how it is scored and the benchmark it is published under. Its TASKS key names it."""
 
     text_columns: tuple[str, ...]  # one sentence or a pair
     label_names: tuple[str, ...] | None  # the class names of label ids 0..n-1; None: regression over label_range
-    tsv_folder: str
-    tsv_columns: dict  # nyu-mll/glue column -> TSV column name
+    tsv_folder: str | None  # the folder of its TSV files under --data_dir; None: no TSV layout (save_to_disk only)
+    tsv_columns: dict | None  # Hub dataset column -> TSV column name; None without a TSV layout
     metric: Metric
     scores: tuple[GlueScore, ...]  # one per dev split (eval split), in order
     label_range: tuple[float, float] | None = None  # regression labels' bounds, both included
     tsv_fields: tuple[str, ...] | None = None  # the fields of a headerless TSV (CoLA); None: line 1 is the header
-    in_glue_mean: bool = True  # False for wnli: scored, never part of the GLUE score
-    hub_dataset: str = "nyu-mll/glue"  # the Hub dataset with a config of the task's TASKS key
+    in_glue_mean: bool = True  # False for wnli: scored, never part of the mean score (the GLUE score), nor on the card
+    hub_dataset: str = "nyu-mll/glue"  # where load_dataset finds it; the card's model-index names it
+    hub_config: str | None = None  # its config of hub_dataset; None: its TASKS key
+    benchmark: str = "GLUE"  # what its scores are published under: the card's heading and model-index task name
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
@@ -182,8 +185,18 @@ def glue_mean_tasks() -> tuple[str, ...]:
     return tuple(name for name, task in TASKS.items() if task.in_glue_mean)
 
 
+def hub_config(task: str) -> str:
+    """The task's config of its Hub dataset (for GLUE's tasks, their TASKS key)."""
+    return TASKS[task].hub_config or task
+
+
+def benchmark_name() -> str:
+    """The name of the mean score's benchmark: that of the tasks it averages ("GLUE"), several joined by " + "."""
+    return " + ".join(dict.fromkeys(TASKS[name].benchmark for name in glue_mean_tasks()))
+
+
 def hub_datasets(tasks: Iterable[str] | None = None) -> str:
-    """The Hub datasets that `tasks` (default: all) come from, comma-separated: nyu-mll/glue."""
+    """The Hub datasets that `tasks` (default: all) come from, comma-separated (GLUE's: nyu-mll/glue)."""
     return ", ".join(sorted({TASKS[name].hub_dataset for name in tasks or TASKS}))
 
 
@@ -195,18 +208,23 @@ def score_names(glue_mean_only: bool = False) -> tuple[str, ...]:
 def task_files(task: str, data_dir: str | Path) -> tuple[str, Path | dict[str, Path]]:
     """Where a local `data_dir` holds the task: ("saved", its save_to_disk folder) or ("tsv", {split: TSV file})."""
     spec = TASKS[task]
-    saved, tsv = Path(data_dir) / task, Path(data_dir) / spec.tsv_folder
+    saved = Path(data_dir) / task
     if (saved / "dataset_dict.json").is_file():
         return "saved", saved
+    if spec.tsv_folder is None:
+        raise UserError(f"No {task} data in {data_dir}: expected a save_to_disk DatasetDict in {saved}.")
+    tsv = Path(data_dir) / spec.tsv_folder
     if not tsv.is_dir():
         raise UserError(
             f"No {task} data in {data_dir}: expected a save_to_disk DatasetDict in {saved} "
-            f"or the GLUE TSV files in {tsv}."
+            f"or the {spec.benchmark} TSV files in {tsv}."
         )
     files = {split: tsv / TSV_FILES[split] for split in ("train", *spec.eval_splits)}
     missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
-        raise UserError(f"{task}: {', '.join(missing)} missing (GLUE TSV layout: {', '.join(TSV_FILES.values())}).")
+        raise UserError(
+            f"{task}: {', '.join(missing)} missing ({spec.benchmark} TSV layout: {', '.join(TSV_FILES.values())})."
+        )
     return "tsv", files
 
 
@@ -227,12 +245,13 @@ def data_sha256(task: str, data_dir: str | Path | None = None) -> str:
 
 
 def load_hub(task: str) -> DatasetDict:
-    dataset = TASKS[task].hub_dataset
+    spec = TASKS[task]
     try:
-        return load_dataset(dataset, task)
+        return load_dataset(spec.hub_dataset, hub_config(task))
     except OSError as error:  # offline and not in the cache, or the Hub unreachable
         raise UserError(
-            f"{dataset} {task} could not be loaded ({error}); pass --data_dir with the GLUE data on disk."
+            f"{spec.hub_dataset} {hub_config(task)} could not be loaded ({error}); pass --data_dir with the "
+            f"{spec.benchmark} data on disk."
         ) from None
 
 
@@ -272,7 +291,7 @@ def read_tsv(task: str, path: str | Path, skip_malformed_rows: bool = False) -> 
     except UnicodeDecodeError as error:
         bad = error.object[error.start : error.end]
         raise UserError(
-            f"{path} is not UTF-8 text ({bad!r}: {error.reason}); GLUE TSV files are UTF-8, with or without a "
+            f"{path} is not UTF-8 text ({bad!r}: {error.reason}); {spec.benchmark} TSV files are UTF-8, with or without a "
             "byte-order mark: convert the file to UTF-8."
         ) from None
 

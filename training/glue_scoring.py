@@ -1,0 +1,271 @@
+"""GLUE scoring: a pair's metrics and scores, the baselines of a predictor that learned nothing and the "did not
+learn" flag, the aggregates over seeds (the GLUE score), and the results file built from the finished pairs
+(glue_results.json, schema: training/GLUE_RESULTS.md, and glue_results.md)."""
+
+import statistics
+from collections.abc import Callable
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from .glue_data import TASKS, benchmark_name, score_names
+
+SCHEMA_VERSION = 1
+
+# Scoring: the spec's formulas on scikit-learn's and scipy's metrics. Metrics are fractions, scores percent.
+
+
+def correlation(function: Callable) -> Callable[[ArrayLike, ArrayLike], float]:
+    """scipy's correlation as a metric(labels, predictions). Constant predictions have no correlation: 0, as
+    scikit-learn's Matthews gives, instead of scipy's NaN."""
+    return lambda labels, predictions: np.nan_to_num(function(predictions, labels)[0])
+
+
+METRICS = {  # the raw metrics a task's Metric names (glue_data.py) -> metric(labels, predictions)
+    "accuracy": accuracy_score,
+    "f1": f1_score,
+    "matthews_correlation": matthews_corrcoef,
+    "pearson": correlation(pearsonr),
+    "spearmanr": correlation(spearmanr),
+}
+
+
+def split_metrics(task: str, predictions: ArrayLike, labels: ArrayLike) -> dict[str, float]:
+    """The task's metrics on one dev split, from predicted classes (or similarities, for stsb) and gold labels."""
+    return {name: float(METRICS[name](labels, predictions)) for name in TASKS[task].metric.names}
+
+
+def task_scores(task: str, metrics: dict[str, float]) -> dict[str, float]:
+    """{score name: percent} for one (task, seed): per dev split, the mean of the task's metrics (mnli gives mnli-m
+    and mnli-mm, every other task one score)."""
+    spec = TASKS[task]
+    scores = {}
+    for score in spec.scores:
+        values = [metrics[spec.metric_key(name, score.split)] for name in spec.metric.names]
+        scores[score.name] = 100 * sum(values) / len(values)
+    return scores
+
+
+def run_metrics(task: str, per_split: dict[str, tuple[ArrayLike, ArrayLike]]) -> dict[str, float]:
+    """A pair's raw metrics from {split: (predictions, labels)}; with several dev splits the keys name the split
+    (mnli's accuracy_matched), with one the pair's `score` is added."""
+    spec = TASKS[task]
+    metrics = {
+        spec.metric_key(name, split): value
+        for split, (predictions, labels) in per_split.items()
+        for name, value in split_metrics(task, predictions, labels).items()
+    }
+    if len(spec.scores) == 1:
+        (metrics["score"],) = task_scores(task, metrics).values()
+    return metrics
+
+
+# Baselines: what a predictor that learned nothing scores on the same dev set. A score is flagged "did not learn"
+# when its mean over seeds is at most NOISE_STANDARD_ERRORS standard errors above the better baseline, the standard
+# error being the larger of the dev-set measurement's (sampling the dev set: a proportion's sqrt(b(1-b)/n) at the
+# baseline's value b for accuracy and F1, 1/sqrt(n) for a correlation near 0) and the seeds' sample std.
+NOISE_STANDARD_ERRORS = 2
+CORRELATIONS = ("matthews_correlation", "pearson", "spearmanr")
+
+
+def baseline_metrics(task: str, labels: ArrayLike) -> dict[str, dict[str, float]]:
+    """{"majority": metrics, "chance": metrics} on one dev split's gold labels: the task's metrics of always
+    predicting the most frequent class, and the expected metrics of predicting classes uniformly at random (accuracy
+    1/k; F1 of the positive class 2·p·(1/k) / (p + 1/k), p its share of the labels; Matthews 0). For a regression
+    (stsb) a constant prediction and a random one both have correlation 0."""
+    spec = TASKS[task]
+    names = spec.metric.names
+    if spec.label_names is None:
+        return {"majority": dict.fromkeys(names, 0.0), "chance": dict.fromkeys(names, 0.0)}
+    labels = np.asarray(labels)
+    values, counts = np.unique(labels, return_counts=True)
+    majority = split_metrics(task, np.full(len(labels), values[counts.argmax()]), labels)
+    uniform, positive = 1 / spec.num_labels, float(np.mean(labels == 1))
+    f1 = 2 * positive * uniform / (positive + uniform)
+    expected = {"accuracy": uniform, "f1": f1, "matthews_correlation": 0.0}
+    return {"majority": majority, "chance": {name: expected[name] for name in names}}
+
+
+def baseline_scores(task: str, dev_labels: dict[str, ArrayLike]) -> dict[str, dict[str, float]]:
+    """{score name: {"majority", "chance", "standard_error" (percent), "n" (dev examples)}} from {dev split: labels}."""
+    spec = TASKS[task]
+    found = {}
+    for score in spec.scores:
+        labels = dev_labels[score.split]
+        n = len(labels)
+        metrics = baseline_metrics(task, labels)
+        best = {name: max(metrics["majority"][name], metrics["chance"][name]) for name in spec.metric.names}
+        errors = [
+            1 / np.sqrt(n) if name in CORRELATIONS else np.sqrt(value * (1 - value) / n) for name, value in best.items()
+        ]
+        found[score.name] = {
+            kind: 100 * statistics.fmean(metrics[kind].values()) for kind in ("majority", "chance")
+        } | {"standard_error": 100 * float(statistics.fmean(errors)), "n": n}
+    return found
+
+
+def learning_verdict(aggregate: dict, baseline: dict) -> dict:
+    """The `baseline` entry of a score's aggregate: its baselines, the better one, the noise margin (NOISE_STANDARD_ERRORS
+    × the larger of the dev-set standard error and the seeds' std) and `did_not_learn`: the mean is within it."""
+    best = max(baseline["majority"], baseline["chance"])
+    margin = NOISE_STANDARD_ERRORS * max(baseline["standard_error"], aggregate["std"])
+    return {**baseline, "best": best, "margin": margin, "did_not_learn": aggregate["mean"] <= best + margin}
+
+
+def glue_score(scores: dict[str, float]) -> float:
+    """One seed's GLUE score: the plain mean of the GLUE-mean scores (mnli counts twice; wnli never)."""
+    names = score_names(glue_mean_only=True)
+    missing = [name for name in names if name not in scores]
+    if missing:
+        raise ValueError(f"The {benchmark_name()} score needs all {len(names)} scores; missing: {', '.join(missing)}.")
+    return statistics.fmean(scores[name] for name in names)
+
+
+def mean_and_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof 1; 0.0 for a single value)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def aggregate(scores: dict[str, dict[str, float]], seeds: list[int], baselines: dict[str, dict] | None = None) -> dict:
+    """`aggregates` of the results file from {score name: {seed: percent}}, the protocol's seeds and the scores'
+    baselines ({score name: baseline_scores' entry}; a score without one gets no verdict)."""
+    tasks = {}
+    for name, by_seed in scores.items():
+        mean, std = mean_and_std(list(by_seed.values()))
+        tasks[name] = {"mean": mean, "std": std, "n": len(by_seed)}
+        if (baselines or {}).get(name):
+            tasks[name]["baseline"] = learning_verdict(tasks[name], baselines[name])
+    names = score_names(glue_mean_only=True)
+    per_seed = {
+        str(seed): glue_score({name: scores[name][str(seed)] for name in names})
+        for seed in seeds
+        if all(str(seed) in scores.get(name, {}) for name in names)
+    }
+    complete = bool(seeds) and len(per_seed) == len(seeds)
+    mean, std = mean_and_std(list(per_seed.values())) if complete else (None, None)
+    glue = {"mean": mean, "std": std, "per_seed": per_seed, "n_seeds": len(per_seed), "complete": complete}
+    return {"tasks": tasks, "glue": glue}
+
+
+def build_results(
+    model: dict, protocol: dict, runs: dict[tuple[str, int], dict], tasks: list[str], seeds: list[int]
+) -> dict:
+    """The results file from the finished pairs (this command's and earlier ones' in the same folder)."""
+    tasks = list(dict.fromkeys([*tasks, *(task for task, _ in runs)]))
+    seeds = sorted({*seeds, *(seed for _, seed in runs)})
+    metrics, scores, baselines = {}, {}, {}
+    for (task, seed), record in sorted(runs.items(), key=lambda item: (tasks.index(item[0][0]), item[0][1])):
+        metrics.setdefault(task, {})[str(seed)] = record["metrics"]
+        baselines.update(record.get("baselines") or {})  # the same dev set (data_sha256) for every seed
+        for name, value in task_scores(task, record["metrics"]).items():
+            scores.setdefault(name, {})[str(seed)] = value
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": model,
+        "protocol": {**protocol, "seeds": seeds, "tasks": tasks},
+        "data_sha256": {task: record.get("data_sha256") for (task, _), record in runs.items()},
+        "runs": metrics,
+        "scores": scores,
+        "aggregates": aggregate(scores, seeds, baselines),
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "library_versions": {package: package_version(package) for package in ("symbert", "transformers", "torch")},
+    }
+
+
+def package_version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def results_markdown(results: dict) -> str:
+    """glue_results.md: the paper's Table 3 layout (mean (sample std) over seeds), then every seed's scores."""
+    scores, aggregates, seeds = results["scores"], results["aggregates"], results["protocol"]["seeds"]
+    glue = aggregates["glue"]
+    names = [name for name in score_names(glue_mean_only=True) if name in scores]
+    extra = [name for name in score_names() if name in scores and name not in names]  # wnli: after GLUE, never in it
+    benchmark = benchmark_name()
+    header = [*names, benchmark, *(f"{name} (not in {benchmark})" for name in extra)]
+
+    def summary(name):
+        return f"{aggregates['tasks'][name]['mean']:.2f} ({aggregates['tasks'][name]['std']:.2f})"
+
+    def score(name, seed):
+        return f"{scores[name][seed]:.2f}" if seed in scores[name] else "-"
+
+    glue_cell = f"{glue['mean']:.2f} ({glue['std']:.2f})" if glue["complete"] else "incomplete"
+    seed_rows = [
+        [
+            seed,
+            *(score(n, seed) for n in names),
+            f"{glue['per_seed'][seed]:.2f}" if seed in glue["per_seed"] else "-",
+            *(score(n, seed) for n in extra),
+        ]
+        for seed in map(str, seeds)
+    ]
+    return (
+        "\n".join(
+            [
+                f"# {benchmark}: {results['model']['name_or_path']}",
+                "",
+                f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. {benchmark} is the mean of "
+                f"the {len(score_names(glue_mean_only=True))} scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
+                f"{benchmark} scores.",
+                "",
+                table(
+                    ["model", *header],
+                    [[results["model"]["name_or_path"], *map(summary, names), glue_cell, *map(summary, extra)]],
+                ),
+                "",
+                "Per seed:",
+                "",
+                table(["seed", *header], seed_rows),
+                *baselines_markdown(aggregates["tasks"]),
+            ]
+        )
+        + "\n"
+    )
+
+
+def verdict(baseline: dict) -> str:
+    return "**did not learn**" if baseline["did_not_learn"] else "above the baselines"
+
+
+def baselines_markdown(tasks: dict) -> list[str]:
+    """The baselines section of glue_results.md (empty when no score has baselines: results of an older version)."""
+    names = [name for name in score_names() if "baseline" in tasks.get(name, {})]
+    if not names:
+        return []
+    rows = [
+        [
+            name,
+            f"{tasks[name]['mean']:.2f}",
+            f"{tasks[name]['baseline']['majority']:.2f}",
+            f"{tasks[name]['baseline']['chance']:.2f}",
+            f"{tasks[name]['baseline']['margin']:.2f}",
+            str(tasks[name]["baseline"]["n"]),
+            verdict(tasks[name]["baseline"]),
+        ]
+        for name in names
+    ]
+    return [
+        "",
+        "Baselines on the same dev sets: the majority class (always predicting the most frequent label) and chance "
+        "(the expected score of uniformly random predictions; 0 for correlations). A score is flagged **did not "
+        f"learn** when its mean is at most the margin above the better baseline: {NOISE_STANDARD_ERRORS} standard "
+        "errors, the larger of the dev-set measurement's (a proportion's for accuracy and F1, 1/√n for a "
+        "correlation) and the seeds' std.",
+        "",
+        table(["score", "mean", "majority", "chance", "margin", "dev examples", "verdict"], rows),
+    ]
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the first column left-aligned, the numbers right-aligned."""
+    alignment = ["---"] + ["---:"] * (len(header) - 1)
+    return "\n".join("| " + " | ".join(row) + " |" for row in [header, alignment, *rows])
