@@ -10,7 +10,7 @@ is scored on the dev sets. Any Trainer argument (listed last) can be overridden 
 
 Output folder: `runs/<task>/seed-<n>.json` (one per finished pair, written atomically; a rerun skips them while
 the model's weights, the protocol and the task data's contents (sha256, whatever path names them) are the same),
-`glue_results.json` (schema: training/GLUE_RESULTS.md) and `glue_results.md`, rebuilt from the run files after
+`glue_results.json` (schema: docs/glue-results.md) and `glue_results.md`, rebuilt from the run files after
 every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`) and `glue_vs_step.csv`,
 `glue_vs_step.md`, `glue_vs_step.png`.
 """
