@@ -16,7 +16,7 @@ import transformers
 from transformers import BertConfig, BertForMaskedLM
 
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
-from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
+from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 
 PRECISIONS = ("fp32", "bf16")
 IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")

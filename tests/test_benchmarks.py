@@ -16,7 +16,7 @@ import torch
 from scipy import stats
 
 from symbert import ATTENTION_TYPES
-from symbert.modeling_symbert import SYMBERT_SELF_ATTENTION_CLASSES
+from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 from symbert.training import data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
