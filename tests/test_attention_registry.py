@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 import symbert
-from conftest import tiny_config
+from conftest import run_args, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
 from symbert.hub_cards import release, staging
 from symbert.modeling_symbert import SymBertOriginalSelfAttention
@@ -21,7 +21,6 @@ from symbert.parameter_table import main as parameter_table
 from symbert.symmetry import analyse, symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
-from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import throughput  # noqa: E402

@@ -4,7 +4,6 @@ numbers (FLOP counts, saved-activation memory, steps to a target)."""
 import hashlib
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -16,14 +15,13 @@ import torch
 from scipy import stats
 
 from symbert import ATTENTION_TYPES
-from symbert.training import data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ablation  # noqa: E402
 import convergence  # noqa: E402
 import throughput  # noqa: E402
 
-from conftest import assert_one_line, tiny_config  # noqa: E402
+from conftest import assert_one_line, run_args, tiny_config, tiny_corpus, tiny_sentences  # noqa: E402
 
 
 def test_training_flops_per_token_by_hand():
@@ -306,23 +304,15 @@ def test_convergence_default_types_are_the_registry_and_its_study_variants():
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
     words = "the river man house walked along bank old city night light water stone road looked said".split()
-    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
-    (root / "train.txt").write_text("\n".join(lines) + "\n")
-    data.train_wordpiece(lines, vocab_size=100).save_pretrained(root / "tokenizer")
-    return root
+    return tiny_corpus(tmp_path_factory.mktemp("corpus"), tiny_sentences(300, words, longest=20), vocab_size=100)
 
 
 def study_pretrain_args(output_dir, corpus, *extra):
     """symbert-pretrain's arguments of a tiny study: 16-token blocks, 4 blocks a step, an evaluation every step."""
-    return [
-        *("--recipe", "cpu-demo", "--output_dir", str(output_dir), "--train_files", str(corpus / "train.txt")),
-        *("--tokenizer", str(corpus / "tokenizer"), "--max_seq_length", "16", "--eval_blocks", "4"),
-        *("--per_device_train_batch_size", "4", "--warmup_steps", "1", "--eval_steps", "1", "--logging_steps", "1"),
-        *("--report_to", "none", "--disable_tqdm", "true", *extra),
-    ]
+    tiny = dict(max_seq_length=16, eval_blocks=4, warmup_steps=1, eval_steps=1, logging_steps=1)
+    unnamed = dict(max_steps=None, save_steps=None, eval_on_start=None, data_seed=None)
+    return run_args(corpus, output_dir, *extra, **tiny, **unnamed)
 
 
 def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):

@@ -20,18 +20,13 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase, modeling_utils
 
+from conftest import run_args
 from symbert.cli import UserError
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
-from test_pretrain import (  # noqa: F401  (corpus is a fixture)
-    assert_same_metrics,
-    assert_same_training,
-    corpus,
-    eval_losses,
-    run_args,
-)
+from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
 # own saving steps, so nothing of this lives in the project's code.

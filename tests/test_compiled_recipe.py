@@ -10,11 +10,12 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from conftest import run_args
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import pretrain as pretrain_module
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain, run
-from test_pretrain import assert_same_training, corpus, eval_losses, run_args  # noqa: F401  (corpus is a fixture)
+from test_pretrain import assert_same_training, eval_losses
 
 # cpu-demo's overrides, with a cap of 4 masked tokens per 32-token block (about 4.3 on average): about half the
 # batches of 4 blocks go over their 16 and are capped by the collator (an uncompiled model refuses one that is not)

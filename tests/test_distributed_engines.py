@@ -18,12 +18,12 @@ import yaml
 from accelerate.commands.config.config_args import ClusterConfig
 from safetensors.torch import load_file
 
-from conftest import tiny_config
+from conftest import run_args, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
 from symbert.training.arguments import model_config, parse_arguments
 from symbert.training.run_folder import checkpoint_problem
-from test_pretrain import LAUNCHERS, corpus, run_args  # noqa: F401  (corpus is a fixture)
+from test_pretrain import LAUNCHERS
 
 ACCELERATE_DIR = Path(__file__).parent.parent / "training" / "accelerate"
 FSDP2_CONFIG = ACCELERATE_DIR / "fsdp2.yaml"

@@ -6,14 +6,13 @@ import json
 import pytest
 import torch
 
-from conftest import padded_batch, tiny_config
+from conftest import padded_batch, run_args, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.hub_cards.card import implementation_choices
 from symbert.symmetry import symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 from test_bert import bert_like
-from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 
 def layers(model):

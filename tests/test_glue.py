@@ -18,7 +18,7 @@ import transformers
 from datasets import DatasetDict
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from conftest import tiny_config
+from conftest import run_args, tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
 from symbert.training import data, glue, glue_data, pretrain
@@ -682,41 +682,12 @@ def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path)
     """symbert-pretrain --compare writes one folder per attention type; the sweep fine-tunes their checkpoints."""
     rng = random.Random(2)
     (tmp_path / "corpus.txt").write_text("\n".join(sentence(rng) + "." for _ in range(300)) + "\n")
+    files = dict(train_files=tmp_path / "corpus.txt", tokenizer=assets / "model")
+    steps = dict(max_steps=4, warmup_steps=1, eval_steps=2, save_steps=2, logging_steps=2)
     pretrain.main(
-        [
-            "--recipe",
-            "cpu-demo",
-            "--output_dir",
-            str(tmp_path / "pre"),
-            "--compare",
-            "original,pairwise",
-            "--train_files",
-            str(tmp_path / "corpus.txt"),
-            "--tokenizer",
-            str(assets / "model"),
-            "--max_seq_length",
-            "32",
-            "--eval_blocks",
-            "4",
-            "--per_device_train_batch_size",
-            "4",
-            "--max_steps",
-            "4",
-            "--warmup_steps",
-            "1",
-            "--eval_steps",
-            "2",
-            "--save_steps",
-            "2",
-            "--logging_steps",
-            "2",
-            "--eval_on_start",
-            "false",
-            "--report_to",
-            "none",
-            "--disable_tqdm",
-            "true",
-        ]
+        run_args(
+            tmp_path, tmp_path / "pre", compare="original,pairwise", **files, eval_blocks=4, **steps, data_seed=None
+        )
     )
     glue.main(
         [

@@ -14,12 +14,13 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import run_args
 from symbert.cli import UserError
 from symbert.training import data, prepared
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 from test_data_resume import resume_args, two_file_corpus  # noqa: F401  (a fixture)
-from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (a fixture)
+from test_pretrain import assert_same_training
 
 
 def prepare(args):

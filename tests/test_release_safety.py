@@ -24,6 +24,7 @@ from huggingface_hub import HfApi
 from safetensors.torch import load_file, save_file
 from transformers import TrainingArguments
 
+from conftest import tiny_sentences
 from symbert import SymBertConfig, SymBertForMaskedLM, bert_export
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation, values
@@ -119,9 +120,7 @@ def pickles(folder):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("release-safety")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(200)]
-    tokenizer = data.train_wordpiece(lines, vocab_size=120)
+    tokenizer = data.train_wordpiece(tiny_sentences(200, WORDS, longest=20), vocab_size=120)
     marker = root / "unpickled"
     folder = fake_run(root / "runs" / "tiny-original", tokenizer, marker)
     write_results(folder, root / "glue" / "glue_results.json")
