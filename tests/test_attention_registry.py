@@ -92,7 +92,7 @@ def test_unregistered_type_is_refused_naming_the_registered_ones():
         parse_arguments(["--recipe", "cpu-demo", "--output_dir", tempfile.gettempdir(), "--attention_type", NAME])
 
 
-def test_pretraining_runs_a_registered_type(registered, corpus, tmp_path):  # noqa: F811
+def test_pretraining_runs_a_registered_type(registered, corpus, tmp_path):
     output = tmp_path / "run"
     args = parse_arguments(run_args(corpus, output, "--attention_type", NAME, "--max_steps", "2", "--save_steps", "2"))
     log_history = pretrain(*args)

@@ -32,7 +32,7 @@ OVERRIDES = json.dumps(
 COMPILED = ("--torch_compile", "true", "--torch_compile_backend", "aot_eager")
 
 
-def compiled_run_args(corpus, output_dir, *extra):  # noqa: F811
+def compiled_run_args(corpus, output_dir, *extra):
     return run_args(corpus, output_dir, "--config_overrides", OVERRIDES, *extra)
 
 
@@ -45,7 +45,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(corpus, tmp_path, fresh_dynamo):  # noqa: F811
+def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(corpus, tmp_path, fresh_dynamo):
     types = ",".join(ATTENTION_TYPES)
     short = ("--compare", types, "--max_steps", "4", "--save_steps", "100")
     run(compiled_run_args(corpus, tmp_path / "eager", *short))
@@ -66,7 +66,7 @@ def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(c
         assert abs(loss - eager_loss) <= 1e-6, kind
 
 
-def test_compiled_run_saves_the_models_own_weights_reports_and_resumes(corpus, tmp_path, capsys, fresh_dynamo):  # noqa: F811
+def test_compiled_run_saves_the_models_own_weights_reports_and_resumes(corpus, tmp_path, capsys, fresh_dynamo):
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     pretrain(*parse_arguments(compiled_run_args(corpus, eager)))
     run(compiled_run_args(corpus, compiled, *COMPILED))  # the command's whole job, its report included

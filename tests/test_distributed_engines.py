@@ -125,7 +125,7 @@ def test_every_parameter_gets_a_gradient_from_one_mlm_step(attention_type, spars
 
 
 @pytest.mark.slow
-def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_attention_type(corpus, tmp_path):  # noqa: F811
+def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_attention_type(corpus, tmp_path):
     """One 2-process launch trains each attention type 2 steps (--compare) with --ddp_find_unused_parameters false:
     the DDP wrapper says it searches for no unused parameter, and the second step runs (DDP fails it when the first
     left a parameter without gradient)."""
@@ -152,7 +152,7 @@ def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_atte
     reason="transformers 4.x builds accelerate's FSDP plugin itself, which accelerate refuses without an accelerator "
     "before this test's patch can make the CPU processes FSDP ones (5.x hands it to the Accelerator, where it can)",
 )
-def test_fsdp2_trains_sharded_on_two_cpu_processes_and_resumes_exactly(corpus, tmp_path):  # noqa: F811
+def test_fsdp2_trains_sharded_on_two_cpu_processes_and_resumes_exactly(corpus, tmp_path):
     """FSDP2 (fsdp2.yaml's settings, as Trainer arguments) on 2 gloo processes, accelerate forced to FSDP there
     (FORCE_FSDP_ON_CPU; accelerate itself chose MULTI_CPU, that is DDP): every parameter is a DTensor, the run
     trains 4 steps and saves checkpoint-2 and checkpoint-4 in FSDP's files, which the run folder's check accepts; a

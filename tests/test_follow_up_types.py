@@ -115,7 +115,7 @@ def test_from_bert_keeps_berts_key_and_value_for_no_query_and_everything_for_sym
 
 
 @pytest.mark.parametrize("attention_type, factor", [("no_query", 0.3125), ("original", 1.0)])
-def test_paper_weight_decay_scales_the_recipes_decay_by_the_types_factor(corpus, tmp_path, attention_type, factor):  # noqa: F811
+def test_paper_weight_decay_scales_the_recipes_decay_by_the_types_factor(corpus, tmp_path, attention_type, factor):
     output = tmp_path / attention_type
     extra = ("--attention_type", attention_type, "--max_steps", "1", "--paper_weight_decay", "true")
     pretrain(*parse_arguments(run_args(corpus, output, *extra, "--weight_decay", "0.1")))
