@@ -132,6 +132,7 @@ def test_sparse_head_gives_the_full_heads_loss():
     torch.testing.assert_close(compiled(input_ids, labels=labels).loss, full_output.loss, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.heavy
 def test_throughput_compiled_and_sparse_paths(tmp_path):
     output = tmp_path / "throughput"
     argv = ["--sizes", "tiny", "--tokens_per_batch", "64", "--seq_lens", "32", "--rounds", "1", "--warmup", "1"]
@@ -402,6 +403,7 @@ def file_times(folder):
     return {path: path.stat().st_mtime_ns for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
+@pytest.mark.heavy
 def test_a_killed_study_resumes_its_stopped_run_and_reuses_its_finished_ones(tmp_path, corpus, capsys):
     """SIGKILLed after `original` finished, while `symmetric` trains (after its checkpoint-2 of 4), the same command
     run again reads `original` back without training it (its files untouched), resumes `symmetric` from checkpoint-2

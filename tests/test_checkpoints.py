@@ -28,6 +28,8 @@ from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
 from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 
+pytestmark = pytest.mark.heavy
+
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
 # own saving steps, so nothing of this lives in the project's code.
 KILL_DRIVER = textwrap.dedent(

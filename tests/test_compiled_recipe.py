@@ -17,6 +17,8 @@ from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain, run
 from test_pretrain import assert_same_training, eval_losses
 
+pytestmark = pytest.mark.heavy
+
 # cpu-demo's overrides, with a cap of 4 masked tokens per 32-token block (about 4.3 on average): about half the
 # batches of 4 blocks go over their 16 and are capped by the collator (an uncompiled model refuses one that is not)
 OVERRIDES = json.dumps(

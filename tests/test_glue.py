@@ -463,6 +463,7 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
+@pytest.mark.heavy
 def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
     output_dir = tmp_path / "out"
     load_reports, logger = Records(), logging.getLogger("transformers.modeling_utils")
@@ -678,6 +679,7 @@ def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune, c
     assert (tmp_path / "sweep" / "pairwise" / "step-200" / "glue_results.json").is_file()
 
 
+@pytest.mark.heavy
 def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path):
     """symbert-pretrain --compare writes one folder per attention type; the sweep fine-tunes their checkpoints."""
     rng = random.Random(2)

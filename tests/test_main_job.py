@@ -69,6 +69,7 @@ def train_main_job(tmp_path):
     return output_dir
 
 
+@pytest.mark.heavy
 def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
     output_dir = train_main_job(tmp_path)
     printed = capsys.readouterr().out
@@ -106,6 +107,7 @@ def test_torch_threads_are_the_idle_cores(monkeypatch, load, threads):
         torch.set_num_threads(before)
 
 
+@pytest.mark.heavy
 def test_the_report_scores_what_training_built(tmp_path, monkeypatch):
     """The end-of-run report takes the tokenizer, blocks and masks that training built: the corpus is read and
     tokenised once (only the fill-mask check loads the saved folder, in a fresh process)."""

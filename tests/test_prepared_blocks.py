@@ -28,6 +28,7 @@ def prepare(args):
     return prepared.prepare(data_args, training_args.output_dir, seed=training_args.seed)
 
 
+@pytest.mark.heavy
 def test_training_from_prepared_blocks_equals_training_from_the_texts(corpus, tmp_path):
     manifest = prepare(run_args(corpus, tmp_path / "blocks", "--num_proc", "2"))
     assert manifest["block_length"] == 32 and manifest["held_out"]["blocks"] == 8
@@ -191,6 +192,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.heavy
 def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_path):
     driver = (
         "import os, signal, sys\n"

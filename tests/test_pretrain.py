@@ -391,6 +391,7 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     )
 
 
+@pytest.mark.heavy
 def test_comparison_mode(corpus, tmp_path, capsys):
     main(run_args(corpus, tmp_path, "--compare", "original,symmetric", "--max_steps", "4", "--save_steps", "100"))
     table = (tmp_path / "comparison.md").read_text()
@@ -411,6 +412,7 @@ class Interrupted(Exception):
     pass
 
 
+@pytest.mark.heavy
 def test_an_interrupted_comparison_resumes_and_reuses_the_finished_types(corpus, tmp_path, capsys, monkeypatch):
     """Run again, a comparison stopped while training its second type keeps the first (its folder holds
     training_summary.json: not trained again, its results reused), resumes the second and trains the third;
@@ -467,6 +469,7 @@ def test_embedded_corpus_ships_with_its_provenance(tmp_path):
     assert "public domain" in (data.EMBEDDED_CORPUS.parent / "SOURCE.md").read_text().lower()
 
 
+@pytest.mark.heavy
 def test_streaming_local_files(corpus, tmp_path):
     data_args = parse_arguments(run_args(corpus, tmp_path, "--streaming", "true"))[2]
     tokenizer = data.load_tokenizer(data_args)
@@ -531,6 +534,7 @@ def test_bad_input_stops_before_training_and_writes_nothing(corpus, tmp_path, ca
     assert contents(output_dir) == before
 
 
+@pytest.mark.heavy
 def test_overwrite_and_resume_checks(corpus, tmp_path):
     output_dir = tmp_path / "run"
     (output_dir / "checkpoint-1000").mkdir(parents=True)

@@ -34,6 +34,8 @@ from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.training import glue
 from symbert.training.pretrain import main as pretrain
 
+pytestmark = pytest.mark.heavy
+
 NAMESPACE = "symbert-test"
 SEEDS = ["1", "2", "3"]
 # Synthetic per-seed scores (percent) of the nine GLUE numbers; each model gets its own offset.
