@@ -312,8 +312,8 @@ def corpus(tmp_path_factory):
 def study_pretrain_args(output_dir, corpus, *extra):
     """symbert-pretrain's arguments of a tiny study: 16-token blocks, 4 blocks a step, an evaluation every step."""
     tiny = dict(max_seq_length=16, eval_blocks=4, warmup_steps=1, eval_steps=1, logging_steps=1)
-    unnamed = dict(max_steps=None, save_steps=None, eval_on_start=None, data_seed=None)
-    return run_args(corpus, output_dir, *extra, **tiny, **unnamed)
+    not_given = dict(max_steps=None, save_steps=None, eval_on_start=None, data_seed=None)  # the recipe's, or extra's
+    return run_args(corpus, output_dir, *extra, **tiny, **not_given)
 
 
 def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
