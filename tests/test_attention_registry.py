@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 import symbert
-from conftest import tiny_config
+from conftest import run_args, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
 from symbert.attention_symbert import SymBertOriginalSelfAttention
 from symbert.hub_cards import release, staging
@@ -21,7 +21,6 @@ from symbert.tools.parameter_table import main as parameter_table
 from symbert.tools.symmetry import analyse, symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
-from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import throughput_timing  # noqa: E402
@@ -93,7 +92,7 @@ def test_unregistered_type_is_refused_naming_the_registered_ones():
         parse_arguments(["--recipe", "cpu-demo", "--output_dir", tempfile.gettempdir(), "--attention_type", NAME])
 
 
-def test_pretraining_runs_a_registered_type(registered, corpus, tmp_path):  # noqa: F811
+def test_pretraining_runs_a_registered_type(registered, corpus, tmp_path):
     output = tmp_path / "run"
     args = parse_arguments(run_args(corpus, output, "--attention_type", NAME, "--max_steps", "2", "--save_steps", "2"))
     log_history = pretrain(*args).log_history

@@ -4,7 +4,6 @@ numbers (FLOP counts, saved-activation memory, steps to a target)."""
 import hashlib
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -17,7 +16,6 @@ from scipy import stats
 
 from symbert import ATTENTION_TYPES
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
-from symbert.training import data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ablation  # noqa: E402
@@ -25,7 +23,7 @@ import convergence  # noqa: E402
 import throughput  # noqa: E402
 import throughput_timing  # noqa: E402
 
-from conftest import assert_one_line, tiny_config  # noqa: E402
+from conftest import assert_one_line, run_args, tiny_config, tiny_corpus, tiny_sentences  # noqa: E402
 
 
 def test_training_flops_per_token_by_hand():
@@ -138,6 +136,7 @@ def test_sparse_head_gives_the_full_heads_loss():
     torch.testing.assert_close(compiled(input_ids, labels=labels).loss, full_output.loss, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.heavy
 def test_throughput_compiled_and_sparse_paths(tmp_path):
     output = tmp_path / "throughput"
     argv = ["--sizes", "tiny", "--tokens_per_batch", "64", "--seq_lens", "32", "--rounds", "1", "--warmup", "1"]
@@ -311,23 +310,15 @@ def test_convergence_default_types_are_the_registry_and_its_study_variants():
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
     words = "the river man house walked along bank old city night light water stone road looked said".split()
-    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
-    (root / "train.txt").write_text("\n".join(lines) + "\n")
-    data.train_wordpiece(lines, vocab_size=100).save_pretrained(root / "tokenizer")
-    return root
+    return tiny_corpus(tmp_path_factory.mktemp("corpus"), tiny_sentences(300, words, longest=20), vocab_size=100)
 
 
 def study_pretrain_args(output_dir, corpus, *extra):
     """symbert-pretrain's arguments of a tiny study: 16-token blocks, 4 blocks a step, an evaluation every step."""
-    return [
-        *("--recipe", "cpu-demo", "--output_dir", str(output_dir), "--train_files", str(corpus / "train.txt")),
-        *("--tokenizer", str(corpus / "tokenizer"), "--max_seq_length", "16", "--eval_blocks", "4"),
-        *("--per_device_train_batch_size", "4", "--warmup_steps", "1", "--eval_steps", "1", "--logging_steps", "1"),
-        *("--report_to", "none", "--disable_tqdm", "true", *extra),
-    ]
+    tiny = dict(max_seq_length=16, eval_blocks=4, warmup_steps=1, eval_steps=1, logging_steps=1)
+    not_given = dict(max_steps=None, save_steps=None, eval_on_start=None, data_seed=None)  # the recipe's, or extra's
+    return run_args(corpus, output_dir, *extra, **tiny, **not_given)
 
 
 def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
@@ -417,6 +408,7 @@ def file_times(folder):
     return {path: path.stat().st_mtime_ns for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
+@pytest.mark.heavy
 def test_a_killed_study_resumes_its_stopped_run_and_reuses_its_finished_ones(tmp_path, corpus, capsys):
     """SIGKILLed after `original` finished, while `symmetric` trains (after its checkpoint-2 of 4), the same command
     run again reads `original` back without training it (its files untouched), resumes `symmetric` from checkpoint-2

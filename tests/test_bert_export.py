@@ -156,6 +156,7 @@ print(json.dumps({"class": type(model).__name__, "module": type(model).__module_
 """
 
 
+@pytest.mark.heavy
 def test_command_writes_a_folder_plain_transformers_loads(saved, tmp_path):
     output = tmp_path / "bert"
     result = run_command(saved, output)
@@ -250,6 +251,7 @@ def test_bad_model_is_one_line_and_nothing_is_written(saved, tmp_path, case, mon
     assert sorted(os.listdir(tmp_path)) == ["damaged"]
 
 
+@pytest.mark.heavy
 def test_an_existing_output_is_refused_and_an_empty_folder_taken(saved, tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")
@@ -261,6 +263,7 @@ def test_an_existing_output_is_refused_and_an_empty_folder_taken(saved, tmp_path
     assert (tmp_path / "empty" / "model.safetensors").is_file()
 
 
+@pytest.mark.heavy
 def test_a_stopped_export_leaves_no_output(saved, tmp_path):
     """Killed while it writes (here: as soon as its staging folder appears), the output never exists; a rerun
     exports normally."""

@@ -36,6 +36,8 @@ from symbert.training.glue_data import TASKS, load_task
 from test_glue import MAX_LENGTH, assets, suite_args  # noqa: F401 (a fixture)
 from test_integrations import SENTENCES, VOCAB, probabilities, save_with_tokenizer, symbert_config, tokenizer  # noqa: F401 (a fixture)
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 FRESH_LOAD = ROOT / "modeling" / "tools" / "fresh_load.py"
 DOCS = ROOT / "docs" / "integrations.md"

@@ -6,7 +6,6 @@ huggingface_hub's own parsers) into the numbers of glue_results.json."""
 import contextlib
 import io
 import json
-import random
 import shutil
 from types import SimpleNamespace
 
@@ -16,6 +15,7 @@ from huggingface_hub import ModelCard
 from huggingface_hub.repocard import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
+from conftest import tiny_sentences
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, pushing, validation
 from symbert.hub_cards.plan import Stage
@@ -42,8 +42,7 @@ CHECKPOINT_LOGS = {2: RUN_LOG[:2], 3: [RUN_LOG[0], {"eval_loss": 4.9, "step": 2}
 def run(tmp_path_factory):
     """A faked 4-step symbert-pretrain output with checkpoints 2 and 3 (batch 4 × 32 tokens), released as a dry run."""
     root = tmp_path_factory.mktemp("cards")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(200)]
+    lines = tiny_sentences(200, WORDS, longest=20)
     folder = fake_run(root / "runs" / "tiny-original", data.train_wordpiece(lines, vocab_size=120), root / "unpickled")
     for step, log in CHECKPOINT_LOGS.items():
         checkpoint = shutil.copytree(folder / "checkpoint-1", folder / f"checkpoint-{step}")

@@ -20,18 +20,15 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase, modeling_utils
 
+from conftest import run_args
 from symbert.cli import UserError
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
-from test_pretrain import (  # noqa: F401  (corpus is a fixture)
-    assert_same_metrics,
-    assert_same_training,
-    corpus,
-    eval_losses,
-    run_args,
-)
+from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
+
+pytestmark = pytest.mark.heavy
 
 # Child process: pre-training with a SIGKILL (or a pause) at one moment of saving checkpoint-STEP. The hooks wrap the Trainer's
 # own saving steps, so nothing of this lives in the project's code.
@@ -113,7 +110,7 @@ def run_child(args, kill_at=None, kill_signal=signal.SIGKILL):
 
 
 @pytest.fixture(scope="module")
-def straight(corpus, tmp_path_factory):  # noqa: F811
+def straight(corpus, tmp_path_factory):
     """An uninterrupted run: the reference for every resumed one."""
     output_dir = tmp_path_factory.mktemp("straight") / "run"
     result = run_child(run_args(corpus, output_dir))
@@ -132,7 +129,7 @@ def checkpoints(output_dir):
 
 
 @pytest.mark.slow
-def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_path):  # noqa: F811
+def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_path):
     """The same command, rerun after each SIGKILL, never sees a half-written checkpoint and ends as a run that was
     never interrupted; save_total_limit=1 never counts the staging folder, and the killed runs' lock blocks nobody."""
     output_dir = tmp_path / "run"
@@ -169,7 +166,7 @@ def test_killed_while_saving_resumes_as_if_uninterrupted(corpus, straight, tmp_p
             assert not value or abs(float(value) - float(ref)) <= 1e-5
 
 
-def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):  # noqa: F811
+def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
     """--eval_on_start evaluates at step 0 of the run, not again at the step a rerun resumes from: stopped after
     checkpoint 2 or 6, between the evaluations at steps 0, 4 and 8, the run ends with the uninterrupted run's
     evaluations, weights and metrics rows (the step and metrics of each row, the losses)."""
@@ -196,7 +193,7 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         ("a NaN weight", r"model\.safetensors holds a NaN value in bert\.encoder\.layer\.1\.output\.dense\.bias"),
     ],
 )
-def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):  # noqa: F811
+def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):
     output_dir = tmp_path / "run"
     shutil.copytree(straight, output_dir)
     for name in ("training_summary.json", "model.safetensors", "trainer_state.json"):
@@ -270,7 +267,7 @@ def test_checkpoints_of_fsdp_and_deepspeed_are_checked_in_their_own_files(straig
     assert checkpoint_problem(deepspeed) == "latest is missing"  # global_step8/ is there: DeepSpeed's checkpoint
 
 
-def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path, capsys):  # noqa: F811
+def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path, capsys):
     output_dir, release = tmp_path / "run", tmp_path / "release"
     args = run_args(corpus, output_dir)
     command, env = child_command(args, "wait-after-save:4", RELEASE_FILE=str(release))
@@ -300,7 +297,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path
         (["--lr_scheduler_type", "cosine_with_min_lr"], ValueError, "min_lr"),  # refused by the Trainer's scheduler
     ],
 )
-def test_overwrite_of_a_finished_run_deletes_nothing_when_refused(corpus, straight, tmp_path, extra, error, message):  # noqa: F811
+def test_overwrite_of_a_finished_run_deletes_nothing_when_refused(corpus, straight, tmp_path, extra, error, message):
     output_dir = tmp_path / "run"
     shutil.copytree(straight, output_dir)
     before = {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()}
@@ -309,7 +306,7 @@ def test_overwrite_of_a_finished_run_deletes_nothing_when_refused(corpus, straig
     assert {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()} == before
 
 
-def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(corpus, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(corpus, tmp_path, capsys, monkeypatch):
     original = SymBertPretrainingTrainer.prediction_step
 
     def nan_after_step_4(self, *args, **kwargs):  # the eval loss of a model that diverged after step 4
@@ -343,7 +340,7 @@ def test_a_diverging_run_stops_with_an_error_and_keeps_its_last_good_checkpoint(
 
 @pytest.mark.parametrize("eval_on_start", [True, False], ids=["NaN at step 0", "NaN at step 4"])
 def test_a_run_diverged_from_the_start_ends_with_the_message_and_leaves_nothing(
-    corpus,  # noqa: F811
+    corpus,
     tmp_path,
     capsys,
     eval_on_start,
@@ -390,7 +387,7 @@ def logged_losses(output_dir):
 @pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 @pytest.mark.parametrize("moment", ["after-last-checkpoint", "during-final-save", "mid-install", "before-summary"])
 def test_stopped_during_the_final_save_finishes_as_if_uninterrupted(
-    corpus,  # noqa: F811
+    corpus,
     straight,
     tmp_path,
     capsys,
@@ -434,7 +431,7 @@ def test_metrics_hold_one_row_per_step_and_metrics(tmp_path):
     assert metric_keys(tmp_path) == [(2, "loss"), (4, "eval_loss"), (4, "loss")]
 
 
-def test_overwrite_deletes_only_what_a_run_wrote(corpus, straight, tmp_path, capsys):  # noqa: F811
+def test_overwrite_deletes_only_what_a_run_wrote(corpus, straight, tmp_path, capsys):
     output_dir = tmp_path / "run"
     shutil.copytree(straight, output_dir)
     (output_dir / "notes.txt").write_text("mine\n")
@@ -491,7 +488,7 @@ def with_overrides(**changes):
     ],
     ids=["hidden_act", "intermediate_size", "seven at once"],
 )
-def test_resume_refuses_a_checkpoint_of_another_architecture(corpus, straight, tmp_path, capsys, changes, named):  # noqa: F811
+def test_resume_refuses_a_checkpoint_of_another_architecture(corpus, straight, tmp_path, capsys, changes, named):
     """Every architecture field of the checkpoint's config is checked against the run's, before anything trains: the
     automatic resume of an interrupted run, and --resume_from_checkpoint into another folder."""
     output_dir = tmp_path / "run"
@@ -515,7 +512,7 @@ def test_resume_refuses_a_checkpoint_of_another_architecture(corpus, straight, t
 
 @pytest.mark.parametrize("state", ["trained", "finishing"])
 def test_a_full_disk_during_the_final_save_leaves_the_folder_as_it_was(
-    corpus,  # noqa: F811
+    corpus,
     straight,
     tmp_path,
     capsys,
@@ -625,7 +622,7 @@ def fail_writer(monkeypatch, writer, where):
 
 
 @pytest.mark.parametrize("writer", WRITER_FAILURES)
-def test_a_full_disk_while_saving_a_checkpoint_is_one_line(corpus, tmp_path, capsys, monkeypatch, writer):  # noqa: F811
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line(corpus, tmp_path, capsys, monkeypatch, writer):
     """However the writer reports it (an OSError, safetensors', torch's or tokenizers' own error), a failed write
     of checkpoint-8 is one line naming the path and the free space, and its staging folder is gone."""
     reason = fail_writer(monkeypatch, writer, f"{STAGING_DIR}/checkpoint-8")
@@ -647,7 +644,7 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_line(corpus, tmp_path, cap
     assert checkpoint_problem(output_dir / "checkpoint-4") is None and not (output_dir / LOCK_FILE).exists()
 
 
-def test_a_file_size_limit_is_one_line(corpus, tmp_path):  # noqa: F811
+def test_a_file_size_limit_is_one_line(corpus, tmp_path):
     """Under `ulimit -f` (RLIMIT_FSIZE) the command ignores SIGXFSZ, so the write that passes the limit fails with
     EFBIG: one line naming the path, no core dump, no staging folder left."""
     output_dir = tmp_path / "run"
@@ -667,7 +664,7 @@ def test_a_file_size_limit_is_one_line(corpus, tmp_path):  # noqa: F811
 
 @pytest.mark.parametrize("writer", ["SafetensorError", "tokenizers Exception"])
 def test_a_full_disk_during_the_final_save_is_one_line_whatever_the_writer(
-    corpus,  # noqa: F811
+    corpus,
     tmp_path,
     capsys,
     monkeypatch,

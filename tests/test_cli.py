@@ -135,6 +135,7 @@ def test_user_error_is_one_line_and_exit_status_2(monkeypatch, capsys, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.heavy
 def test_symbert_debug_raises_with_traceback(monkeypatch):
     monkeypatch.setenv("SYMBERT_DEBUG", "1")
     with pytest.raises(UserError, match="'huge'"):

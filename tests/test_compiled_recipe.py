@@ -10,11 +10,14 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from conftest import run_args
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import pretrain as pretrain_module
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain, run
-from test_pretrain import assert_same_training, corpus, eval_losses, run_args  # noqa: F401  (corpus is a fixture)
+from test_pretrain import assert_same_training, eval_losses
+
+pytestmark = pytest.mark.heavy
 
 # cpu-demo's overrides, with a cap of 4 masked tokens per 32-token block (about 4.3 on average): about half the
 # batches of 4 blocks go over their 16 and are capped by the collator (an uncompiled model refuses one that is not)
@@ -31,7 +34,7 @@ OVERRIDES = json.dumps(
 COMPILED = ("--torch_compile", "true", "--torch_compile_backend", "aot_eager")
 
 
-def compiled_run_args(corpus, output_dir, *extra):  # noqa: F811
+def compiled_run_args(corpus, output_dir, *extra):
     return run_args(corpus, output_dir, "--config_overrides", OVERRIDES, *extra)
 
 
@@ -44,7 +47,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(corpus, tmp_path, fresh_dynamo):  # noqa: F811
+def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(corpus, tmp_path, fresh_dynamo):
     types = ",".join(ATTENTION_TYPES)
     short = ("--compare", types, "--max_steps", "4", "--save_steps", "100")
     run(compiled_run_args(corpus, tmp_path / "eager", *short))
@@ -65,7 +68,7 @@ def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(c
         assert abs(loss - eager_loss) <= 1e-6, kind
 
 
-def test_compiled_run_saves_the_models_own_weights_reports_and_resumes(corpus, tmp_path, capsys, fresh_dynamo):  # noqa: F811
+def test_compiled_run_saves_the_models_own_weights_reports_and_resumes(corpus, tmp_path, capsys, fresh_dynamo):
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     pretrain(*parse_arguments(compiled_run_args(corpus, eager)))
     run(compiled_run_args(corpus, compiled, *COMPILED))  # the command's whole job, its report included

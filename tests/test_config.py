@@ -312,6 +312,7 @@ REMOTE_CODE_LOADS = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_remote_code_refuses_tampered_configs_and_still_starts_a_task_head(mlm_folder, tmp_path):
     mlm = "AutoModelForMaskedLM"
     cases = {

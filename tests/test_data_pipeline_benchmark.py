@@ -13,6 +13,7 @@ import data_pipeline  # noqa: E402
 from conftest import assert_one_line  # noqa: E402
 
 
+@pytest.mark.heavy
 def test_quick_run_records_every_case(tmp_path):
     output = tmp_path / "results" / "data-pipeline"
     argv = ["--quick", "--output", str(output), "--workdir", str(tmp_path / "work")]

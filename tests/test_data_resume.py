@@ -3,18 +3,18 @@ inside the second) and run again ends with the uninterrupted run's weights and e
 2 dataloader workers, and map-style data. Also the passes the run logs and records."""
 
 import json
-import random
 import shutil
 
 import pytest
 import torch
 import transformers
 
+from conftest import run_args, tiny_sentences, train_tokenizer
 from symbert.training import data
 from symbert.training.arguments import parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
-from test_pretrain import WORDS, assert_same_metrics, assert_same_training, eval_losses, run_args
+from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +23,10 @@ pytestmark = pytest.mark.slow
 def two_file_corpus(tmp_path_factory):
     """Two small text files (two shards of a stream: one per dataloader worker) and a tokenizer trained on them."""
     root = tmp_path_factory.mktemp("two-file-corpus")
-    rng = random.Random(1)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 25))) + "." for _ in range(240)]
+    lines = tiny_sentences(240, seed=1)
     for index in range(2):
         (root / f"part{index}.txt").write_text("\n".join(lines[index::2]) + "\n")
-    data.train_wordpiece(lines, vocab_size=200).save_pretrained(root / "tokenizer")
+    train_tokenizer(root / "tokenizer", lines)
     return root
 
 

@@ -18,13 +18,13 @@ import yaml
 from accelerate.commands.config.config_args import ClusterConfig
 from safetensors.torch import load_file
 
-from conftest import tiny_config
+from conftest import run_args, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training.arguments import model_config, parse_arguments
 from symbert.training.run_folder import checkpoint_problem
-from test_pretrain import LAUNCHERS, corpus, run_args  # noqa: F401  (corpus is a fixture)
+from test_pretrain import LAUNCHERS
 
 ACCELERATE_DIR = Path(__file__).parent.parent / "training" / "accelerate"
 FSDP2_CONFIG = ACCELERATE_DIR / "fsdp2.yaml"
@@ -126,7 +126,7 @@ def test_every_parameter_gets_a_gradient_from_one_mlm_step(attention_type, spars
 
 
 @pytest.mark.slow
-def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_attention_type(corpus, tmp_path):  # noqa: F811
+def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_attention_type(corpus, tmp_path):
     """One 2-process launch trains each attention type 2 steps (--compare) with --ddp_find_unused_parameters false:
     the DDP wrapper says it searches for no unused parameter, and the second step runs (DDP fails it when the first
     left a parameter without gradient)."""
@@ -153,7 +153,7 @@ def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_atte
     reason="transformers 4.x builds accelerate's FSDP plugin itself, which accelerate refuses without an accelerator "
     "before this test's patch can make the CPU processes FSDP ones (5.x hands it to the Accelerator, where it can)",
 )
-def test_fsdp2_trains_sharded_on_two_cpu_processes_and_resumes_exactly(corpus, tmp_path):  # noqa: F811
+def test_fsdp2_trains_sharded_on_two_cpu_processes_and_resumes_exactly(corpus, tmp_path):
     """FSDP2 (fsdp2.yaml's settings, as Trainer arguments) on 2 gloo processes, accelerate forced to FSDP there
     (FORCE_FSDP_ON_CPU; accelerate itself chose MULTI_CPU, that is DDP): every parameter is a DTensor, the run
     trains 4 steps and saves checkpoint-2 and checkpoint-4 in FSDP's files, which the run folder's check accepts; a

@@ -6,14 +6,13 @@ import json
 import pytest
 import torch
 
-from conftest import padded_batch, tiny_config
+from conftest import padded_batch, run_args, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.hub_cards.card import implementation_choices
 from symbert.tools.symmetry import symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 from test_bert import bert_like
-from test_pretrain import corpus, run_args  # noqa: F401 (the corpus fixture)
 
 
 def layers(model):
@@ -116,7 +115,7 @@ def test_from_bert_keeps_berts_key_and_value_for_no_query_and_everything_for_sym
 
 
 @pytest.mark.parametrize("attention_type, factor", [("no_query", 0.3125), ("original", 1.0)])
-def test_paper_weight_decay_scales_the_recipes_decay_by_the_types_factor(corpus, tmp_path, attention_type, factor):  # noqa: F811
+def test_paper_weight_decay_scales_the_recipes_decay_by_the_types_factor(corpus, tmp_path, attention_type, factor):
     output = tmp_path / attention_type
     extra = ("--attention_type", attention_type, "--max_steps", "1", "--paper_weight_decay", "true")
     pretrain(*parse_arguments(run_args(corpus, output, *extra, "--weight_decay", "0.1")))

@@ -21,7 +21,7 @@ from datasets import Dataset, DatasetDict
 from huggingface_hub import ModelCard
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from conftest import tiny_config
+from conftest import run_args, tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
 from symbert.hub_cards.release import release_command
@@ -540,6 +540,7 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
+@pytest.mark.heavy
 def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
     output_dir = tmp_path / "out"
     load_reports, logger = Records(), logging.getLogger("transformers.modeling_utils")
@@ -758,45 +759,17 @@ def test_sweep_along_pretraining_checkpoints(assets, tmp_path, fake_fine_tune, c
     assert (tmp_path / "sweep" / "pairwise" / "step-200" / "glue_results.json").is_file()
 
 
+@pytest.mark.heavy
 def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path):
     """symbert-pretrain --compare writes one folder per attention type; the sweep fine-tunes their checkpoints."""
     rng = random.Random(2)
     (tmp_path / "corpus.txt").write_text("\n".join(sentence(rng) + "." for _ in range(300)) + "\n")
+    files = dict(train_files=tmp_path / "corpus.txt", tokenizer=assets / "model")
+    steps = dict(max_steps=4, warmup_steps=1, eval_steps=2, save_steps=2, logging_steps=2)
     pretrain.main(
-        [
-            "--recipe",
-            "cpu-demo",
-            "--output_dir",
-            str(tmp_path / "pre"),
-            "--compare",
-            "original,pairwise",
-            "--train_files",
-            str(tmp_path / "corpus.txt"),
-            "--tokenizer",
-            str(assets / "model"),
-            "--max_seq_length",
-            "32",
-            "--eval_blocks",
-            "4",
-            "--per_device_train_batch_size",
-            "4",
-            "--max_steps",
-            "4",
-            "--warmup_steps",
-            "1",
-            "--eval_steps",
-            "2",
-            "--save_steps",
-            "2",
-            "--logging_steps",
-            "2",
-            "--eval_on_start",
-            "false",
-            "--report_to",
-            "none",
-            "--disable_tqdm",
-            "true",
-        ]
+        run_args(
+            tmp_path, tmp_path / "pre", compare="original,pairwise", **files, eval_blocks=4, **steps, data_seed=None
+        )
     )
     glue.main(
         [

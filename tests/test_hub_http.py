@@ -42,6 +42,8 @@ from test_hub_loading import HEADS
 from test_release import NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
 
+pytestmark = pytest.mark.heavy
+
 pytest.importorskip(
     "olah", reason="needs the hub-server extra (olah, which needs huggingface_hub>=1.27: transformers 5 only)"
 )

@@ -77,6 +77,7 @@ def saved_models(tmp_path_factory):
     return cases, expected, report
 
 
+@pytest.mark.heavy
 def test_fresh_process_never_imported_the_project(saved_models):
     _, _, report = saved_models
     assert report["symbert_imported"] is False
@@ -84,6 +85,7 @@ def test_fresh_process_never_imported_the_project(saved_models):
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 @pytest.mark.parametrize("auto_name", HEADS)
+@pytest.mark.heavy
 def test_trust_remote_code_round_trip(saved_models, attention_type, auto_name):
     cases, expected, report = saved_models
     case = next(c for c in cases if c["folder"].endswith(f"{attention_type}/{auto_name}"))
@@ -104,6 +106,7 @@ def test_trust_remote_code_round_trip(saved_models, attention_type, auto_name):
         assert torch.equal(got, want)
 
 
+@pytest.mark.heavy
 def test_fresh_load_script_reports_code_that_needs_the_project(tmp_path):
     folder = tmp_path / "needs-symbert"
     symbert.SymBertForMaskedLM(tiny_config("original")).save_pretrained(folder)
@@ -131,6 +134,7 @@ def test_fresh_load_script_reports_code_that_needs_the_project(tmp_path):
         fresh_load.parse_arguments(["a", "b", "c", "--auto_class", "AutoModel", "AutoModelForMaskedLM"])
 
 
+@pytest.mark.heavy
 def test_native_auto_classes_without_remote_code(saved_models):
     cases, expected, _ = saved_models
     folder = next(c["folder"] for c in cases if c["folder"].endswith("pairwise/AutoModelForMaskedLM"))

@@ -23,7 +23,7 @@ from conftest import tiny_config
 from symbert import ATTENTION_TYPES
 from symbert.tools.onnx_export import OUTPUT_NAMES, export_onnx, max_difference
 
-heavy = pytest.mark.skipif(not os.environ.get("SYMBERT_HEAVY_TESTS"), reason="set SYMBERT_HEAVY_TESTS=1 to run")
+opt_in = pytest.mark.skipif(not os.environ.get("SYMBERT_HEAVY_TESTS"), reason="set SYMBERT_HEAVY_TESTS=1 to run")
 
 WORDS = "the a cat dog sat ran on under mat house big small red blue is was paris france capital of city river".split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
@@ -145,7 +145,7 @@ def test_onnx_export_matches_pytorch(attention_type, head, tmp_path):
     check_onnx_export(attention_type, head, tmp_path, dynamo=False)
 
 
-@heavy
+@opt_in
 @pytest.mark.parametrize("head", ["model", "sequence-classification"])
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 def test_onnx_dynamo_export_matches_pytorch(attention_type, head, tmp_path):
@@ -194,6 +194,7 @@ def compiled_step_matches_eager(attention_type, backend):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_mlm_compiles_without_graph_breaks(attention_type):
     torch._dynamo.reset()
     model = symbert.SymBertForMaskedLM(symbert_config(attention_type)).train()
@@ -204,6 +205,7 @@ def test_mlm_compiles_without_graph_breaks(attention_type):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_recipe_training_step_compiles_once_for_every_type(attention_type):
     """The compiled recipe path: dropout on, static sparse prediction. Batches with other masks and other numbers of
     masked tokens reuse the first graph (a recompile raises), with the losses of the same model run eagerly."""
@@ -226,7 +228,7 @@ def test_recipe_training_step_compiles_once_for_every_type(attention_type):
             torch.testing.assert_close(loss, model(**batch).loss, atol=1e-5, rtol=1e-5)
 
 
-@heavy
+@opt_in
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
 def test_mlm_inductor_forward_backward(attention_type):
     torch._dynamo.reset()
@@ -316,6 +318,7 @@ def pipeline_runs(tokenizer, tmp_path_factory):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_fill_mask_pipeline(pipeline_runs, attention_type):
     run = pipeline_runs[attention_type, "fill-mask"]
     position = run["input_ids"].tolist().index(VOCAB.index("[MASK]"))
@@ -326,6 +329,7 @@ def test_fill_mask_pipeline(pipeline_runs, attention_type):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_text_classification_pipeline(pipeline_runs, attention_type):
     run = pipeline_runs[attention_type, "text-classification"]
     expected = {LABELS[i]: p for i, p in enumerate(probabilities(run["outputs"].logits[0]).tolist())}
@@ -333,6 +337,7 @@ def test_text_classification_pipeline(pipeline_runs, attention_type):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_token_classification_pipeline(pipeline_runs, attention_type):
     run = pipeline_runs[attention_type, "token-classification"]
     expected = probabilities(run["outputs"].logits[0, 1:-1])  # the pipeline skips [CLS] and [SEP]
@@ -343,6 +348,7 @@ def test_token_classification_pipeline(pipeline_runs, attention_type):
 
 @pytest.mark.skipif(not HAS_QA_PIPELINE, reason="this transformers has no question-answering pipeline (dropped in 5.3)")
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_question_answering_pipeline(pipeline_runs, attention_type):
     answers = pipeline_runs[attention_type, "question-answering"]["result"]
     scores = [a["score"] for a in answers]
@@ -353,6 +359,7 @@ def test_question_answering_pipeline(pipeline_runs, attention_type):
 
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+@pytest.mark.heavy
 def test_feature_extraction_pipeline(pipeline_runs, attention_type):
     run = pipeline_runs[attention_type, "feature-extraction"]
     torch.testing.assert_close(run["result"], run["outputs"].last_hidden_state, atol=0, rtol=0)

@@ -4,12 +4,12 @@ on exactly the Trainer's eval masks."""
 import json
 import math
 import os
-import random
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from conftest import run_args, tiny_corpus, tiny_sentences
 from symbert.training import data
 from symbert.training.evaluation import FILL_MASK_SENTENCES, masked_token_scores, saved_model_scores, unigram_baseline
 from symbert.training.pretrain import main, set_torch_threads
@@ -63,46 +63,13 @@ def test_masked_token_scores_skip_the_padding_rows_of_a_fixed_prediction_count()
 def train_main_job(tmp_path):
     """The main job (cpu-demo recipe) on a tiny corpus and tokenizer, 6 steps; returns its output folder."""
     words = "the a river man house walked slowly along bank old night water road looked said went came saw".split()
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
-    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
-    data.train_wordpiece(lines, vocab_size=100).save_pretrained(tmp_path / "tokenizer")
+    tiny_corpus(tmp_path, tiny_sentences(300, words, longest=20), vocab_size=100)
     output_dir = tmp_path / "run"
-    main(
-        [
-            "--recipe",
-            "cpu-demo",
-            "--output_dir",
-            str(output_dir),
-            "--train_files",
-            str(tmp_path / "train.txt"),
-            "--tokenizer",
-            str(tmp_path / "tokenizer"),
-            "--max_seq_length",
-            "32",
-            "--eval_blocks",
-            "8",
-            "--per_device_train_batch_size",
-            "4",
-            "--max_steps",
-            "6",
-            "--warmup_steps",
-            "2",
-            "--eval_steps",
-            "6",
-            "--save_steps",
-            "100",
-            "--logging_steps",
-            "2",
-            "--report_to",
-            "none",
-            "--disable_tqdm",
-            "true",
-        ]
-    )
+    main(run_args(tmp_path, output_dir, max_steps=6, eval_steps=6, save_steps=100, eval_on_start=None, data_seed=None))
     return output_dir
 
 
+@pytest.mark.heavy
 def test_report_scores_the_trainers_eval_masks(tmp_path, capsys):
     output_dir = train_main_job(tmp_path)
     printed = capsys.readouterr().out
@@ -140,6 +107,7 @@ def test_torch_threads_are_the_idle_cores(monkeypatch, load, threads):
         torch.set_num_threads(before)
 
 
+@pytest.mark.heavy
 def test_the_report_scores_what_training_built(tmp_path, monkeypatch):
     """The end-of-run report takes the tokenizer, blocks and masks that training built: the corpus is read and
     tokenised once (only the fill-mask check loads the saved folder, in a fresh process)."""

@@ -14,12 +14,13 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import run_args
 from symbert.cli import UserError
 from symbert.training import data, prepared
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 from test_data_resume import resume_args, two_file_corpus  # noqa: F401  (a fixture)
-from test_pretrain import assert_same_training, corpus, run_args  # noqa: F401  (a fixture)
+from test_pretrain import assert_same_training
 
 
 def prepare(args):
@@ -27,7 +28,8 @@ def prepare(args):
     return prepared.prepare(data_args, training_args.output_dir, seed=training_args.seed)
 
 
-def test_training_from_prepared_blocks_equals_training_from_the_texts(corpus, tmp_path):  # noqa: F811
+@pytest.mark.heavy
+def test_training_from_prepared_blocks_equals_training_from_the_texts(corpus, tmp_path):
     manifest = prepare(run_args(corpus, tmp_path / "blocks", "--num_proc", "2"))
     assert manifest["block_length"] == 32 and manifest["held_out"]["blocks"] == 8
     assert sorted(path.name for path in (tmp_path / "blocks").iterdir()) == [
@@ -74,13 +76,13 @@ def test_a_stream_is_prepared_in_one_shard_per_process(two_file_corpus, tmp_path
 
 
 @pytest.fixture(scope="module")
-def prepared_folder(tmp_path_factory, corpus):  # noqa: F811
+def prepared_folder(tmp_path_factory, corpus):
     folder = tmp_path_factory.mktemp("prepared") / "blocks"
     prepare(run_args(corpus, folder))
     return folder
 
 
-def blocks_run_args(corpus, folder, output_dir, *extra):  # noqa: F811
+def blocks_run_args(corpus, folder, output_dir, *extra):
     args = run_args(corpus, output_dir, "--blocks_dir", str(folder), *extra)
     return [arg for arg in args if arg not in ("--train_files", str(corpus / "train.txt"))]
 
@@ -93,13 +95,13 @@ def blocks_run_args(corpus, folder, output_dir, *extra):  # noqa: F811
     ],
     ids=["block length", "vocabulary"],
 )
-def test_a_folder_that_does_not_match_the_run_is_refused(corpus, prepared_folder, tmp_path, extra, message):  # noqa: F811
+def test_a_folder_that_does_not_match_the_run_is_refused(corpus, prepared_folder, tmp_path, extra, message):
     with pytest.raises(UserError, match=message):
         pretrain(*parse_arguments(blocks_run_args(corpus, prepared_folder, tmp_path / "run", *extra)))
     assert not (tmp_path / "run").exists()
 
 
-def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_path):  # noqa: F811
+def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_path):
     other = tmp_path / "other-tokenizer"
     data.train_wordpiece(["completely different words here"] * 50, vocab_size=120).save_pretrained(other)
     args = blocks_run_args(corpus, prepared_folder, tmp_path / "run")
@@ -140,7 +142,7 @@ def edit_manifest(folder, field, value):
         "typed count",
     ],
 )
-def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage, message):  # noqa: F811
+def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage, message):
     folder = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(prepared_folder), str(folder)], check=True)
     damage(folder)
@@ -151,7 +153,7 @@ def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage,
 
 
 @pytest.mark.parametrize("name", ["train-00000.bin", "held_out.bin"])
-def test_an_id_past_the_tokenizer_is_refused(corpus, prepared_folder, tmp_path, name):  # noqa: F811
+def test_an_id_past_the_tokenizer_is_refused(corpus, prepared_folder, tmp_path, name):
     """A damaged shard's id in the range --pad_vocab_to_multiple_of adds (a padding row no token uses), named with
     the file and block: the held-out blocks when loaded, a training block when read."""
     folder = tmp_path / "copy"
@@ -171,14 +173,14 @@ def test_an_id_past_the_tokenizer_is_refused(corpus, prepared_folder, tmp_path, 
         train.rows([1])
 
 
-def test_an_existing_folder_is_never_prepared_into(corpus, prepared_folder):  # noqa: F811
+def test_an_existing_folder_is_never_prepared_into(corpus, prepared_folder):
     before = sorted(path.name for path in prepared_folder.iterdir())
     with pytest.raises(UserError, match="already exists and is not empty"):
         prepare(run_args(corpus, prepared_folder))
     assert sorted(path.name for path in prepared_folder.iterdir()) == before
 
 
-def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatch):  # noqa: F811
+def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatch):
     def full_disk(path, blocks, dtype):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
@@ -190,7 +192,8 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_path):  # noqa: F811
+@pytest.mark.heavy
+def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_path):
     driver = (
         "import os, signal, sys\n"
         "from symbert.training import prepared\n"
@@ -215,7 +218,7 @@ def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_
     assert sorted(os.listdir(tmp_path)) == ["blocks"] and manifest["held_out"]["blocks"] == 8
 
 
-def test_a_hub_dataset_streamed_is_prepared_by_row_group(corpus, tmp_path):  # noqa: F811
+def test_a_hub_dataset_streamed_is_prepared_by_row_group(corpus, tmp_path):
     """A dataset given by name (here a local folder in the Hub's layout: what load_dataset reads from the Hub after
     the download) of Parquet files, streamed: resharded by row group, split between two processes."""
     import pyarrow as pa
@@ -242,7 +245,7 @@ def test_a_stream_prepared_by_one_process_reads_back(two_file_corpus, tmp_path):
     assert shard["blocks"] * 32 * 2 == (tmp_path / "blocks" / shard["file"]).stat().st_size
 
 
-def test_a_second_preparation_into_the_same_folder_at_once_is_refused(corpus, tmp_path):  # noqa: F811
+def test_a_second_preparation_into_the_same_folder_at_once_is_refused(corpus, tmp_path):
     from filelock import FileLock
 
     with FileLock(tmp_path / ".blocks.prepare.lock"):  # as a preparation running in another process holds it

@@ -4,7 +4,6 @@ import csv
 import json
 import math
 import os
-import random
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ from scipy.stats import binom
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 from transformers.testing_utils import CaptureLogger
 
-from conftest import file_names, tiny_config
+from conftest import CORPUS_WORDS, file_names, run_args, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import data
@@ -27,60 +26,6 @@ from symbert.training.arguments import DataArguments, model_config, parse_argume
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
 from symbert.training.run_folder import STAGING_DIR, checkpoint_problem
 from test_parameter_counts import EXPECTED
-
-WORDS = (
-    "the a river man woman house walked slowly along bank old young city night morning light water stone road "
-    "looked said went came saw heard small great long dark bright quiet under over through before after"
-).split()
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """A small text file of random sentences and a WordPiece tokenizer trained on it."""
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 25))) + "." for _ in range(600)]
-    (root / "train.txt").write_text("\n".join(lines) + "\n")
-    data.train_wordpiece(lines, vocab_size=200).save_pretrained(root / "tokenizer")
-    return root
-
-
-def run_args(corpus, output_dir, *extra):
-    return [
-        "--recipe",
-        "cpu-demo",
-        "--output_dir",
-        str(output_dir),
-        "--train_files",
-        str(corpus / "train.txt"),
-        "--tokenizer",
-        str(corpus / "tokenizer"),
-        "--max_seq_length",
-        "32",
-        "--eval_blocks",
-        "8",
-        "--per_device_train_batch_size",
-        "4",
-        "--max_steps",
-        "8",
-        "--warmup_steps",
-        "2",
-        "--eval_steps",
-        "4",
-        "--save_steps",
-        "4",
-        "--logging_steps",
-        "2",
-        "--eval_on_start",
-        "false",
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
-        "--data_seed",
-        "42",
-        *extra,
-    ]
 
 
 def run_cli(args, *, launcher=(), kill_after_save_at=None, timeout=300):
@@ -446,6 +391,7 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     )
 
 
+@pytest.mark.heavy
 def test_comparison_mode(corpus, tmp_path, capsys):
     main(run_args(corpus, tmp_path, "--compare", "original,symmetric", "--max_steps", "4", "--save_steps", "100"))
     table = (tmp_path / "comparison.md").read_text()
@@ -466,6 +412,7 @@ class Interrupted(Exception):
     pass
 
 
+@pytest.mark.heavy
 def test_an_interrupted_comparison_resumes_and_reuses_the_finished_types(corpus, tmp_path, capsys, monkeypatch):
     """Run again, a comparison stopped while training its second type keeps the first (its folder holds
     training_summary.json: not trained again, its results reused), resumes the second and trains the third;
@@ -522,6 +469,7 @@ def test_embedded_corpus_ships_with_its_provenance(tmp_path):
     assert "public domain" in (data.EMBEDDED_CORPUS.parent / "SOURCE.md").read_text().lower()
 
 
+@pytest.mark.heavy
 def test_streaming_local_files(corpus, tmp_path):
     data_args = parse_arguments(run_args(corpus, tmp_path, "--streaming", "true"))[2]
     tokenizer = data.load_tokenizer(data_args)
@@ -586,6 +534,7 @@ def test_bad_input_stops_before_training_and_writes_nothing(corpus, tmp_path, ca
     assert contents(output_dir) == before
 
 
+@pytest.mark.heavy
 def test_overwrite_and_resume_checks(corpus, tmp_path):
     output_dir = tmp_path / "run"
     (output_dir / "checkpoint-1000").mkdir(parents=True)
@@ -616,7 +565,7 @@ def test_overwrite_and_resume_checks(corpus, tmp_path):
 def test_a_text_longer_than_the_model_is_blocked_without_a_length_warning(corpus, tmp_path):
     """Texts are cut into blocks, never fed whole: transformers' "sequence length is longer than the specified
     maximum" warning would be noise (the main job printed it for a 550-token paragraph)."""
-    long_text = " ".join(WORDS * 40)  # far more than model_max_length tokens
+    long_text = " ".join(CORPUS_WORDS * 40)  # far more than model_max_length tokens
     (tmp_path / "long.txt").write_text(long_text + "\n" + "a short line.\n" * 50)
     tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer", model_max_length=64)
     data_args = DataArguments(train_files=[str(tmp_path / "long.txt")], max_seq_length=32, eval_blocks=2)

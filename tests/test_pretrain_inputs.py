@@ -17,6 +17,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainingArguments
 
+from conftest import train_tokenizer
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.training import data, evaluation
@@ -35,10 +36,9 @@ WORDS = "the a river man house walked slowly along bank old city night light wat
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tokenizer")
     rng = random.Random(0)
-    data.train_wordpiece([" ".join(rng.choices(WORDS, k=12)) for _ in range(200)], vocab_size=100).save_pretrained(root)
-    return root
+    lines = [" ".join(rng.choices(WORDS, k=12)) for _ in range(200)]
+    return train_tokenizer(tmp_path_factory.mktemp("tokenizer"), lines, vocab_size=100)
 
 
 def sentences(count, seed=0):
@@ -199,6 +199,7 @@ def test_shortest_block_is_the_one_with_a_masked_token_on_average(tmp_path):
             parse(shortest - 1)
 
 
+@pytest.mark.heavy
 def test_command_prints_one_line_and_exits_2(tmp_path):
     output_dir = tmp_path / "never"
     result = subprocess.run(
@@ -336,6 +337,7 @@ def test_vocabulary_padded_to_a_multiple(tmp_path):
         config("--pad_vocab_to_multiple_of", "64", "--config_overrides", '{"vocab_size": 150}')
 
 
+@pytest.mark.heavy
 def test_padded_vocabulary_run_never_inputs_the_extra_ids(tmp_path, tokenizer_dir):
     (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
     output_dir = tmp_path / "run"
@@ -557,6 +559,7 @@ def test_unknown_tokenizer_path_is_a_user_error(tmp_path, capsys, monkeypatch):
 # --- the cached tokenizer --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_truncated_tokenizer_cache_is_rebuilt_and_the_run_works(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
     run_args = args(
@@ -602,6 +605,7 @@ def test_unwritable_tokenizer_cache_is_named(tmp_path, monkeypatch):
         data.load_tokenizer(data_args)
 
 
+@pytest.mark.heavy
 def test_bare_command_defaults_fit_the_embedded_corpus(tmp_path, monkeypatch):
     """`symbert-pretrain` with no arguments: 512-token blocks of the embedded corpus, 200 of them held out."""
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
@@ -688,6 +692,7 @@ def test_an_attention_type_in_the_overrides_that_disagrees_is_refused(output_dir
 
 
 @pytest.mark.parametrize("named", [[], ["--attention_type", "pairwise"]], ids=["overrides only", "both, equal"])
+@pytest.mark.heavy
 def test_the_summary_and_labels_name_the_type_trained(tmp_path, tokenizer_dir, capsys, named):
     (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
     output_dir = tmp_path / "run"
@@ -839,6 +844,7 @@ def test_records_without_text_in_a_stream_are_named_or_counted(tmp_path, tokeniz
     )
 
 
+@pytest.mark.heavy
 def test_a_corpus_with_records_without_text_is_refused_or_skipped_with_their_count(
     tmp_path, tokenizer_dir, capsys, monkeypatch
 ):
@@ -995,6 +1001,7 @@ def test_a_summary_with_or_without_warmup_ratio_is_compared(
         assert "holds a finished run of other settings than this comparison: warmup_ratio is 0.1 there" in line
 
 
+@pytest.mark.heavy
 def test_staging_folders_left_as_files_are_removed(tmp_path, output_dir, tokenizer_dir):
     (tmp_path / "a.txt").write_text("\n".join(sentences(300)))
     for name in (".checkpoint-in-progress", ".final-model-in-progress"):

@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import random
 import re
 import shutil
 import statistics
@@ -24,7 +23,7 @@ from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x r
 from huggingface_hub.utils.sha import git_hash
 from safetensors.torch import load_file, save_file
 
-from conftest import file_names
+from conftest import file_names, run_args, tiny_corpus, tiny_sentences
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
@@ -35,8 +34,10 @@ from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import bert_export
-from symbert.training import data, glue_scoring
+from symbert.training import glue_scoring
 from symbert.training.pretrain import main as pretrain
+
+pytestmark = pytest.mark.heavy
 
 NAMESPACE = "symbert-test"
 SEEDS = ["1", "2", "3"]
@@ -125,47 +126,9 @@ def write_results(model_folder, path, offset=0.0, sha=None, data="nyu-mll/glue")
 def family(tmp_path_factory):
     """Two tiny pre-trained models (original, pairwise) with checkpoints and their GLUE results, released with
     `--push` against a recording stand-in for HfApi (the dry-run path is the tiny random test's)."""
-    root = tmp_path_factory.mktemp("family")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(300)]
-    (root / "train.txt").write_text("\n".join(lines) + "\n")
-    data.train_wordpiece(lines, vocab_size=120).save_pretrained(root / "tokenizer")
-    pretrain(
-        [
-            "--recipe",
-            "cpu-demo",
-            "--output_dir",
-            str(root / "runs"),
-            "--compare",
-            "original,pairwise",
-            "--train_files",
-            str(root / "train.txt"),
-            "--tokenizer",
-            str(root / "tokenizer"),
-            "--max_seq_length",
-            "32",
-            "--eval_blocks",
-            "4",
-            "--per_device_train_batch_size",
-            "4",
-            "--max_steps",
-            "2",
-            "--warmup_steps",
-            "1",
-            "--eval_steps",
-            "2",
-            "--save_steps",
-            "1",
-            "--logging_steps",
-            "1",
-            "--eval_on_start",
-            "false",
-            "--report_to",
-            "none",
-            "--disable_tqdm",
-            "true",
-        ]
-    )
+    root = tiny_corpus(tmp_path_factory.mktemp("family"), tiny_sentences(300, WORDS, longest=20), vocab_size=120)
+    steps = dict(max_steps=2, warmup_steps=1, eval_steps=2, save_steps=1, logging_steps=1)
+    pretrain(run_args(root, root / "runs", compare="original,pairwise", eval_blocks=4, **steps, data_seed=None))
     results = {
         kind: write_results(root / "runs" / kind, root / "glue" / kind / "glue_results.json", offset=i)
         for i, kind in enumerate(("original", "pairwise"))

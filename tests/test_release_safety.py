@@ -24,6 +24,7 @@ from huggingface_hub import HfApi
 from safetensors.torch import load_file, save_file
 from transformers import TrainingArguments
 
+from conftest import tiny_sentences
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation, values
@@ -120,9 +121,7 @@ def pickles(folder):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("release-safety")
-    rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "." for _ in range(200)]
-    tokenizer = data.train_wordpiece(lines, vocab_size=120)
+    tokenizer = data.train_wordpiece(tiny_sentences(200, WORDS, longest=20), vocab_size=120)
     marker = root / "unpickled"
     folder = fake_run(root / "runs" / "tiny-original", tokenizer, marker)
     write_results(folder, root / "glue" / "glue_results.json")
@@ -253,6 +252,7 @@ def test_staging_folder_stays_inside_output_dir(tmp_path):
     assert tree(outside) == {"main/keep.txt": b"mine"} and tree(output / "mine") == {"main/keep.txt": b"mine"}
 
 
+@pytest.mark.heavy
 def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     main = staged.output / "symbert-tiny-original" / "main"
     folders = {name: shutil.copytree(main, tmp_path / name) for name in ("changed", "extra-code", "pickled")}
@@ -289,6 +289,7 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     validation.validate(staged.stages)  # the untouched staged folders pass
 
 
+@pytest.mark.heavy
 def test_validation_refuses_a_changed_config(run, staged, tmp_path):
     """The staged config.json must hold what staging wrote (the source's, copied): a key added (which loads and gives
     the same logits, so only this check sees it), changed (auto_map pointing at code elsewhere) or removed is refused,
@@ -337,6 +338,7 @@ def test_validation_refuses_a_changed_config(run, staged, tmp_path):
     validation.validate(staged.stages)  # the untouched staged folders (main and step-1) pass
 
 
+@pytest.mark.heavy
 def test_validation_refuses_a_bert_export_that_is_not_main_as_plain_bert(run, staged, tmp_path):
     """The `bert` stage: one weight changed (its provenance updated to match, so only the fresh process's outputs on
     the fixed batch can tell), main's code added, an auto_map added; the last two are not loaded at all."""
@@ -424,6 +426,7 @@ def run_release(arguments, **env):
     )
 
 
+@pytest.mark.heavy
 def test_push_without_a_reachable_hub_is_one_line(run, tmp_path):
     endpoint = f"http://127.0.0.1:{unused_port()}"
     result = run_release(release_args(run.folder, run, tmp_path / "staged", "--push"), HF_ENDPOINT=endpoint)

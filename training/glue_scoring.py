@@ -1,6 +1,6 @@
 """GLUE scoring: a pair's metrics and scores, the baselines of a predictor that learned nothing and the "did not
 learn" flag, the aggregates over seeds (the GLUE score), and the results file built from the finished pairs
-(glue_results.json, schema: training/GLUE_RESULTS.md, and glue_results.md)."""
+(glue_results.json, schema: docs/glue-results.md, and glue_results.md)."""
 
 import statistics
 from collections.abc import Callable
