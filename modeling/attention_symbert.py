@@ -125,6 +125,14 @@ class SymBertSelfAttention(nn.Module):
         return 1.0
 
     @classmethod
+    def initial_score_moments(cls, config):
+        """(mean, variance) at initialisation of one score between two different tokens, and the mean of a token's
+        score with itself: for layer inputs of independent unit-variance entries (LayerNorm's output), weights
+        N(0, σ²) with σ = `initializer_range` and zero biases. BERT's: the query and key are independent
+        N(0, hσ²) channels, d products scaled by 1/√d, so the variance is h²σ⁴ and both means are 0."""
+        return {"mean": 0.0, "variance": (config.hidden_size * config.initializer_range**2) ** 2, "self_mean": 0.0}
+
+    @classmethod
     def implementation_choices(cls, config):
         """open_choices as `config` sets them, for its model card."""
         return list(cls.open_choices)
@@ -405,6 +413,20 @@ class SymBertGroupedQuerySelfAttention(SymBertOriginalSelfAttention):
         return converted
 
 
+def same_projection_score_moments(config):
+    """Initial score moments where the key is the query's projection (symmetric; shared, symmetric_init and pairwise
+    with S = I at initialisation): a score between two tokens sums d products of channels that share one weight column,
+    σ⁴(h² + (d + 1)h); a token's score with itself is |q|²/√d, whose mean √d·hσ² is not 0: each token starts
+    attending to itself more than to the others."""
+    hidden, variance = config.hidden_size, config.initializer_range**2
+    head_size = hidden // config.num_attention_heads
+    return {
+        "mean": 0.0,
+        "variance": variance**2 * (hidden**2 + (head_size + 1) * hidden),
+        "self_mean": head_size**0.5 * hidden * variance,
+    }
+
+
 class SymBertSymmetricSelfAttention(SymBertSelfAttention):
     """Courtois et al.: K is Q (same weight and bias), so each head's score matrix Q·Qᵀ is symmetric."""
 
@@ -427,6 +449,10 @@ class SymBertSymmetricSelfAttention(SymBertSelfAttention):
         query = self.split_heads(self.query(hidden_states))
         return query, query, self.split_heads(self.value(hidden_states))
 
+    @classmethod
+    def initial_score_moments(cls, config):
+        return same_projection_score_moments(config)
+
     def bert_projections(self):
         query = _float64(self.query)
         return _projection_tensors(query, query, _float64(self.value))
@@ -442,11 +468,19 @@ class SymBertSymmetricSelfAttention(SymBertSelfAttention):
 
 class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
     """Courtois et al.: score Q·S·Qᵀ with a learned, unconstrained d×d matrix S per head.
-    S is folded into the query, (Q·S, Q, V), so fused attention kernels apply."""
+    S is folded into the query, (Q·S, Q, V), so fused attention kernels apply.
+
+    The paper's released code (github.com/mcrts/ACL2024-SymmetricAttentionBert, plpi/src/plpi/models/bert/
+    modeling_bert.py) creates S as `nn.Parameter(torch.randn(heads, d, d))`: i.i.d. N(0, 1), not scaled by d or
+    `initializer_range`, no bias, unconstrained, left alone by BERT's `_init_weights`, with weight decay; it scores
+    (Q·S)·Qᵀ/√d with K = Q including the bias. `pairwise_init="normal"` (the default) is that initialisation and
+    scale; `"identity"` (this project's, not the paper's) starts the type equal to `symmetric`. N(0, 1) makes the
+    initial scores' variance σ⁴(d·h² + 2h), about d times BERT's h²σ⁴ (`initial_score_moments`): BERT-base's
+    pairwise attention starts sharp (a score's standard deviation 2.5 against BERT's 0.31)."""
 
     symmetric_by_construction = False
     train_speed_target = 1.05
-    study_variants = ({"pairwise_init": "identity"},)  # at small head sizes N(0, 1) and the identity differ widely
+    study_variants = ({"pairwise_init": "identity"},)  # the two start d·h/(h + d + 1) times apart in score variance
     formula = (
         "Head i scores `[Q]_i S_i [Q]_iᵀ / √d` with a learned, unconstrained d×d matrix S_i per head and layer (K is "
         "Q, as in `symmetric`, but S_i makes the score asymmetric); values `[V]_i` as in BERT. 2h² + 2h + h²/n "
@@ -454,7 +488,8 @@ class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
     )
     open_choices = (
         "S_i is unconstrained (not symmetric), one per head and layer.",
-        "S_i is initialised {pairwise_init}; the paper's text leaves this open, its own runs used i.i.d. N(0, 1).",
+        "S_i is initialised {pairwise_init}; the paper's text leaves this open, its released code draws S_i i.i.d. "
+        "from N(0, 1) (`torch.randn`, not rescaled afterwards) and scores (Q·S_i)·Qᵀ/√d.",
     )
 
     @classmethod
@@ -471,6 +506,16 @@ class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
     def project(self, hidden_states):
         query = self.split_heads(self.query(hidden_states))
         return torch.matmul(query, self.pairwise), query, self.split_heads(self.value(hidden_states))
+
+    @classmethod
+    def initial_score_moments(cls, config):
+        if config.pairwise_init == "identity":
+            return same_projection_score_moments(config)
+        # Σ_ab q_a S_ab q'_b: d² terms of variance (hσ²)² (d·h² σ⁴ after the 1/√d), plus the weight columns q and q'
+        # share; S's zero mean takes away a token's preference for itself
+        hidden, variance = config.hidden_size, config.initializer_range**2
+        head_size = hidden // config.num_attention_heads
+        return {"mean": 0.0, "variance": variance**2 * (head_size * hidden**2 + 2 * hidden), "self_mean": 0.0}
 
     def bert_projections(self):
         # head i's query q_i·S_i = x·(S_iᵀ W_i)ᵀ + b_i·S_i: S folds into the query side, the key is Q as in symmetric
@@ -530,6 +575,10 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
         self.scale_q = nn.Parameter(torch.empty(self.all_head_size))
         self.scale_k = nn.Parameter(torch.empty(self.all_head_size))
         self.scale_v = nn.Parameter(torch.empty(self.all_head_size))
+
+    @classmethod
+    def initial_score_moments(cls, config):
+        return same_projection_score_moments(config)  # δ_q = δ_k = 1: the key is the query
 
     def project(self, hidden_states):
         # (U⊙δ_q)·(U⊙δ_k)ᵀ = (U⊙δ_q⊙δ_k)·Uᵀ: the kernel reads U itself as the key, and one product fewer is made.
@@ -665,6 +714,13 @@ class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=0.0, std=self.config.initializer_range)
 
+    @classmethod
+    def initial_score_moments(cls, config):
+        # q̃ + e^Q against k̃: e^Q ~ N(0, σ²) adds σ² to the query's hσ²; e^K shifts each query's scores by one
+        # constant, which softmax removes, so the scores that count are the kernel's (q̃ + e^Q)·k̃
+        hidden, variance = config.hidden_size, config.initializer_range**2
+        return {"mean": 0.0, "variance": hidden * (hidden + 1) * variance**2, "self_mean": 0.0}
+
     @staticmethod
     def combine_with_embedding(weight, bias, embedding):
         # x·W̃ᵀ + b̃ + e_i: the weight is shared, the embedding is head i's bias (exact for e^K and e^V too)
@@ -694,6 +750,12 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
 
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=1.0, std=self.config.initializer_range)
+
+    @classmethod
+    def initial_score_moments(cls, config):
+        # q̃⊙e^Q against k̃⊙e^K with e ~ N(1, σ²): each factor's second moment 1 + σ²
+        hidden, variance = config.hidden_size, config.initializer_range**2
+        return {"mean": 0.0, "variance": (hidden * variance * (1 + variance)) ** 2, "self_mean": 0.0}
 
     @staticmethod
     def combine_with_embedding(weight, bias, embedding):
@@ -728,6 +790,10 @@ class SymBertSymmetricInitSelfAttention(SymBertOriginalSelfAttention):
     def __init__(self, config, layer_idx=None):
         super().__init__(config, layer_idx)
         self.key = LinearStartingAs(self.query)  # same place among the children: initialised after the query
+
+    @classmethod
+    def initial_score_moments(cls, config):
+        return same_projection_score_moments(config)
 
 
 class LinearStartingAs(nn.Linear):
@@ -779,6 +845,15 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
         # CODEPATH: no_query models take "paper" (1/(2√d), the default) unless the config sets "standard" (1/√d);
         # a loaded checkpoint takes the setting saved in its config.json.
         return 0.5 if config.no_query_scaling == "paper" else 1.0
+
+    @classmethod
+    def initial_score_moments(cls, config):
+        # the query is the input itself (unit variance), so one factor σ² fewer than the other types: c²·hσ²
+        return {
+            "mean": 0.0,
+            "variance": cls.score_scale(config) ** 2 * config.hidden_size * config.initializer_range**2,
+            "self_mean": 0.0,
+        }
 
     def project(self, hidden_states):
         return (

@@ -224,3 +224,40 @@ def test_num_key_value_heads_is_checked():
         ):
             tiny_config("gqa", num_key_value_heads=bad)
     assert model_for("gqa").bert.encoder.layer[0].attention.self.num_key_value_groups == 2  # default: 1 of 2 heads
+
+
+SCORE_SCALE_CASES = [(kind, {}) for kind in SYMBERT_SELF_ATTENTION_CLASSES] + [
+    ("pairwise", {"pairwise_init": "identity"}),
+    ("no_query", {"no_query_scaling": "standard"}),
+]
+
+
+@pytest.mark.parametrize("heads", [8, 2], ids=["d=16", "d=64"])
+@pytest.mark.parametrize(("attention_type", "setting"), SCORE_SCALE_CASES, ids=lambda case: str(case or ""))
+def test_initial_score_moments_are_each_types_formula(attention_type, setting, heads):
+    """Each class's initial_score_moments against the scores its module computes at initialisation, on LayerNorm'd
+    inputs: the variance of a score between two tokens within 12%, a token's mean score with itself within 10% (or
+    near 0 where the formula says 0)."""
+    config = tiny_config(attention_type, num_hidden_layers=1, num_attention_heads=heads, initializer_range=0.05)
+    config.update(setting)
+    expected = SYMBERT_SELF_ATTENTION_CLASSES[attention_type].initial_score_moments(config)
+    others, selves = [], []
+    for seed in range(32):
+        torch.manual_seed(seed)
+        attention = SymBertForMaskedLM(config).bert.encoder.layer[0].attention.self
+        inputs = torch.nn.functional.layer_norm(torch.randn(4, 32, config.hidden_size), (config.hidden_size,))
+        with torch.no_grad():
+            query, key, _ = attention.project(inputs)
+            key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)  # gqa, mhe: the kernel's sharing
+            scores = query @ key.transpose(-1, -2) * attention.scaling
+        same_token = torch.eye(32, dtype=torch.bool)
+        others.append(scores[..., ~same_token].flatten())
+        selves.append(scores[..., same_token].flatten())
+    others, selves = torch.cat(others), torch.cat(selves)
+    assert others.var().item() == pytest.approx(expected["variance"], rel=0.12)
+    spread = expected["variance"] ** 0.5
+    assert abs(others.mean().item() - expected["mean"]) < 0.05 * spread
+    if expected["self_mean"]:
+        assert selves.mean().item() == pytest.approx(expected["self_mean"], rel=0.1)
+    else:
+        assert abs(selves.mean().item()) < 0.2 * spread
