@@ -1,7 +1,7 @@
 """The initial score scale of every attention type, from each class's `initial_score_moments`: a Markdown table of
 the standard deviation of a score between two tokens at initialisation (and, where the key is the query, a token's
 mean score with itself), at the shapes the studies and recipes use. No training: the numbers are the formulas
-(tests/test_attention.py checks each against the scores its module computes).
+(tests/modeling/test_attention.py checks each against the scores its module computes).
 
     python benchmarks/score_scale.py
 """

@@ -446,7 +446,7 @@ def check_arguments(
     os.environ[LAUNCHER_PRECISION_VARIABLE] = "no" if precision == "fp32" else precision
     updates["optim"] = optimizer_for(device, training_args.optim, "optim" in named)
     if "ddp_find_unused_parameters" not in named:
-        # Every parameter of every attention type gets a gradient in each step (tests/test_distributed_engines.py);
+        # Every parameter of every attention type gets a gradient in each step (tests/training/test_distributed_engines.py);
         # the Trainer's default (search, without gradient checkpointing) would traverse the graph after each forward.
         updates["ddp_find_unused_parameters"] = False
     return replace(training_args, **updates)

@@ -655,7 +655,7 @@ class ResumableMLMCollator(DataCollatorForLanguageModeling):
         self.generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
         if all(example.keys() == {"input_ids"} for example in examples):
             # Blocks of one length: the batch as the tokenizer's padding and special-token mask would make it, without
-            # their per-token Python loops (the same masks: tests/test_pretrain.py)
+            # their per-token Python loops (the same masks: tests/training/test_pretrain.py)
             input_ids = torch.from_numpy(ids)
             special = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids))
             batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}

@@ -448,7 +448,7 @@ def precision_trained(trainer: Trainer) -> str:
     """The precision a Trainer trains in, as accelerate applies it: its mixed precision where it autocasts, else fp32
     (accelerate takes a launcher's --mixed_precision when bf16 and fp16 are off, and autocasts fp16 on GPUs only: on
     a CPU, fp16 trains in fp32). Under DeepSpeed, which casts as its config says, the bf16 or fp16 that transformers
-    fills the config's "auto" with (tests/test_distributed_engines.py)."""
+    fills the config's "auto" with (tests/training/test_distributed_engines.py)."""
     if trainer.is_deepspeed_enabled:
         return precision_named(trainer.args)
     accelerator = trainer.accelerator

@@ -26,7 +26,7 @@ from symbert.training.arguments import model_config, parse_arguments
 from symbert.training.run_folder import checkpoint_problem
 from test_pretrain import LAUNCHERS
 
-ACCELERATE_DIR = Path(__file__).parent.parent / "training" / "accelerate"
+ACCELERATE_DIR = Path(__file__).parents[2] / "training" / "accelerate"
 FSDP2_CONFIG = ACCELERATE_DIR / "fsdp2.yaml"
 DEEPSPEED_CONFIG = ACCELERATE_DIR / "deepspeed_zero2.json"
 

@@ -308,7 +308,7 @@ def pipeline_runs(tokenizer, tmp_path_factory):
         "PYTHONPATH": "",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    compat = os.path.join(os.path.dirname(__file__), "compat")
+    compat = os.path.join(os.path.dirname(os.path.dirname(__file__)), "compat")
     command = [sys.executable, "-c", PIPELINE_RUNNER, compat, str(root / "cases.pt"), str(root / "runs.pt")]
     result = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -22,7 +22,7 @@ from symbert.tools.symmetry import analyse, symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import throughput_timing  # noqa: E402
 
 NAME = "kv_tied"

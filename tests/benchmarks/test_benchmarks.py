@@ -17,7 +17,7 @@ from scipy import stats
 from symbert import ATTENTION_TYPES
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import ablation  # noqa: E402
 import convergence  # noqa: E402
 import throughput  # noqa: E402
@@ -429,7 +429,7 @@ def test_a_killed_study_resumes_its_stopped_run_and_reuses_its_finished_ones(tmp
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=Path(__file__).parents[1],
+        cwd=Path(__file__).parents[2],
         env={**os.environ, "KILL_AFTER_SAVE": "symmetric:2", "TOKENIZERS_PARALLELISM": "false"},
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
@@ -608,7 +608,7 @@ print(libc.mallinfo2().hblkhd - before)
     mapped = {}
     for setting in ("keep", "release"):
         result = subprocess.run(
-            [sys.executable, "-c", script, setting], capture_output=True, text=True, cwd=Path(__file__).parents[1]
+            [sys.executable, "-c", script, setting], capture_output=True, text=True, cwd=Path(__file__).parents[2]
         )
         if "mallinfo2" in result.stderr:  # glibc older than 2.33, or not glibc
             pytest.skip("no mallinfo2 in this C library")

@@ -38,10 +38,10 @@ from test_integrations import SENTENCES, VOCAB, probabilities, save_with_tokeniz
 
 pytestmark = pytest.mark.heavy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FRESH_LOAD = ROOT / "modeling" / "tools" / "fresh_load.py"
 DOCS = ROOT / "docs" / "integrations.md"
-DOC_MARKER = "<!-- tests/test_bert_integrations.py runs this snippet as it is written here -->"
+DOC_MARKER = "<!-- tests/modeling/test_bert_integrations.py runs this snippet as it is written here -->"
 PROMPT = re.compile(r"custom code|trust_remote_code", re.IGNORECASE)  # transformers' question, or its refusal
 MASKED = "the cat [MASK] on the mat"
 
