@@ -1,13 +1,16 @@
 """Smoke runs of benchmarks/throughput.py and benchmarks/convergence.py on tiny settings, checked against hand-computed
 numbers (FLOP counts, saved-activation memory, steps to a target)."""
 
+import gzip
 import hashlib
+import io
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import ablation  # noqa: E402
 import convergence  # noqa: E402
+import second_corpus  # noqa: E402
 import throughput  # noqa: E402
 import throughput_timing  # noqa: E402
 
@@ -615,3 +619,74 @@ print(libc.mallinfo2().hblkhd - before)
         assert result.returncode == 0, result.stderr
         mapped[setting] = int(result.stdout.split()[-1])
     assert mapped["release"] >= 256 * 2**20 and mapped["keep"] == 0
+
+
+DOC_PAGE = """\
+.. _tut-intro:
+
+**********************
+An Informal Tutorial
+**********************
+
+.. index:: single: tutorial
+
+In the following examples, input and output are told apart by the presence or absence of :term:`prompts <prompt>`
+(``>>>`` and ``...``).  See the :func:`~os.path.join` function and `the FAQ <https://example.org>`_ [#]_ for more::
+
+   >>> print("not prose, but code")
+   not prose, but code
+
+.. note::
+   Comments in the examples are **not** part of the language, and they are *never* shown.
+
+* The first item of a list is a paragraph of its own.
+* The second item is one too, although no blank line parts them.
+
+.. code-block:: python
+
+   x = "This line is code in a directive, and it is not kept."
+
++------------+------------+
+| A table is | not prose. |
++------------+------------+
+
+Too short to keep.
+"""
+
+
+def synthetic_deb(pages: dict[str, str]) -> bytes:
+    """A .deb (an ar archive around data.tar.xz) holding `pages` under the documentation sources."""
+    tar_bytes = io.BytesIO()
+    with tarfile.open(fileobj=tar_bytes, mode="w:xz") as tar:
+        for page, text in pages.items():
+            info = tarfile.TarInfo(f"./{second_corpus.SOURCES}{page}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    archive = b"!<arch>\n"
+    for name, member in [("debian-binary", b"2.0\n"), ("data.tar.xz", tar_bytes.getvalue())]:
+        archive += f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(member):<10}`\n".encode() + member
+        archive += b"\n" * (len(member) % 2)
+    return archive
+
+
+def test_second_corpus_keeps_the_prose_of_a_package_it_builds(tmp_path, monkeypatch, capsys):
+    pages = {"tutorial/intro.rst.txt": DOC_PAGE, "license.rst.txt": "The licence is not part of the corpus at all."}
+    blob = synthetic_deb(pages)
+    assert list(second_corpus.documentation_pages(blob)) == [("tutorial/intro.rst.txt", DOC_PAGE)]
+    lines = second_corpus.build(blob, tmp_path / "docs")
+    assert lines == [
+        "In the following examples, input and output are told apart by the presence or absence of prompts (>>> and "
+        "...). See the join function and the FAQ for more:",
+        "Comments in the examples are not part of the language, and they are never shown.",
+        "The first item of a list is a paragraph of its own.",
+        "The second item is one too, although no blank line parts them.",
+    ]
+    assert gzip.decompress((tmp_path / "docs.txt.gz").read_bytes()).decode() == "\n".join(lines) + "\n"
+
+    (tmp_path / "other.deb").write_bytes(blob)  # not the pinned package: refused before anything is written
+    assert_one_line(second_corpus.main, ["--deb", "{deb}", "--output", "{out}"], "not " + second_corpus.DEB_SHA256,
+                    capsys, deb=tmp_path / "other.deb", out=tmp_path / "refused")  # fmt: skip
+    monkeypatch.setattr(second_corpus, "DEB_SHA256", hashlib.sha256(blob).hexdigest())
+    second_corpus.main(["--deb", str(tmp_path / "other.deb"), "--output", str(tmp_path / "built")])
+    assert (tmp_path / "built.txt.gz").read_bytes() == (tmp_path / "docs.txt.gz").read_bytes()
+    assert len(data.AutoTokenizer.from_pretrained(tmp_path / "built-wordpiece-8192")) > 5
