@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from scipy import stats
+from transformers import AutoTokenizer
 
 from symbert import ATTENTION_TYPES
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
@@ -689,4 +690,4 @@ def test_second_corpus_keeps_the_prose_of_a_package_it_builds(tmp_path, monkeypa
     monkeypatch.setattr(second_corpus, "DEB_SHA256", hashlib.sha256(blob).hexdigest())
     second_corpus.main(["--deb", str(tmp_path / "other.deb"), "--output", str(tmp_path / "built")])
     assert (tmp_path / "built.txt.gz").read_bytes() == (tmp_path / "docs.txt.gz").read_bytes()
-    assert len(data.AutoTokenizer.from_pretrained(tmp_path / "built-wordpiece-8192")) > 5
+    assert len(AutoTokenizer.from_pretrained(tmp_path / "built-wordpiece-8192")) > 5
