@@ -8,6 +8,7 @@ mean score with itself), at the shapes the studies and recipes use. No training:
 
 from symbert import SymBertConfig
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
+from symbert.cli import command_parser, run_command
 
 # (column title, size preset, config overrides): cpu-demo's shape, the same model with the paper's head size, and the
 # paper's small and base models with BERT's initialisation
@@ -39,13 +40,18 @@ def cell(moments: dict, reference: dict) -> str:
     return text + (f"; self {moments['self_mean']:.3g}" if moments["self_mean"] else "")
 
 
-def main() -> None:
+def print_table(argv: list[str]) -> None:
+    command_parser(__doc__.split("\n\n")[0]).parse_args(argv)  # no options: --help, and a one-line error for any
     table = rows()
     reference = next(moments for name, moments in table if name == "`original`")
     print("| type | " + " | ".join(title for title, _, _ in SHAPES) + " |")
     print("|---|" + "---:|" * len(SHAPES))
     for name, moments in table:
         print(f"| {name} | " + " | ".join(cell(m, r) for m, r in zip(moments, reference)) + " |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command(print_table, argv)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import ablation  # noqa: E402
 import convergence  # noqa: E402
+import score_scale  # noqa: E402
 import second_corpus  # noqa: E402
 import throughput  # noqa: E402
 import throughput_timing  # noqa: E402
@@ -691,3 +692,12 @@ def test_second_corpus_keeps_the_prose_of_a_package_it_builds(tmp_path, monkeypa
     second_corpus.main(["--deb", str(tmp_path / "other.deb"), "--output", str(tmp_path / "built")])
     assert (tmp_path / "built.txt.gz").read_bytes() == (tmp_path / "docs.txt.gz").read_bytes()
     assert len(AutoTokenizer.from_pretrained(tmp_path / "built-wordpiece-8192")) > 5
+
+
+def test_score_scale_table_is_each_types_formula_and_refuses_arguments(capsys):
+    score_scale.main([])
+    rows = {line.split(" | ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    # original is its own reference; pairwise's N(0, 1) S at d = 64: √(σ⁴(d·h² + 2h)) / (h·σ²), about √64 = 8
+    assert rows["| `original`"].count("(1×)") == 4
+    assert "3.69 (8×)" in rows["| `pairwise`"] and "self 3.69" in rows["| `symmetric`"]
+    assert_one_line(score_scale.main, ["--seeds", "3"], "unrecognized arguments: --seeds 3", capsys)
