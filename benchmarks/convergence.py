@@ -76,6 +76,9 @@ from symbert.training.summary import TrainingSummary
 SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens
 RUN_RECORD = "convergence_run.json"  # in OUTPUT_DIR: the training run's command, machine, wall time and load
 SUMMARY_FILE = TrainingSummary.FILE_NAME  # written last by a run: its presence marks the run as finished
+LATE_EXIT_SHARE = (
+    0.3  # a run's final loss is read past its plateau exit when at least this share of its steps follow it
+)
 
 
 def default_types():
@@ -365,6 +368,17 @@ def summarize(results, specs, seeds, targets, margin):
     return rows
 
 
+def late_plateau_exits(rows, seeds, max_steps, share=LATE_EXIT_SHARE):
+    """'TYPE seed S (step N)' or 'TYPE seed S (never)' for each run that leaves the plateau with less than `share` of
+    its steps to go: its final loss is read on the plateau or just past it."""
+    late = []
+    for row in rows:
+        for seed, step in zip(seeds, row["plateau_exit"]["per_seed"]):
+            if step is None or step > (1 - share) * max_steps:
+                late.append(f"{row['attention_type']} seed {seed} ({'never' if step is None else f'step {step:.0f}'})")
+    return late
+
+
 def format_mean_std(entry, fmt, num_seeds):
     if entry["mean_std"] is None:
         return "not reached"
@@ -519,6 +533,13 @@ def run_study(argv):
     baselines = {seed: results[reference, seed][1]["unigram"]["loss"] for seed in args.seeds}
     rows = summarize(results, args.types, args.seeds, targets, args.plateau_margin)
     absolute, paired = markdown_tables(rows, len(args.seeds))
+    late = late_plateau_exits(rows, args.seeds, training_args.max_steps)
+    late_text = (
+        f"Runs that leave the plateau with less than {LATE_EXIT_SHARE:.0%} of their {training_args.max_steps} steps to "
+        f"go, or never (their final loss is read on the plateau or just past it): {', '.join(late)}."
+        if late
+        else f"Every run leaves the plateau with at least {LATE_EXIT_SHARE:.0%} of its steps to go."
+    )
     command = run["command"] if run else shlex.join(["python", "benchmarks/convergence.py", *argv])
     train_minutes = sum(e["train_runtime"] for h, _ in results.values() for e in h if "train_runtime" in e) / 60
     report = "\n\n".join(
@@ -534,6 +555,7 @@ def run_study(argv):
             f"{target_source}: " + ", ".join(f"seed {seed}: {target:.4f}" for seed, target in targets.items()) + ".",
             "Mean ± std over seeds (a step metric over the seeds that reach it):",
             absolute,
+            late_text,
             "Steps are interpolated linearly between the two evaluations around each crossing. "
             f"Paired against `{reference}` on the same seeds: mean difference (type − {reference}) [95% confidence "
             "interval, Student's t over the per-seed differences], p-value of a two-sided paired t-test. A step "
@@ -557,6 +579,7 @@ def run_study(argv):
         "target_source": target_source,
         "seeds": args.seeds,
         "summary": rows,
+        "late_plateau_exits": late,
         "eval_loss_curves": {
             f"{spec} seed {seed}": dict(zip(*metric_series(history, "eval_loss")))
             for (spec, seed), (history, _) in results.items()

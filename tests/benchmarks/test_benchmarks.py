@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -24,6 +25,7 @@ from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import ablation  # noqa: E402
 import convergence  # noqa: E402
+import convergence_factor  # noqa: E402
 import score_scale  # noqa: E402
 import second_corpus  # noqa: E402
 import throughput  # noqa: E402
@@ -304,6 +306,68 @@ def test_convergence_summary_pairs_each_type_with_original_on_the_same_seeds():
     absolute, paired = convergence.markdown_tables(list(rows.values()), 3)
     assert "| symmetric | 14 ± 8 | 19 ± 0 (2/3 seeds) | 5.2000 ± 0.4000 | 21.33% ± 4.04% |" in absolute
     assert "| symmetric | -1 [-19, +17], p = 0.8 | -11 [-14, -8], p = 0.015 (2/3 seeds) | -0.1000 [" in paired
+    # 30 steps: an exit after step 21 leaves less than 30% of the run past it; symmetric's seed 2 leaves at 23.75
+    assert convergence.late_plateau_exits(list(rows.values()), [1, 2, 3], max_steps=30) == [
+        "symmetric seed 2 (step 24)"
+    ]
+    rows["symmetric"]["plateau_exit"]["per_seed"][0] = None
+    assert convergence.late_plateau_exits(list(rows.values()), [1, 2, 3], max_steps=40) == ["symmetric seed 1 (never)"]
+
+
+def study_record(path, exits_by_type):
+    """A convergence.json whose only metric with values is the plateau exit: {type: [exit per seed]}."""
+    rows = [
+        {"attention_type": name, **{metric: {"per_seed": list(exits) if metric == "plateau_exit" else [None] * len(exits)}
+                                    for metric in convergence.METRICS}}
+        for name, exits in exits_by_type.items()
+    ]  # fmt: skip
+    path.write_text(json.dumps({"summary": rows}))
+    return path
+
+
+def test_convergence_factor_compares_each_types_effect_across_two_studies(tmp_path, capsys):
+    books = study_record(tmp_path / "a.json", {"original": [800, 900, 700], "symmetric": [600, 650, 580]})
+    docs = study_record(tmp_path / "b.json", {"original": [360, 340, 380, 350], "symmetric": [420, 400, 450, 410]})
+    convergence_factor.main([f"books={books}", f"docs={docs}", "--output", str(tmp_path / "factor.md")])
+    table = capsys.readouterr().out
+    assert (tmp_path / "factor.md").read_text() == table
+    row = next(line for line in table.splitlines() if "plateau exit" in line)
+    first, second = [-200, -250, -120], [60, 60, 70, 60]  # per-seed differences to original
+    # Welch: the change of the mean effect, its interval on Welch-Satterthwaite degrees of freedom, and p
+    welch = stats.ttest_ind(second, first, equal_var=False)
+    change = sum(second) / 4 - sum(first) / 3
+    assert f"| +{change:.0f} [" in row and f"p = {welch.pvalue:.2g} |" in row
+    va, vb = statistics.variance(first) / 3, statistics.variance(second) / 4
+    half = stats.t.ppf(0.975, (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)) * (va + vb) ** 0.5
+    assert f"[+{change - half:.0f}, +{change + half:.0f}]" in row
+    assert "| flipped; p < 0.05 in both |" in row and "| -190 [-353, -27], p = 0.037 |" in row
+    assert next(line for line in table.splitlines() if "final eval loss" in line).count("–") == 4  # no values
+
+
+@pytest.mark.parametrize(
+    "studies, message",
+    [
+        (["books{a}"], "the following arguments are required"),
+        (["books{a}", "docs={b}"], "give it as LABEL=PATH"),
+        (["books={a}", "docs={missing}"], "missing.json does not exist"),
+        (["books={a}", "docs={text}"], "is not a readable JSON file"),
+        (["books={a}", "docs={other}"], "holds no convergence summary"),
+        (["books={a}", "books={a}"], "both studies are labelled 'books'"),
+        (["books={a}", "docs={reference}"], "different reference types: books 'original', docs 'symmetric'"),
+    ],
+)
+def test_convergence_factor_bad_input_is_one_line(studies, message, tmp_path, capsys):
+    paths = {
+        "a": study_record(tmp_path / "a.json", {"original": [1, 2], "symmetric": [1, 1]}),
+        "b": study_record(tmp_path / "b.json", {"original": [1, 2], "symmetric": [1, 1]}),
+        "reference": study_record(tmp_path / "r.json", {"symmetric": [1, 2], "original": [1, 1]}),
+        "missing": tmp_path / "missing.json",
+        "text": tmp_path / "text.json",
+        "other": tmp_path / "other.json",
+    }
+    paths["text"].write_text("not json")
+    paths["other"].write_text(json.dumps({"summary": []}))
+    assert_one_line(convergence_factor.main, studies, message, capsys, **paths)
 
 
 def test_convergence_default_types_are_the_registry_and_its_study_variants():
@@ -336,6 +400,7 @@ def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
     record = json.loads((summary / "convergence.json").read_text())
     curves = record["eval_loss_curves"]
     assert set(curves) == {"original seed 3", "symmetric seed 3"}
+    assert record["late_plateau_exits"] == ["original seed 3 (never)", "symmetric seed 3 (never)"]  # 2 steps
     assert list(curves["symmetric seed 3"]) == ["0", "1", "2"]  # eval on start, then every step
     # default target: original's final eval loss on the same seed
     original = curves["original seed 3"]
