@@ -9,9 +9,11 @@ other: the data differ).
         python_docs=benchmarks/results/convergence-cpu-d64-python-docs/convergence.json
 
 A step metric compares the seeds that reach it; "step to reach the target" is each study's own target (the
-reference's final loss there), so across studies of different lengths compare its sign, not its size.
+reference's final loss there), so across studies of different lengths compare its sign, not its size, and add
+`--loss_at_step N` to compare the eval loss at a step both studies evaluated (the shorter one's last, say).
 """
 
+import argparse
 import json
 import math
 import statistics
@@ -45,7 +47,37 @@ def parse_study(text: str) -> tuple[str, dict]:
         raise UserError(
             f"study {label}: {path} holds no convergence summary (benchmarks/convergence.py's convergence.json)"
         )
-    return label, {row["attention_type"]: row for row in rows}
+    curves = record.get("eval_loss_curves")
+    study = {"rows": {row["attention_type"]: row for row in rows}, "path": path}
+    return label, study | {"curves": curves, "seeds": record.get("seeds")}
+
+
+def add_loss_at_step(label: str, study: dict, step: int) -> None:
+    """Adds the metric LOSS_AT_STEP to each type's row: its eval loss at `step` per seed, in the study's seed order
+    (None for a run the study does not have), from the study's eval-loss curves ("TYPE seed N": {step: loss})."""
+    curves, seeds = study["curves"], study["seeds"]
+    if not isinstance(curves, dict) or not curves or not isinstance(seeds, list):
+        raise UserError(f"study {label}: {study['path']} has no eval-loss curves to read a loss at step {step} from")
+    for name, row in study["rows"].items():
+        per_seed = []
+        for seed in seeds:
+            key = f"{name} seed {seed}"
+            losses = curves.get(key)
+            if losses is None:
+                per_seed.append(None)
+                continue
+            if str(step) not in losses:
+                evaluated = sorted(int(at) for at in losses)
+                raise UserError(
+                    f"study {label}: {key} was not evaluated at step {step} "
+                    f"(its evaluations: every {evaluated[1] - evaluated[0] if len(evaluated) > 1 else '-'} steps "
+                    f"up to {evaluated[-1] if evaluated else '-'})"
+                )
+            per_seed.append(losses[str(step)])
+        row[LOSS_AT_STEP] = {"per_seed": per_seed}
+
+
+LOSS_AT_STEP = "loss_at_step"
 
 
 def per_seed_differences(row: dict, reference: dict, metric: str) -> list[float]:
@@ -81,8 +113,14 @@ def sign_verdict(effects: list[dict | None]) -> str:
     return f"{verdict}; p < 0.05 in {('neither', 'one', 'both')[significant]}"
 
 
-def comparison_table(studies: list[tuple[str, dict]]) -> str:
-    (label_a, rows_a), (label_b, rows_b) = studies
+def comparison_table(studies: list[tuple[str, dict]], loss_at_step: int | None = None) -> str:
+    (label_a, study_a), (label_b, study_b) = studies
+    rows_a, rows_b = study_a["rows"], study_b["rows"]
+    metrics = dict(METRICS)
+    if loss_at_step is not None:
+        for label, study in studies:
+            add_loss_at_step(label, study, loss_at_step)
+        metrics[LOSS_AT_STEP] = (f"eval loss at step {loss_at_step}", METRICS["final_eval_loss"][1])
     reference = next(iter(rows_a))
     if next(iter(rows_b)) != reference:
         raise UserError(
@@ -97,7 +135,7 @@ def comparison_table(studies: list[tuple[str, dict]]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name in shared:
-        for metric, (title, fmt) in METRICS.items():
+        for metric, (title, fmt) in metrics.items():
             first = per_seed_differences(rows_a[name], rows_a[reference], metric)
             second = per_seed_differences(rows_b[name], rows_b[reference], metric)
             change = welch_change(first, second)
@@ -120,14 +158,30 @@ def compare(argv: list[str]) -> None:
     parser = command_parser(__doc__.split("\n\n")[0])
     parser.add_argument("studies", nargs=2, metavar="LABEL=PATH", help="two convergence.json files, each with a label")
     parser.add_argument("--output", default=None, help="also write the table to this Markdown file")
+    parser.add_argument(
+        "--loss_at_step",
+        type=positive_int,
+        default=None,
+        help="add the eval loss at this step, read from both studies' curves (for studies of different lengths)",
+    )
     args = parser.parse_args(argv)
     studies = [parse_study(text) for text in args.studies]
     if studies[0][0] == studies[1][0]:
         raise UserError(f"both studies are labelled {studies[0][0]!r}: give each its own label")
-    table = comparison_table(studies)
+    table = comparison_table(studies, args.loss_at_step)
     print(table)
     if args.output:
         write_atomically(Path(args.output), lambda file: file.write(table + "\n"))
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a step: give a whole number of 1 or more")
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -344,6 +344,50 @@ def test_convergence_factor_compares_each_types_effect_across_two_studies(tmp_pa
     assert next(line for line in table.splitlines() if "final eval loss" in line).count("–") == 4  # no values
 
 
+def curves_record(path, final_losses, seeds, steps=(50, 100)):
+    """A convergence.json with eval-loss curves: each run's loss at the last step is its final_losses entry, and
+    half of it at the steps before."""
+    curves = {
+        f"{name} seed {seed}": {str(step): (loss if step == steps[-1] else loss / 2) for step in steps}
+        for name, losses in final_losses.items()
+        for seed, loss in zip(seeds, losses)
+    }
+    rows = [
+        {"attention_type": name, **{metric: {"per_seed": [None] * len(seeds)} for metric in convergence.METRICS}}
+        for name in final_losses
+    ]
+    path.write_text(json.dumps({"summary": rows, "seeds": seeds, "eval_loss_curves": curves}))
+    return path
+
+
+def test_convergence_factor_compares_the_loss_at_a_step_both_studies_evaluated(tmp_path, capsys):
+    # the seeds in a study's own order; a type without one seed's run pairs the others
+    short = curves_record(tmp_path / "a.json", {"original": [5.0, 6.0, 5.5], "symmetric": [4.5, 5.0, 5.3]}, [3, 1, 2])
+    long = curves_record(
+        tmp_path / "b.json", {"original": [4.0, 4.2, 4.4], "symmetric": [4.1, 4.4]}, [1, 2, 3], steps=(50, 100, 150)
+    )
+    convergence_factor.main([f"d16={short}", f"d64={long}", "--loss_at_step", "100"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if "eval loss at step 100" in line)
+    first = [4.5 - 5.0, 5.0 - 6.0, 5.3 - 5.5]
+    second = [(4.1 - 4.0) / 2, (4.4 - 4.2) / 2]  # step 100 is half the final loss in the longer study
+    assert f"| {sum(first) / 3:+.4f} [" in row and f"| {sum(second) / 2:+.4f} [" in row and "(2/3 seeds)" in row
+    assert f"| {sum(second) / 2 - sum(first) / 3:+.4f} [" in row and "| flipped;" in row
+    assert_one_line(
+        convergence_factor.main, [f"d16={short}", f"d64={long}", "--loss_at_step", "150"],
+        "study d16: original seed 3 was not evaluated at step 150 (its evaluations: every 50 steps up to 100)", capsys,
+    )  # fmt: skip
+    no_curves = study_record(tmp_path / "c.json", {"original": [1, 2], "symmetric": [1, 1]})
+    assert_one_line(
+        convergence_factor.main, [f"d16={short}", f"old={no_curves}", "--loss_at_step", "50"],
+        "has no eval-loss curves to read a loss at step 50 from", capsys,
+    )  # fmt: skip
+    for bad in ("0", "-5", "1.5", "x"):
+        assert_one_line(
+            convergence_factor.main, [f"d16={short}", f"d64={long}", "--loss_at_step", bad],
+            f"--loss_at_step: {bad!r} is not a step", capsys,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "studies, message",
     [
