@@ -66,14 +66,15 @@ def add_loss_at_step(label: str, study: dict, step: int) -> None:
             if losses is None:
                 per_seed.append(None)
                 continue
-            if str(step) not in losses:
-                evaluated = sorted(int(at) for at in losses)
+            loss = losses.get(str(step)) if isinstance(losses, dict) else None
+            if not isinstance(loss, (int, float)) or isinstance(loss, bool):
+                steps = sorted(int(at) for at in losses if at.isdigit()) if isinstance(losses, dict) else []
+                evaluated = f"steps {steps[0]} to {steps[-1]}" if steps else "no step"
                 raise UserError(
-                    f"study {label}: {key} was not evaluated at step {step} "
-                    f"(its evaluations: every {evaluated[1] - evaluated[0] if len(evaluated) > 1 else '-'} steps "
-                    f"up to {evaluated[-1] if evaluated else '-'})"
+                    f"study {label}: {key} has no eval loss at step {step} (its curve in {study['path']} covers "
+                    f"{evaluated}; give a step every run of both studies was evaluated at)"
                 )
-            per_seed.append(losses[str(step)])
+            per_seed.append(float(loss))
         row[LOSS_AT_STEP] = {"per_seed": per_seed}
 
 

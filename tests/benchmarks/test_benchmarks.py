@@ -374,7 +374,15 @@ def test_convergence_factor_compares_the_loss_at_a_step_both_studies_evaluated(t
     assert f"| {sum(second) / 2 - sum(first) / 3:+.4f} [" in row and "| flipped;" in row
     assert_one_line(
         convergence_factor.main, [f"d16={short}", f"d64={long}", "--loss_at_step", "150"],
-        "study d16: original seed 3 was not evaluated at step 150 (its evaluations: every 50 steps up to 100)", capsys,
+        "study d16: original seed 3 has no eval loss at step 150 (its curve in {a} covers steps 50 to 100;", capsys,
+        a=short,
+    )  # fmt: skip
+    record = json.loads(long.read_text())
+    record["eval_loss_curves"]["symmetric seed 2"]["100"] = "4.1"
+    long.write_text(json.dumps(record))
+    assert_one_line(
+        convergence_factor.main, [f"d16={short}", f"d64={long}", "--loss_at_step", "100"],
+        "study d64: symmetric seed 2 has no eval loss at step 100", capsys,
     )  # fmt: skip
     no_curves = study_record(tmp_path / "c.json", {"original": [1, 2], "symmetric": [1, 1]})
     assert_one_line(
