@@ -3,10 +3,17 @@ the standard deviation of a score between two tokens at initialisation (and, whe
 mean score with itself), at the shapes the studies and recipes use. No training: the numbers are the formulas
 (tests/modeling/test_attention.py checks each against the scores its module computes).
 
+A second table measures what softmax makes of those scores at initialisation: each type's first attention layer,
+freshly initialised (seed 0), on LayerNorm'd Gaussian inputs of the shape's block length, gives per query the
+effective number of keys it attends to (the exponential of its weights' entropy; all of them for uniform weights)
+and the weight it puts on its own token.
+
     python benchmarks/score_scale.py
 """
 
-from symbert import SymBertConfig
+import torch
+
+from symbert import SymBertConfig, SymBertModel
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 from symbert.cli import command_parser, run_command
 
@@ -18,20 +25,66 @@ SHAPES = (
     ("paper-small: h 512, d 64, σ 0.02", "small", {}),
     ("paper-base: h 768, d 64, σ 0.02", "base", {}),
 )
+# each shape's block length (the recipes' max_seq_length) and how many blocks the measured table averages over
+BLOCKS = ((32, 64), (32, 64), (512, 1), (512, 1))
 SETTINGS = {"pairwise": ({}, {"pairwise_init": "identity"}), "no_query": ({}, {"no_query_scaling": "standard"})}
+
+
+def settings() -> list[tuple[str, str, dict]]:
+    """(row name, attention type, config settings) for every type and the settings that change its scores."""
+    return [
+        (f"`{attention_type}`" + "".join(f", {key}={value}" for key, value in setting.items()), attention_type, setting)
+        for attention_type in SYMBERT_SELF_ATTENTION_CLASSES
+        for setting in SETTINGS.get(attention_type, ({},))
+    ]
 
 
 def rows() -> list[tuple[str, list[dict]]]:
     table = []
-    for attention_type, attention in SYMBERT_SELF_ATTENTION_CLASSES.items():
-        for setting in SETTINGS.get(attention_type, ({},)):
-            name = f"`{attention_type}`" + "".join(f", {key}={value}" for key, value in setting.items())
-            configs = [
-                SymBertConfig.from_preset(size, attention_type=attention_type, **overrides, **setting)
-                for _, size, overrides in SHAPES
-            ]
-            table.append((name, [attention.initial_score_moments(config) for config in configs]))
+    for name, attention_type, setting in settings():
+        configs = [
+            SymBertConfig.from_preset(size, attention_type=attention_type, **overrides, **setting)
+            for _, size, overrides in SHAPES
+        ]
+        attention = SYMBERT_SELF_ATTENTION_CLASSES[attention_type]
+        table.append((name, [attention.initial_score_moments(config) for config in configs]))
     return table
+
+
+@torch.no_grad()
+def attention_at_init(config: SymBertConfig, tokens: int, blocks: int) -> dict:
+    """The first layer's attention weights at initialisation on LayerNorm'd N(0, 1) inputs: per query, the effective
+    number of keys (exp of the entropy) and the weight on its own token, each averaged over queries and heads."""
+    torch.manual_seed(0)
+    # one layer, and a small vocabulary and feed-forward: they do not touch the attention and cost most of the time
+    small = {"num_hidden_layers": 1, "vocab_size": 8, "intermediate_size": 8, "max_position_embeddings": tokens}
+    attention = SymBertModel(config.__class__(**{**config.to_dict(), **small})).encoder.layer[0].attention.self
+    inputs = torch.nn.functional.layer_norm(torch.randn(blocks, tokens, config.hidden_size), (config.hidden_size,))
+    query, key, _ = attention.project(inputs)
+    key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)  # gqa and mhe share key heads
+    weights = (query @ key.transpose(-1, -2) * attention.scaling).softmax(-1)
+    entropy = -torch.special.xlogy(weights, weights).sum(-1)
+    return {
+        "effective_keys": entropy.exp().mean().item(),
+        "self_weight": weights.diagonal(dim1=-2, dim2=-1).mean().item(),
+    }
+
+
+def measured_rows() -> list[tuple[str, list[dict]]]:
+    return [
+        (
+            name,
+            [
+                attention_at_init(
+                    SymBertConfig.from_preset(size, attention_type=attention_type, **overrides, **setting),
+                    tokens,
+                    blocks,
+                )
+                for (_, size, overrides), (tokens, blocks) in zip(SHAPES, BLOCKS)
+            ],
+        )
+        for name, attention_type, setting in settings()
+    ]
 
 
 def cell(moments: dict, reference: dict) -> str:
@@ -48,6 +101,15 @@ def print_table(argv: list[str]) -> None:
     print("|---|" + "---:|" * len(SHAPES))
     for name, moments in table:
         print(f"| {name} | " + " | ".join(cell(m, r) for m, r in zip(moments, reference)) + " |")
+    print()
+    titles = [f"{title.split(':')[0]}, {tokens} tokens" for (title, _, _), (tokens, _) in zip(SHAPES, BLOCKS)]
+    print("Attention at initialisation, measured: effective keys per query of the block; weight on its own token")
+    print()
+    print("| type | " + " | ".join(titles) + " |")
+    print("|---|" + "---:|" * len(SHAPES))
+    for name, measured in measured_rows():
+        cells = [f"{m['effective_keys']:.1f}; self {m['self_weight']:.2f}" for m in measured]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,7 @@ import torch
 from scipy import stats
 from transformers import AutoTokenizer
 
-from symbert import ATTENTION_TYPES
+from symbert import ATTENTION_TYPES, SymBertConfig
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -813,8 +813,31 @@ def test_second_corpus_keeps_the_prose_of_a_package_it_builds(tmp_path, monkeypa
 
 def test_score_scale_table_is_each_types_formula_and_refuses_arguments(capsys):
     score_scale.main([])
-    rows = {line.split(" | ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    formulas, measured = capsys.readouterr().out.split("Attention at initialisation, measured")
+    rows = {line.split(" | ")[0]: line for line in formulas.splitlines()}
+    measured_rows = {line.split(" | ")[0]: line.split(" | ") for line in measured.splitlines()}
+    # the measured table's cells: effective keys of the block; BERT's spread over nearly all 32 and 512 tokens
+    effective_keys = [float(cell.split(";")[0]) for cell in measured_rows["| `original`"][1:]]
+    assert len(effective_keys) == 4 and all(keys > 0.9 * n for keys, n in zip(effective_keys, (32, 32, 512, 512)))
     # original is its own reference; pairwise's N(0, 1) S at d = 64: √(σ⁴(d·h² + 2h)) / (h·σ²), about √64 = 8
     assert rows["| `original`"].count("(1×)") == 4
     assert "3.69 (8×)" in rows["| `pairwise`"] and "self 3.69" in rows["| `symmetric`"]
     assert_one_line(score_scale.main, ["--seeds", "3"], "unrecognized arguments: --seeds 3", capsys)
+
+
+def test_attention_at_init_measures_effective_keys_and_self_weight():
+    def measured(attention_type, sigma, heads=2, **setting):
+        config = SymBertConfig.from_preset(
+            "tiny", attention_type=attention_type, num_attention_heads=heads, initializer_range=sigma, **setting
+        )
+        return score_scale.attention_at_init(config, tokens=32, blocks=8)
+
+    # scores near 0: uniform weights, all 32 keys, 1/32 on itself; scores far apart: one key, itself where K = Q
+    assert measured("original", 1e-4) == pytest.approx({"effective_keys": 32, "self_weight": 1 / 32}, rel=1e-3)
+    assert measured("symmetric", 1.0) == pytest.approx({"effective_keys": 1, "self_weight": 1}, abs=1e-3)
+    # the study's shapes: at d = 64 (2 heads of 64, σ 0.06) K = Q puts half of a query's weight on itself and the
+    # paper's N(0, 1) S attends to a few random keys, where BERT's spreads over nearly all 32
+    assert measured("original", 0.06)["effective_keys"] > 27
+    assert 0.4 < measured("symmetric", 0.06)["self_weight"] < 0.65
+    assert measured("pairwise", 0.06)["effective_keys"] < 6
+    assert measured("pairwise", 0.06, pairwise_init="identity") == measured("symmetric", 0.06)
