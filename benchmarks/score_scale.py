@@ -11,6 +11,8 @@ and the weight it puts on its own token.
     python benchmarks/score_scale.py
 """
 
+import copy
+
 import torch
 
 from symbert import SymBertConfig, SymBertModel
@@ -57,8 +59,10 @@ def attention_at_init(config: SymBertConfig, tokens: int, blocks: int) -> dict:
     number of keys (exp of the entropy) and the weight on its own token, each averaged over queries and heads."""
     torch.manual_seed(0)
     # one layer, and a small vocabulary and feed-forward: they do not touch the attention and cost most of the time
-    small = {"num_hidden_layers": 1, "vocab_size": 8, "intermediate_size": 8, "max_position_embeddings": tokens}
-    attention = SymBertModel(config.__class__(**{**config.to_dict(), **small})).encoder.layer[0].attention.self
+    config = copy.deepcopy(config)
+    config.num_hidden_layers, config.vocab_size, config.intermediate_size = 1, 8, 8
+    config.max_position_embeddings = tokens
+    attention = SymBertModel(config).encoder.layer[0].attention.self
     inputs = torch.nn.functional.layer_norm(torch.randn(blocks, tokens, config.hidden_size), (config.hidden_size,))
     query, key, _ = attention.project(inputs)
     key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)  # gqa and mhe share key heads
