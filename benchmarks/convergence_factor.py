@@ -47,9 +47,16 @@ def parse_study(text: str) -> tuple[str, dict]:
         raise UserError(
             f"study {label}: {path} holds no convergence summary (benchmarks/convergence.py's convergence.json)"
         )
-    curves = record.get("eval_loss_curves")
-    study = {"rows": {row["attention_type"]: row for row in rows}, "path": path}
-    return label, study | {"curves": curves, "seeds": record.get("seeds")}
+    rows_by_type = {row["attention_type"]: row for row in rows}
+    return label, {
+        "rows": rows_by_type,
+        "path": path,
+        "curves": record.get("eval_loss_curves"),
+        "seeds": record.get("seeds"),
+    }
+
+
+LOSS_AT_STEP = "loss_at_step"  # the metric --loss_at_step adds to each row
 
 
 def add_loss_at_step(label: str, study: dict, step: int) -> None:
@@ -76,9 +83,6 @@ def add_loss_at_step(label: str, study: dict, step: int) -> None:
                 )
             per_seed.append(float(loss))
         row[LOSS_AT_STEP] = {"per_seed": per_seed}
-
-
-LOSS_AT_STEP = "loss_at_step"
 
 
 def per_seed_differences(row: dict, reference: dict, metric: str) -> list[float]:

@@ -41,16 +41,19 @@ def settings() -> list[tuple[str, str, dict]]:
     ]
 
 
+def shape_configs(attention_type: str, setting: dict) -> list[SymBertConfig]:
+    """The type's config at each of SHAPES."""
+    return [
+        SymBertConfig.from_preset(size, attention_type=attention_type, **overrides, **setting)
+        for _, size, overrides in SHAPES
+    ]
+
+
 def rows() -> list[tuple[str, list[dict]]]:
-    table = []
-    for name, attention_type, setting in settings():
-        configs = [
-            SymBertConfig.from_preset(size, attention_type=attention_type, **overrides, **setting)
-            for _, size, overrides in SHAPES
-        ]
-        attention = SYMBERT_SELF_ATTENTION_CLASSES[attention_type]
-        table.append((name, [attention.initial_score_moments(config) for config in configs]))
-    return table
+    return [
+        (name, [SYMBERT_SELF_ATTENTION_CLASSES[kind].initial_score_moments(c) for c in shape_configs(kind, setting)])
+        for name, kind, setting in settings()
+    ]
 
 
 @torch.no_grad()
@@ -76,18 +79,8 @@ def attention_at_init(config: SymBertConfig, tokens: int, blocks: int) -> dict:
 
 def measured_rows() -> list[tuple[str, list[dict]]]:
     return [
-        (
-            name,
-            [
-                attention_at_init(
-                    SymBertConfig.from_preset(size, attention_type=attention_type, **overrides, **setting),
-                    tokens,
-                    blocks,
-                )
-                for (_, size, overrides), (tokens, blocks) in zip(SHAPES, BLOCKS)
-            ],
-        )
-        for name, attention_type, setting in settings()
+        (name, [attention_at_init(c, *block) for c, block in zip(shape_configs(kind, setting), BLOCKS)])
+        for name, kind, setting in settings()
     ]
 
 
