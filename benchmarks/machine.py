@@ -4,6 +4,7 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import subprocess
 
 
 def describe_machine():
@@ -15,8 +16,18 @@ def describe_machine():
             cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), cpu)
     except OSError:
         pass
-    gpu = f"{torch.cuda.get_device_name()}, " if torch.cuda.is_available() else "no GPU, "
+    gpu = f"{torch.cuda.get_device_name()} (driver {gpu_driver()}), " if torch.cuda.is_available() else "no GPU, "
     return f"{gpu}{cpu}, {os.cpu_count()} CPU cores; torch {torch.__version__}"
+
+
+def gpu_driver() -> str:
+    """The NVIDIA driver's version as nvidia-smi reports it, or "unknown" where nvidia-smi cannot say."""
+    try:
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        result = subprocess.run(query, capture_output=True, text=True, timeout=20)
+        return result.stdout.split()[0] if result.returncode == 0 and result.stdout.split() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def keep_freed_memory():

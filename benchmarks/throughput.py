@@ -229,6 +229,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> None:
     load_before = os.getloadavg()
     start = time.perf_counter()
     rows = []
+    command = shlex.join(["python", "benchmarks/throughput.py", *argv])
     for size in args.sizes:
         for seq_len in args.seq_lens:
             for precision in args.precisions:
@@ -237,6 +238,9 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> None:
                     add_ratios_and_targets(setting_rows, device)
                     print(format_table(setting_rows, cuda), flush=True)
                     rows += setting_rows
+                    # each setting's rows are kept as soon as they are measured: a run stopped later keeps them
+                    elapsed, load_now = time.perf_counter() - start, os.getloadavg()
+                    write_results(args, command, rows, None, None, elapsed, load_before, load_now)
     checks = check_implementations(args, device, args.sizes[0], args.seq_lens[0]) if cuda else None
     profile = None
     if args.profile:
@@ -244,8 +248,6 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> None:
         profile = profile_table(profile_steps(args, device, *setting), *setting)
     wall_seconds = time.perf_counter() - start
     load_after = os.getloadavg()
-
-    command = shlex.join(["python", "benchmarks/throughput.py", *argv])
     write_results(args, command, rows, checks, profile, wall_seconds, load_before, load_after)
     if checks is not None:
         print(format_checks(checks))

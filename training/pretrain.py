@@ -57,6 +57,7 @@ from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_rep
 from .prepared import PreparedBlocks, prepared_once
 from .reporting import (
     MetricsLogCallback,
+    TrainingSpeedCallback,
     comparison_table,
     load_log_history,
     plot_comparison,
@@ -348,7 +349,13 @@ def build_trainer(
         mask_seed=training_args.seed,
         max_predictions_per_seq=prediction_cap(config),
     )
-    callbacks = [MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
+    tokens_per_step = (
+        training_args.per_device_train_batch_size
+        * training_args.gradient_accumulation_steps
+        * training_args.world_size
+        * data_args.max_seq_length
+    )
+    callbacks = [TrainingSpeedCallback(tokens_per_step), MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
     if overwrite and not resume:
         callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
     model = SymBertForMaskedLM(config)

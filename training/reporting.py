@@ -8,6 +8,7 @@ Everything works on a Trainer `log_history`: a list of dicts such as
 import csv
 import json
 import re
+import time
 from pathlib import Path
 
 from matplotlib.axes import Axes
@@ -39,6 +40,42 @@ class MetricsLogCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             write_metrics(state.log_history, args.output_dir)
+
+
+class TrainingSpeedCallback(TrainerCallback):
+    """Adds `train_tokens_per_second` to each training-loss log entry: the tokens of the optimizer steps since the last
+    log over their wall time, data loading and logging included (the logged loss's device sync is where a GPU's queued
+    work is waited for). The step after an evaluation or a save, and the first after a (re)start, are left out, so the
+    figure is the training loop's own; the Trainer's `train_samples_per_second` at the end includes those and a
+    compiled model's first steps. Goes before MetricsLogCallback, which writes the entry."""
+
+    def __init__(self, tokens_per_step: int):
+        self.tokens_per_step = tokens_per_step
+        self.last_step_end: float | None = None
+        self.steps = 0
+        self.seconds = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last_step_end = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.perf_counter()
+        if self.last_step_end is not None:
+            self.steps += 1
+            self.seconds += now - self.last_step_end
+        self.last_step_end = now
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self.last_step_end = None  # the next step's interval holds the evaluation
+
+    def on_save(self, args, state, control, **kwargs):
+        self.last_step_end = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        entry = state.log_history[-1] if state.log_history else {}
+        if "loss" in entry and self.steps:
+            entry["train_tokens_per_second"] = round(self.steps * self.tokens_per_step / self.seconds, 1)
+            self.steps, self.seconds = 0, 0.0
 
 
 def write_metrics(log_history: list[dict], output_dir: str | Path) -> None:

@@ -1,0 +1,394 @@
+"""Every GPU figure of docs/performance.md and docs/scale.md from one command, within a wall-clock budget.
+
+    python benchmarks/gpu_check.py --output benchmarks/results/gpu-check              # one GPU, at most 9 minutes
+    python benchmarks/gpu_check.py --dry_run --budget 240 --output /tmp/gpu-check     # the CPU rehearsal of the tests
+
+Needs nothing from outside the machine: random weights, the embedded corpus and its tokenizer. The parts, in order
+of importance, each in its own process with a deadline taken from the budget (time a part leaves unused passes to
+the next; a part that reaches its deadline is stopped, recorded as such, and the next one starts):
+
+1. `throughput-eager`: benchmarks/throughput.py, every registered type against transformers' BertForMaskedLM at the
+   `base` shape, bf16, sequences of 128 and 512, sdpa (and flash_attention_2 where flash-attn is installed), full
+   and sparse MLM heads: training and inference tokens/s, MFU, memory;
+2. `throughput-compiled`: the same under torch.compile at 128 tokens with the recipes' sparse head, for `original` and
+   `symmetric`; the other types come last (`throughput-compiled-others`), in what the budget leaves: each compiled
+   model takes about 50 s to compile on an H100, so all nine need a call of their own
+   (`--parts throughput-compiled-others --budget 600`). Each process holds its own `original` and BERT, eager and
+   compiled, the references of its ratios;
+3. `recipe`: `paper-small` for real, from blocks prepared on this machine: symbert-prepare-data on the embedded corpus
+   at the recipe's 512 tokens, then symbert-pretrain with the recipe's model, batch, sparse head, torch.compile, bf16
+   and dataloader workers for --recipe_steps steps; tokens/s (the training loop's, after its first logged interval,
+   which holds the compilation) and MFU (analytic FLOPs over a bf16 matrix product's rate on this GPU);
+4. `finetune`: benchmarks/finetune_throughput.py, GLUE-shaped padded batches, `original` and `symmetric` against BERT;
+5. `data-pipeline`: benchmarks/data_pipeline.py at blocks of 512 with dataloader workers, on this machine's CPUs.
+
+Writes OUTPUT/summary.md and summary.json (the machine, the command, each part's status, command and wall time, a
+warm bf16 matrix product's rate, the recipe's figures) and each part's own results and log in OUTPUT. `--parts` runs
+some parts only (sharing the whole budget), `--types` limits the throughput parts' attention types. `--dry_run` runs
+every part on the CPU with tiny shapes, so that the command cannot rot between the sessions that have a GPU.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import transformers
+from machine import describe_machine  # benchmarks/machine.py
+from throughput_timing import flash_attention_available, matmul_flops_per_second, training_flops_per_token
+
+from symbert import ATTENTION_TYPES, SymBertConfig
+from symbert.cli import UserError, command_parser, run_command
+from symbert.files import write_atomically
+from symbert.training.arguments import RECIPES_DIR, check_output_dir
+
+BENCHMARKS = Path(__file__).resolve().parent
+# the compiled part's first process: BERT's own attention and paper 1's headline type. On an H100 each compiled model
+# takes about 50 s to compile (training and inference graphs), so the rest run last, in what the budget leaves.
+FIRST_COMPILED_TYPES = ("original", "symmetric")
+PART_NAMES = (
+    "throughput-eager",
+    "throughput-compiled",
+    "recipe",
+    "finetune",
+    "data-pipeline",
+    "throughput-compiled-others",
+)
+SUMMARY_MARGIN_SECONDS = 15  # kept back from the last part: the summary's matrix product and files
+MINIMUM_PART_SECONDS = 20  # a part given less is skipped, not started
+# recipe fields that name data from the Hub: the run uses the embedded corpus and its tokenizer instead
+HUB_DATA_FIELDS = ("dataset_name", "dataset_config", "streaming", "tokenizer")
+
+
+@dataclass
+class Part:
+    name: str
+    share: float  # of the budget; a part's deadline is the budget's cumulative share up to it
+    commands: list[list[str]]  # run one after the other, within the part's deadline
+    environment: dict[str, str] = field(default_factory=dict)  # set for its commands
+    status: str = "not run"
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
+    parser = command_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default="benchmarks/results/gpu-check", help="folder of the results")
+    parser.add_argument("--budget", type=float, default=540.0, help="wall-clock seconds for everything (default 9 min)")
+    parser.add_argument(
+        "--recipe_steps", type=int, default=None, help="optimizer steps of the paper-small run (100; dry run 10)"
+    )
+    parser.add_argument(
+        "--parts", nargs="+", default=None, choices=PART_NAMES, help="run only these parts (default: all)"
+    )
+    parser.add_argument(
+        "--types", nargs="+", default=None, choices=ATTENTION_TYPES, help="attention types of the throughput parts"
+    )
+    parser.add_argument(
+        "--dry_run", action="store_true", help="on the CPU, tiny shapes: checks the command, measures nothing"
+    )
+    args = parser.parse_args(argv)
+    if not args.budget >= 60:
+        raise UserError(f"--budget={args.budget}: must be at least 60 seconds.")
+    if args.recipe_steps is None:
+        args.recipe_steps = 10 if args.dry_run else 100
+    if args.recipe_steps < 2:
+        raise UserError(f"--recipe_steps={args.recipe_steps}: must be at least 2 (the first interval is warm-up).")
+    if not args.dry_run and not torch.cuda.is_available():
+        raise UserError("torch sees no CUDA device; this command measures a GPU (--dry_run rehearses it on the CPU).")
+    args.output = Path(args.output)
+    check_output_dir(args.output, "output")
+    return args
+
+
+def script(name: str, *arguments: str) -> list[str]:
+    return [sys.executable, str(BENCHMARKS / name), *arguments]
+
+
+def module(name: str, *arguments: str) -> list[str]:
+    return [sys.executable, "-m", name, *arguments]
+
+
+def recipe_file(args: argparse.Namespace, workdir: Path) -> Path:
+    """paper-small on the embedded corpus: the recipe's model, batch, compile, precision and workers; a short run."""
+    recipe = json.loads((RECIPES_DIR / "paper-small.json").read_text())
+    for name in HUB_DATA_FIELDS:
+        recipe.pop(name, None)
+    recipe["_comment"] = "paper-small on the embedded corpus and its tokenizer, a short run (benchmarks/gpu_check.py)"
+    logging_steps = max(1, args.recipe_steps // 10)
+    recipe.update(
+        max_steps=args.recipe_steps,
+        warmup_steps=max(1, args.recipe_steps // 10),
+        eval_blocks=256,
+        eval_strategy="no",
+        save_strategy="no",
+        logging_steps=logging_steps,
+        report_to="none",
+    )
+    if args.dry_run:  # the same path at a CPU's size: tiny model, short blocks, the cheap compile backend
+        recipe.update(
+            size="tiny",
+            max_seq_length=32,
+            eval_blocks=8,
+            global_batch_size=8,
+            per_device_train_batch_size=4,
+            per_device_eval_batch_size=8,
+            dataloader_num_workers=2,
+            torch_compile_backend="aot_eager",
+            precision="fp32",
+            use_cpu=True,
+        )
+        recipe["config_overrides"] = dict(recipe["config_overrides"], max_predictions_per_seq=8)
+    path = workdir / "paper-small-embedded.json"
+    path.write_text(json.dumps(recipe, indent=2))
+    return path
+
+
+def plan(args: argparse.Namespace, workdir: Path) -> list[Part]:
+    out = args.output
+    if args.dry_run:
+        shape = ["--device", "cpu", "--sizes", "tiny", "--tokens_per_batch", "64"]
+        eager_lengths = ["--seq_lens", "16", "32"]
+        timing = ["--rounds", "1", "--warmup", "1", "--steps_per_round", "1", "--matmul_size", "256"]
+        compiled = ["--seq_lens", "16", "--compile_backend", "aot_eager"]
+        finetune = ["--device", "cpu", "--size", "tiny", "--batch_size", "4", "--max_length", "32", "--batches", "2"]
+        finetune += ["--rounds", "1", "--steps_per_round", "1", "--warmup", "1"]
+        data = ["--quick", "--block_length", "64", "--workers", "0", "2", "--num_proc", "1", "2"]
+    else:
+        shape = ["--device", "cuda", "--sizes", "base", "--tokens_per_batch", "16384"]
+        eager_lengths = ["--seq_lens", "128", "512"]
+        timing = ["--rounds", "5", "--warmup", "3", "--steps_per_round", "3"]
+        compiled = ["--seq_lens", "128"]
+        finetune = ["--device", "cuda", "--size", "base", "--precision", "bf16"]
+        data = ["--block_length", "512", "--corpus_mb", "20", "--large_mb", "128", "--workers", "0", "4"]
+        data += ["--formats", "txt", "prepared", "--batches", "20", "--rounds", "2", "--memory_batches", "20"]
+        data += ["--num_proc", "8", "--resume_passes", "0", "1", "--resume_repeats", "1"]
+    implementations = ["sdpa"] + (["flash_attention_2"] if flash_attention_available("cuda") else [])
+    common = [*shape, "--precisions", "bf16", *timing]
+    eager = script(
+        "throughput.py", *common, *eager_lengths, "--attn_implementations", *implementations, "--modes", "eager",
+        "--heads", "full", "sparse", "--output", str(out / "throughput-eager"),
+    )  # fmt: skip
+    chosen = args.types or ATTENTION_TYPES
+    others = [kind for kind in chosen if kind not in FIRST_COMPILED_TYPES]
+    first = [kind for kind in chosen if kind in FIRST_COMPILED_TYPES] or ["original"]
+    eager += ["--types", *chosen]
+
+    def compiled_types(types: list[str], suffix: str) -> list[str]:
+        return script(
+            "throughput.py", *common, *compiled, "--attn_implementations", "sdpa", "--modes", "compiled",
+            "--heads", "sparse", "--types", *types, "--output", str(out / f"throughput-compiled-{suffix}"),
+        )  # fmt: skip
+
+    recipe = recipe_file(args, workdir)
+    blocks, run = workdir / "blocks", workdir / "run"
+    prepare = module("symbert.training.prepared", "--recipe", str(recipe), "--output_dir", str(blocks))
+    prepare += ["--num_proc", str(min(8, os.cpu_count() or 1))]
+    pretrain = module("symbert.training.pretrain", "--recipe", str(recipe), "--blocks_dir", str(blocks))
+    pretrain += ["--output_dir", str(run)]
+    finetune_command = script("finetune_throughput.py", *finetune, "--output", str(out / "finetune-throughput"))
+    data_command = script("data_pipeline.py", *data, "--output", str(out / "data-pipeline"))
+    parts = [
+        Part("throughput-eager", 0.22, [eager]),
+        Part("throughput-compiled", 0.34, [compiled_types(first, "first")]),
+        Part("recipe", 0.14, [prepare, pretrain]),
+        Part("finetune", 0.05, [finetune_command]),
+        # the data path runs on the CPUs: hidden from CUDA, its forked workers never inherit a CUDA context
+        Part("data-pipeline", 0.14, [data_command], environment={"CUDA_VISIBLE_DEVICES": ""}),
+        Part("throughput-compiled-others", 0.11, [compiled_types(others, "others")] if others else []),
+    ]
+    parts = [part for part in parts if part.name in (args.parts or PART_NAMES) and part.commands]
+    total = sum(part.share for part in parts)
+    for part in parts:  # the chosen parts share the whole budget
+        part.share /= total
+    return parts
+
+
+def run_part(part: Part, deadline: float, log: Path) -> None:
+    """Runs the part's commands in order, each in a new process group, killed (with its workers) at the deadline."""
+    start = time.monotonic()
+    if deadline - start < MINIMUM_PART_SECONDS:
+        part.status = f"skipped: {max(0.0, deadline - start):.0f} s left of the budget"
+        return
+    with log.open("a") as file:
+        for command in part.commands:
+            file.write(f"+ {shlex.join(command)}\n")
+            file.flush()
+            environment = {**os.environ, **part.environment}
+            process = subprocess.Popen(
+                command, stdout=file, stderr=subprocess.STDOUT, start_new_session=True, env=environment
+            )
+            try:
+                returncode = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                stop(process)
+                part.status = f"stopped at its deadline ({deadline - start:.0f} s)"
+                break
+            if returncode != 0:
+                part.status = f"failed: exit status {returncode} (see {log.name})"
+                break
+        else:
+            part.status = "done"
+    part.seconds = time.monotonic() - start
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group (the command and its dataloader or compile workers), SIGKILL 10 s later."""
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def matmul_rate(device: torch.device, precision: str) -> float:
+    """A large matrix product's FLOP/s in this precision, the MFU denominator: the best of five after one warm-up
+    (the first call pays for the library's start and the clocks' ramp)."""
+    size = 8192 if device.type == "cuda" else 256
+    matmul_flops_per_second(device, precision, size)
+    return max(matmul_flops_per_second(device, precision, size) for _ in range(5))
+
+
+def recipe_figures(run: Path, device: torch.device, precision: str) -> dict:
+    """The paper-small run's training-loop tokens/s after its first logged interval, and its MFU."""
+    metrics = json.loads((run / "metrics.json").read_text())
+    rates = [entry["train_tokens_per_second"] for entry in metrics if "train_tokens_per_second" in entry]
+    if len(rates) < 2:
+        raise ValueError(f"{run / 'metrics.json'}: {len(rates)} logged training rate(s); need 2 (one is warm-up)")
+    config = SymBertConfig.from_pretrained(run)
+    summary = json.loads((run / "training_summary.json").read_text())
+    seq_len = summary["max_seq_length"]
+    tokens_per_second = statistics.median(rates[1:])
+    peak = matmul_rate(device, precision)
+    flops_per_token = training_flops_per_token(config, seq_len)
+    return {
+        "attention_type": config.attention_type,
+        "seq_len": seq_len,
+        "global_batch_size": summary["global_batch_size"],
+        "steps": summary["steps"],
+        "logged_rates": rates,
+        "tokens_per_second": tokens_per_second,
+        "training_flops_per_token": flops_per_token,
+        "matmul_flops_per_second": peak,
+        "mfu": flops_per_token * tokens_per_second / peak,
+        "precision": precision,
+        "final_eval_loss": summary["final_eval_loss"],
+    }
+
+
+def shown(command: list[str], args: argparse.Namespace, workdir: Path) -> str:
+    """The command as a reader would type it: `python`, paths relative to the repository, OUTPUT and WORK."""
+    text = shlex.join(command).replace(sys.executable, "python").replace(f"{BENCHMARKS}/", "benchmarks/")
+    return text.replace(str(args.output), "OUTPUT").replace(str(workdir), "WORK")
+
+
+def write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load_before, load_after) -> None:
+    rows = [
+        f"| {part.name} | {part.status} | {part.seconds:.0f} | {'; '.join(shown(c, args, workdir) for c in part.commands)} |"
+        for part in parts
+    ]
+    lines = [
+        f"# GPU check{' (CPU dry run: no figure here is a measurement)' if args.dry_run else ''}",
+        f"Command: `{shlex.join(['python', 'benchmarks/gpu_check.py', *argv])}`",
+        f"Machine: {describe_machine()}; transformers {transformers.__version__}; Python "
+        f"{sys.version.split()[0]}. Date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}. "
+        f"Wall time {wall_seconds / 60:.1f} min of a {args.budget / 60:.1f}-min budget. Load average (1, 5, 15 min): "
+        f"{tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in load_after)} at the end.",
+        f"An 8192³ bf16 matrix product on this GPU: {matmul / 1e12:,.0f} TFLOP/s (best of five, warm)."
+        if matmul
+        else "",
+        "| part | status | seconds | command |\n| --- | --- | ---: | --- |\n" + "\n".join(rows),
+    ]
+    if recipe is not None:
+        rates = ", ".join(f"{rate:,.0f}" for rate in recipe["logged_rates"])
+        lines.append(
+            f"## paper-small, for real\n\n`{recipe['attention_type']}`, blocks of {recipe['seq_len']} prepared from "
+            f"the embedded corpus, {recipe['global_batch_size']} blocks a step, {recipe['steps']} steps, "
+            f"{recipe['precision']}, compiled, sparse head: **{recipe['tokens_per_second']:,.0f} tokens/s** (median "
+            f"of the logged intervals after the first, which holds the compilation; all: {rates}), "
+            f"**MFU {recipe['mfu']:.1%}** ({recipe['training_flops_per_token'] / 1e6:,.1f} MFLOPs a token over a "
+            f"matrix product's {recipe['matmul_flops_per_second'] / 1e12:.3g} TFLOP/s); final eval loss "
+            f"{recipe['final_eval_loss']:.4f}."
+        )
+    for part in parts:
+        lines += [f"- {part.name}: {note}" for note in part.notes]
+    report = "\n\n".join(line for line in lines if line) + "\n"
+    write_atomically(args.output / "summary.md", lambda file: file.write(report))
+    record = {
+        "command": shlex.join(["python", "benchmarks/gpu_check.py", *argv]),
+        "machine": describe_machine(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "dry_run": args.dry_run,
+        "budget_seconds": args.budget,
+        "wall_seconds": wall_seconds,
+        "load_average_start": load_before,
+        "load_average_end": load_after,
+        "parts": [
+            {
+                "name": p.name,
+                "status": p.status,
+                "seconds": p.seconds,
+                "notes": p.notes,
+                "commands": [shown(c, args, workdir) for c in p.commands],
+            }
+            for p in parts
+        ],
+        "recipe": recipe,
+        "matmul_bf16_flops_per_second": matmul,
+    }
+    write_atomically(args.output / "summary.json", lambda file: json.dump(record, file, indent=2))
+    print(report)
+
+
+def check(argv: list[str] | None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_command_line(argv)
+    start, load_before = time.monotonic(), os.getloadavg()
+    args.output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as workdir:
+        workdir = Path(workdir)
+        parts = plan(args, workdir)
+        budget_end = start + args.budget - SUMMARY_MARGIN_SECONDS
+        cumulative = 0.0
+        for index, part in enumerate(parts):
+            cumulative += part.share
+            last = index == len(parts) - 1
+            deadline = budget_end if last else min(budget_end, start + cumulative * args.budget)
+            print(f"[{time.monotonic() - start:5.0f} s] {part.name} (deadline {deadline - start:.0f} s)", flush=True)
+            run_part(part, deadline, args.output / f"{part.name}.log")
+            print(f"[{time.monotonic() - start:5.0f} s] {part.name}: {part.status}", flush=True)
+        recipe, run = None, workdir / "run"
+        matmul = None if args.dry_run else matmul_rate(torch.device("cuda"), "bf16")
+        if (run / "training_summary.json").is_file():
+            device = torch.device("cpu" if args.dry_run else "cuda")
+            try:
+                recipe = recipe_figures(run, device, "fp32" if args.dry_run else "bf16")
+                write_atomically(args.output / "recipe-metrics.json", lambda f: json.dump(recipe, f, indent=2))
+            except (ValueError, KeyError, OSError) as error:
+                next(p for p in parts if p.name == "recipe").notes.append(f"no figures: {error}")
+        wall_seconds = time.monotonic() - start
+        write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load_before, os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command(check, argv)
+
+
+if __name__ == "__main__":
+    main()
