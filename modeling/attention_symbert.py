@@ -155,6 +155,18 @@ class SymBertSelfAttention(nn.Module):
         "key.weight"); returns the names set. By default none: such tensors are initialised as for a new model."""
         return []
 
+    def fit_bert(self, bert, inputs):
+        """Fit this module's parameters to BERT's self-attention of the same layer, so that it computes what BERT's
+        does on the layer inputs seen in calibration text. `bert`: BERT's "query.weight", ..., "value.bias" of the
+        layer in float64; `inputs`: the layer's inputs at the calibration tokens [tokens, hidden], float64 (padding
+        left out). Fits are closed form in the metric of `inputs` (a score is matched over every pair of calibration
+        tokens; a key's bias is left out, since it adds the same to every score of a query, which softmax ignores).
+        A type without a fit raises NotImplementedError naming it."""
+        raise NotImplementedError(
+            f"attention_type={self.attention_type!r} ({type(self).__name__}) has no fit to BERT's attention: it does "
+            "not define fit_bert."
+        )
+
     def bert_projections(self):
         """BERT's query, key and value of this layer ("query.weight", "query.bias", ...; all heads, BERT's shapes), in
         float64, that give this module's output at this type's score scale (`bert_self_attention_tensors` folds the
@@ -354,6 +366,29 @@ class SymBertOriginalSelfAttention(SymBertSelfAttention):
         )
         return _projection_tensors(_float64(self.query), key, value)
 
+    def fit_bert(self, bert, inputs):
+        # BERT's own form: a copy, where a key/value head shared by a group takes the group's best key (scores over
+        # the calibration tokens: the queries' metric) and the mean of its values
+        _set_linear(self.query, _projection(bert, "query"))
+        groups = self.num_key_value_groups
+        key, value = (_projection(bert, name).unflatten(1, (-1, self.attention_head_size)) for name in ("key", "value"))
+        if groups > 1:
+            augmented = _augmented(inputs)
+            queries = augmented @ _projection(bert, "query")  # [tokens, heads·d]
+            heads = queries.unflatten(1, (-1, self.attention_head_size)).transpose(0, 1)  # [heads, tokens, d]
+            query_metric = heads.transpose(1, 2) @ heads  # H_i = Q_iᵀQ_i [heads, d, d]
+            key = key.transpose(0, 1).unflatten(0, (-1, groups))  # [kv heads, group, h+1, d]
+            query_metric = query_metric.unflatten(0, (-1, groups))
+            # argmin Σ_i ||Q_i (K_g − K_i)ᵀ||²: B_g = (Σ_i B_i H_i)(Σ_i H_i)⁻¹
+            pooled = torch.linalg.solve(
+                (query_metric.sum(1)).transpose(1, 2), (key @ query_metric).sum(1).transpose(1, 2)
+            )
+            key = pooled.transpose(1, 2).transpose(0, 1)  # [h+1, kv heads, d]
+            value = value.unflatten(1, (-1, groups)).mean(2)
+        _set_linear(self.key, key.flatten(1))
+        _set_linear(self.value, value.flatten(1))
+        return ["query.weight", "query.bias", "key.weight", "key.bias", "value.weight", "value.bias"]
+
     @classmethod
     def qkv_parameters(cls, config):
         h, kv_size = config.hidden_size, cls.key_value_heads(config) * config.hidden_size // config.num_attention_heads
@@ -457,6 +492,24 @@ class SymBertSymmetricSelfAttention(SymBertSelfAttention):
         query = _float64(self.query)
         return _projection_tensors(query, query, _float64(self.value))
 
+    def fit_bert(self, bert, inputs):
+        # Q = K makes each head's score form C·Cᵀ: positive semi-definite, rank d. In the calibration metric G (scores
+        # x̄·M·ȳᵀ over the tokens' x̄ = [x, 1]) the best such form is the top-d positive eigenpairs of the symmetric
+        # part of G^½·M·G^½ (its antisymmetric part is orthogonal to every symmetric form), mapped back by G^-½.
+        root, inverse_root = _metric_roots(_augmented(inputs))
+        columns = []
+        for form in _score_forms(bert, self.num_attention_heads, self.attention_head_size):
+            # the key bias's column is free (softmax ignores a query's constant): take the query bias's row, the
+            # choice that makes the form most symmetric (exact where BERT's key is its query)
+            form[:, -1] = form[-1, :]
+            whitened = root @ form @ root
+            values, vectors = torch.linalg.eigh((whitened + whitened.T) / 2)
+            top = values.argsort(descending=True)[: self.attention_head_size]
+            columns.append(inverse_root @ (vectors[:, top] * values[top].clamp(min=0).sqrt()))
+        _set_linear(self.query, torch.cat(columns, 1))
+        _set_linear(self.value, _projection(bert, "value"))
+        return ["query.weight", "query.bias", "value.weight", "value.bias"]
+
     @classmethod
     def qkv_parameters(cls, config):
         return 2 * (config.hidden_size**2 + config.hidden_size)
@@ -527,6 +580,22 @@ class SymBertPairwiseSelfAttention(SymBertSymmetricSelfAttention):
             torch.einsum("nde,nd->ne", pairwise, bias.unflatten(0, heads)).flatten(),
         )
         return _projection_tensors(query, (weight, bias), _float64(self.value))
+
+    def fit_bert(self, bert, inputs):
+        # keep BERT's Q and fit each S_i so that Q_i·S_i·Q_iᵀ matches Q_i·K_iᵀ over the calibration tokens, up to a
+        # constant per query (the key side centred): S_i = K̂_iᵀQ̂_i(Q̂_iᵀQ̂_i)⁻¹ with ^ centred over the tokens, exact
+        # when BERT's keys lie in the span of its queries
+        augmented = _augmented(inputs)
+        queries = (augmented @ _projection(bert, "query")).unflatten(1, (-1, self.attention_head_size)).transpose(0, 1)
+        keys = (augmented @ _projection(bert, "key")).unflatten(1, (-1, self.attention_head_size)).transpose(0, 1)
+        queries, keys = _centred(queries), _centred(keys)  # [heads, tokens, d]
+        gram = queries.transpose(1, 2) @ queries
+        pairwise = torch.linalg.lstsq(gram, queries.transpose(1, 2) @ keys).solution.transpose(1, 2)
+        _set_linear(self.query, _projection(bert, "query"))
+        _set_linear(self.value, _projection(bert, "value"))
+        with torch.no_grad():
+            self.pairwise.copy_(pairwise)
+        return ["query.weight", "query.bias", "pairwise", "value.weight", "value.bias"]
 
     def init_weights(self):
         # CODEPATH: new pairwise models take "normal" (the paper's N(0, 1), the default) unless the config sets
@@ -605,6 +674,26 @@ class SymBertSharedSelfAttention(SymBertSelfAttention):
             )
         )
 
+    def fit_bert(self, bert, inputs):
+        # the one projection U is BERT's value projection (δ_v = 1: the values exact); each head's score form
+        # U_i·diag(δ_q ⊙ δ_k)·U_iᵀ is then linear in δ = δ_q ⊙ δ_k: least squares over the calibration token pairs,
+        # up to a constant per query (the key side centred, ^): ((UᵀU) ∘ (ÛᵀÛ))·δ_i = diag(UᵀQ_i·K̂_iᵀÛ)
+        augmented, value = _augmented(inputs), _projection(bert, "value")
+        d = self.attention_head_size
+        shared = (augmented @ value).unflatten(1, (-1, d)).transpose(0, 1)  # [heads, tokens, d]
+        queries = (augmented @ _projection(bert, "query")).unflatten(1, (-1, d)).transpose(0, 1)
+        keys = _centred((augmented @ _projection(bert, "key")).unflatten(1, (-1, d)).transpose(0, 1))
+        centred = _centred(shared)
+        gram = (shared.transpose(1, 2) @ shared) * (centred.transpose(1, 2) @ centred)
+        target = ((shared.transpose(1, 2) @ queries) * (centred.transpose(1, 2) @ keys)).sum(2)
+        scale = torch.linalg.lstsq(gram, target.unsqueeze(2)).solution.flatten()
+        _set_linear(self.shared, value)
+        with torch.no_grad():
+            self.scale_q.copy_(scale)
+            self.scale_k.fill_(1.0)
+            self.scale_v.fill_(1.0)
+        return ["shared.weight", "shared.bias", "scale_q", "scale_k", "scale_v"]
+
     @classmethod
     def qkv_parameters(cls, config):
         return config.hidden_size**2 + 4 * config.hidden_size
@@ -651,6 +740,19 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
                 for linear, embedding in zip((self.query, self.key, self.value), embeddings)
             )
         )
+
+    def shared_projections(self, bert, inputs):
+        """(q̃, k̃ projections [h+1, d] from the best rank-d fit of the heads' mean score form in the calibration
+        metric, ṽ's [h+1, d] as the mean of the heads' value projections), the calibration tokens x̄ = [x, 1]."""
+        augmented = _augmented(inputs)
+        root, inverse_root = _metric_roots(augmented)
+        d = self.attention_head_size
+        mean_form = _score_forms(bert, self.num_attention_heads, d).mean(0)
+        left, singular, right = torch.linalg.svd(root @ mean_form @ root)
+        query = inverse_root @ (left[:, :d] * singular[:d].sqrt())
+        key = inverse_root @ (right[:d].T * singular[:d].sqrt())
+        value = _projection(bert, "value").unflatten(1, (-1, d)).mean(1)
+        return query, key, value, augmented
 
     @staticmethod
     def combine_with_embedding(weight, bias, embedding):
@@ -721,6 +823,40 @@ class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
         hidden, variance = config.hidden_size, config.initializer_range**2
         return {"mean": 0.0, "variance": hidden * (hidden + 1) * variance**2, "self_mean": 0.0}
 
+    def shared_projections(self, bert, inputs):
+        """(q̃, k̃ projections [h+1, d] from the best rank-d fit of the heads' mean score form in the calibration
+        metric, ṽ's [h+1, d] as the mean of the heads' value projections), the calibration tokens x̄ = [x, 1]."""
+        augmented = _augmented(inputs)
+        root, inverse_root = _metric_roots(augmented)
+        d = self.attention_head_size
+        mean_form = _score_forms(bert, self.num_attention_heads, d).mean(0)
+        left, singular, right = torch.linalg.svd(root @ mean_form @ root)
+        query = inverse_root @ (left[:, :d] * singular[:d].sqrt())
+        key = inverse_root @ (right[:d].T * singular[:d].sqrt())
+        value = _projection(bert, "value").unflatten(1, (-1, d)).mean(1)
+        return query, key, value, augmented
+
+    def fit_bert(self, bert, inputs):
+        # q̃, k̃ from the heads' mean score form; e_i^Q so that e_i^Q·k̃ takes what is left of head i's scores (a term per
+        # key: least squares over the keys of the queries' mean residual); ṽ the heads' mean value, e_i^V the rest of
+        # head i's mean value; e^K changes no score (softmax ignores a query's constant): zero
+        query, key, value, augmented = self.shared_projections(bert, inputs)
+        d = self.attention_head_size
+        keys = augmented @ key
+        mean_token = augmented.mean(0)
+        residual = _score_forms(bert, self.num_attention_heads, d) - query @ key.T  # [heads, h+1, h+1]
+        per_key = (augmented @ (residual.transpose(1, 2) @ mean_token).T).T  # [heads, tokens]
+        query_embedding = torch.linalg.lstsq(keys.T @ keys, keys.T @ per_key.T).solution.T  # [heads, d]
+        head_values = _projection(bert, "value").unflatten(1, (-1, d)).transpose(0, 1)  # [heads, h+1, d]
+        value_embedding = mean_token @ (head_values - value)  # [heads, d]
+        for linear, projection in zip((self.query, self.key, self.value), (query, key, value)):
+            _set_linear(linear, projection)
+        with torch.no_grad():
+            self.head_embeddings.copy_(
+                torch.stack([query_embedding, torch.zeros_like(query_embedding), value_embedding])
+            )
+        return ["query.weight", "query.bias", "key.weight", "key.bias", "value.weight", "value.bias", "head_embeddings"]
+
     @staticmethod
     def combine_with_embedding(weight, bias, embedding):
         # x·W̃ᵀ + b̃ + e_i: the weight is shared, the embedding is head i's bias (exact for e^K and e^V too)
@@ -751,11 +887,46 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
     def init_weights(self):
         init.normal_(self.head_embeddings, mean=1.0, std=self.config.initializer_range)
 
+    def fit_bert(self, bert, inputs):
+        # q̃, k̃ from the heads' mean score form; head i's form q̃·diag(e_i^Q ⊙ e_i^K)·k̃ᵀ is linear in e_i^Q ⊙ e_i^K:
+        # least squares over the calibration token pairs (e^K = 1); ṽ the heads' mean value, e_i^V its per-channel
+        # least-squares gain to head i's value
+        query, key, value, augmented = self.shared_projections(bert, inputs)
+        d = self.attention_head_size
+        queries, keys, values = augmented @ query, _centred(augmented @ key), augmented @ value
+        bert_queries = (augmented @ _projection(bert, "query")).unflatten(1, (-1, d)).transpose(0, 1)
+        bert_keys = _centred((augmented @ _projection(bert, "key")).unflatten(1, (-1, d)).transpose(0, 1))
+        gram = (queries.T @ queries) * (keys.T @ keys)  # the key side centred: up to a constant per query
+        target = ((queries.T @ bert_queries) * (keys.T @ bert_keys)).sum(2)  # diag(Q̃ᵀQ_i·K_iᵀK̃) [heads, d]
+        query_embedding = torch.linalg.lstsq(gram, target.T).solution.T
+        bert_values = (augmented @ _projection(bert, "value")).unflatten(1, (-1, d)).transpose(0, 1)
+        value_embedding = (bert_values * values).sum(1) / (values * values).sum(0).clamp(min=1e-30)
+        for linear, projection in zip((self.query, self.key, self.value), (query, key, value)):
+            _set_linear(linear, projection)
+        with torch.no_grad():
+            self.head_embeddings.copy_(
+                torch.stack([query_embedding, torch.ones_like(query_embedding), value_embedding])
+            )
+        return ["query.weight", "query.bias", "key.weight", "key.bias", "value.weight", "value.bias", "head_embeddings"]
+
     @classmethod
     def initial_score_moments(cls, config):
         # q̃⊙e^Q against k̃⊙e^K with e ~ N(1, σ²): each factor's second moment 1 + σ²
         hidden, variance = config.hidden_size, config.initializer_range**2
         return {"mean": 0.0, "variance": (hidden * variance * (1 + variance)) ** 2, "self_mean": 0.0}
+
+    def shared_projections(self, bert, inputs):
+        """(q̃, k̃ projections [h+1, d] from the best rank-d fit of the heads' mean score form in the calibration
+        metric, ṽ's [h+1, d] as the mean of the heads' value projections), the calibration tokens x̄ = [x, 1]."""
+        augmented = _augmented(inputs)
+        root, inverse_root = _metric_roots(augmented)
+        d = self.attention_head_size
+        mean_form = _score_forms(bert, self.num_attention_heads, d).mean(0)
+        left, singular, right = torch.linalg.svd(root @ mean_form @ root)
+        query = inverse_root @ (left[:, :d] * singular[:d].sqrt())
+        key = inverse_root @ (right[:d].T * singular[:d].sqrt())
+        value = _projection(bert, "value").unflatten(1, (-1, d)).mean(1)
+        return query, key, value, augmented
 
     @staticmethod
     def combine_with_embedding(weight, bias, embedding):
@@ -862,6 +1033,20 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
             self.split_heads(self.value(hidden_states)),
         )
 
+    def fit_bert(self, bert, inputs):
+        # head i's query is its own d input channels X_i: regress BERT's query on them, Q_i ≈ X_i·R_i (least squares),
+        # so that Q_i·K_iᵀ ≈ X_i·(K_i·R_iᵀ)ᵀ: the key projection B_i·R_iᵀ, over this type's score scale; exact when
+        # BERT's query of a head is linear in that head's channels
+        d, augmented = self.attention_head_size, _augmented(inputs)
+        channels = inputs.unflatten(1, (-1, d)).transpose(0, 1)  # [heads, tokens, d]
+        queries = (augmented @ _projection(bert, "query")).unflatten(1, (-1, d)).transpose(0, 1)
+        regression = torch.linalg.lstsq(channels.transpose(1, 2) @ channels, channels.transpose(1, 2) @ queries)
+        key = _projection(bert, "key").unflatten(1, (-1, d)).transpose(0, 1)  # [heads, h+1, d]
+        key = key @ regression.solution.transpose(1, 2) / self.score_scale(self.config)  # B_i·R_iᵀ
+        _set_linear(self.key, key.transpose(0, 1).flatten(1))
+        _set_linear(self.value, _projection(bert, "value"))
+        return ["key.weight", "key.bias", "value.weight", "value.bias"]
+
     def bert_projections(self):
         key, value = _float64(self.key), _float64(self.value)
         identity = torch.eye(self.all_head_size, dtype=torch.float64, device=key[0].device)
@@ -880,6 +1065,45 @@ class SymBertNoQuerySelfAttention(SymBertSelfAttention):
         for head in range(num_heads):
             forms[head, head * head_size : (head + 1) * head_size] = key[head]
         return forms
+
+
+def _projection(bert, name, key_bias=True):
+    """BERT's `name` projection of one layer as one matrix [h+1, out] on x̄ = [x, 1] (weight rows, then the bias); with
+    key_bias=False a zero bias (a key's bias only adds a constant to each query's scores)."""
+    weight, bias = bert[f"{name}.weight"], bert[f"{name}.bias"]
+    return torch.cat([weight.T, (bias if key_bias else torch.zeros_like(bias))[None]], 0)
+
+
+def _score_forms(bert, heads, head_size):
+    """Each head's score form M_i = A_i·B_iᵀ [heads, h+1, h+1] on x̄ = [x, 1], the key's bias left out."""
+    query = _projection(bert, "query").unflatten(1, (heads, head_size)).transpose(0, 1)
+    key = _projection(bert, "key", key_bias=False).unflatten(1, (heads, head_size)).transpose(0, 1)
+    return query @ key.transpose(1, 2)
+
+
+def _centred(tokens):
+    """`tokens` [..., tokens, channels] less their mean over the tokens."""
+    return tokens - tokens.mean(-2, keepdim=True)
+
+
+def _augmented(inputs):
+    return torch.cat([inputs, inputs.new_ones(len(inputs), 1)], 1)
+
+
+def _metric_roots(augmented):
+    """G^½ and G^-½ of the calibration tokens' second moment G = x̄ᵀx̄/N, plus a ridge of 10⁻⁶ of its mean eigenvalue:
+    directions the calibration tokens barely span (a token never seen, LayerNorm's zero-sum direction) keep a small
+    weight, so a fit that can be exact everywhere is, rather than zero there."""
+    values, vectors = torch.linalg.eigh(augmented.T @ augmented / len(augmented))
+    values = values.clamp(min=0) + 1e-6 * values.clamp(min=0).mean()
+    return (vectors * values.sqrt()) @ vectors.T, (vectors * values.rsqrt()) @ vectors.T
+
+
+def _set_linear(linear, projection):
+    """Set `linear` to the projection [h+1, out] (weight rows, then the bias), in the layer's dtype."""
+    with torch.no_grad():
+        linear.weight.copy_(projection[:-1].T)
+        linear.bias.copy_(projection[-1])
 
 
 def _float64(linear):

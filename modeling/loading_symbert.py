@@ -316,3 +316,118 @@ def missing_local_path_message(path):
     if looks_local:
         return f"{text!r} does not exist: no such file or folder (and it is not a Hub repository id)."
     return None
+
+
+def _embedded_calibration_texts(count=256):
+    """`count` lines spread evenly over the embedded corpus of the installed symbert package, or None where this code
+    runs without it (a model folder's copy of this file, loaded as remote code). Found by importlib, not imported:
+    this file imports only torch, transformers and its own folder."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("symbert.training")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    corpus = Path(next(iter(spec.submodule_search_locations))) / "corpus" / "english_prose.txt.gz"
+    if not corpus.is_file():
+        return None
+    with gzip.open(corpus, "rt", encoding="utf-8") as file:
+        lines = [line.strip() for line in file if len(line.split()) >= 8]
+    step = max(1, len(lines) // count)
+    return lines[::step][:count]
+
+
+def calibration_sequences(tokenizer, texts, max_length=128):
+    """Each non-empty text as one unpadded sequence of token ids [1, length], truncated to `max_length` tokens."""
+    texts = [text for text in texts if isinstance(text, str) and text.strip()]
+    if not texts:
+        raise ValueError("The calibration text is empty: give at least one non-empty text.")
+    return [torch.tensor([tokenizer(text, truncation=True, max_length=max_length)["input_ids"]]) for text in texts]
+
+
+def _layer_inputs(bert_model, sequences):
+    """Per layer, the inputs BERT's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]."""
+    encoder_owner = getattr(bert_model, "bert", bert_model)
+    inputs = [[] for _ in encoder_owner.encoder.layer]
+    with torch.no_grad():
+        for input_ids in sequences:
+            hidden = encoder_owner(input_ids.to(encoder_owner.device), output_hidden_states=True).hidden_states
+            for layer in range(len(inputs)):
+                inputs[layer].append(hidden[layer])
+    return inputs
+
+
+def _attention_error(module, bert_attention, inputs):
+    """‖module(x) − BERT's self-attention(x)‖ / ‖BERT's‖ over every token of `inputs` (one layer's sequences)."""
+    difference = reference = 0.0
+    with torch.no_grad():
+        for hidden in inputs:
+            expected = bert_attention(hidden)[0].double()
+            difference += (module(hidden)[0].double() - expected).pow(2).sum().item()
+            reference += expected.pow(2).sum().item()
+    return (difference / max(reference, 1e-300)) ** 0.5
+
+
+def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
+    """Fit each self-attention module of `model` (made from `bert_model` by `from_bert`: same sizes) to the BERT layer
+    it replaces, with the module's `fit_bert` on the inputs that layer sees on `sequences` (unpadded [1, length]
+    token-id tensors), layer by layer. The last `held_out_share` of the sequences is held out: on it each layer's
+    relative error of the attention output is measured as copied and as fitted, and the fit is kept only where it is
+    closer to BERT (never worse than the copy). Returns one row per layer: layer, copy_error, fit_error, kept."""
+    held_out_count = max(1, int(len(sequences) * held_out_share)) if len(sequences) > 1 else 0
+    fitting, held_out = sequences[: len(sequences) - held_out_count], sequences[len(sequences) - held_out_count :]
+    held_out = held_out or fitting
+    bert_layers = getattr(bert_model, "bert", bert_model).encoder.layer
+    modules = [layer.attention.self for layer in getattr(model, "bert", model).encoder.layer]
+    fit_inputs, held_out_inputs = _layer_inputs(bert_model, fitting), _layer_inputs(bert_model, held_out)
+    training = model.training
+    model.eval()
+    bert_model.eval()
+    rows = []
+    for index, (module, bert_layer) in enumerate(zip(modules, bert_layers)):
+        bert_attention = bert_layer.attention.self
+        tensors = {name: tensor.detach().double() for name, tensor in bert_attention.state_dict().items()}
+        inputs = torch.cat([hidden[0] for hidden in fit_inputs[index]]).double()
+        copy_error = _attention_error(module, bert_attention, held_out_inputs[index])
+        before = copy.deepcopy(module.state_dict())
+        fitted = module.fit_bert(tensors, inputs)
+        fit_error = _attention_error(module, bert_attention, held_out_inputs[index])
+        kept = "fit" if fit_error <= copy_error else "copy"
+        if kept == "copy":
+            module.load_state_dict(before)
+        row = {"layer": index, "copy_error": copy_error, "fit_error": fit_error, "kept": kept}
+        rows.append({**row, "fitted": fitted if kept == "fit" else []})
+    model.train(training)
+    return rows
+
+
+def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts):
+    """`fit_attention_to_bert` for `from_bert`: BERT's encoder and tokenizer loaded from its checkpoint, `calibration_texts`
+    a list of texts or "embedded" (the installed package's corpus). Returns its rows, or None where "embedded" cannot
+    be had (no corpus, or a checkpoint without a tokenizer): the model then stays the copy, with a warning."""
+    texts = _embedded_calibration_texts() if calibration_texts == "embedded" else calibration_texts
+    if texts is None:
+        logger.warning("from_bert: the embedded corpus is not installed here; the attention is copied, not fitted.")
+        return None
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(bert_name_or_path, subfolder=subfolder)
+        vocabulary = tokenizer.get_vocab()
+        # transformers 5 makes an empty BertTokenizer (its special tokens only) for a folder without tokenizer files
+        if len(vocabulary) <= len(set(tokenizer.all_special_tokens)):
+            raise ValueError("it holds no tokenizer files")
+        if max(vocabulary.values()) >= model.config.vocab_size:
+            raise ValueError(
+                f"its tokenizer's ids reach {max(vocabulary.values())}, past the model's vocab_size "
+                f"{model.config.vocab_size}"
+            )
+    except (OSError, ValueError, TypeError) as error:
+        if calibration_texts == "embedded":
+            logger.warning(
+                f"from_bert: {bert_name_or_path} has no tokenizer to read the calibration text with ({error}); the "
+                "attention is copied, not fitted."
+            )
+            return None
+        raise ValueError(f"{bert_name_or_path} has no tokenizer to read calibration_texts with: {error}") from error
+    bert_model = transformers.AutoModel.from_pretrained(bert_name_or_path, subfolder=subfolder)
+    max_length = min(128, model.config.max_position_embeddings)
+    return fit_attention_to_bert(model, bert_model, calibration_sequences(tokenizer, texts, max_length))

@@ -84,6 +84,7 @@ from .loading_symbert import (
     _warn_if_other_code,
     _weights_source,
     file_not_folder_message,
+    fit_from_bert_checkpoint,
     missing_local_path_message,
 )
 
@@ -393,25 +394,36 @@ class SymBertPreTrainedModel(PreTrainedModel):
         return (model, loading_info) if return_loading_info else model
 
     @classmethod
-    def from_bert(cls, bert_name_or_path, **kwargs):
-        """Start any SymBERT variant from a BERT checkpoint (Hub id or folder).
+    def from_bert(cls, bert_name_or_path, calibration_texts="embedded", **kwargs):
+        """Start any SymBERT variant from a BERT checkpoint (Hub id or folder), keeping what BERT's attention does.
 
         Every tensor present in both with the same name and shape is copied; an attention type may convert BERT's
-        tensors of another shape (`gqa` mean-pools each group's key and value heads); the others (e.g. the pairwise
-        S, the δ scales, or MHE's h→d projections) are initialised as for a new model. `kwargs` go to
-        `from_pretrained` and to the config, e.g. `attention_type="pairwise"`.
+        tensors of another shape (`gqa` mean-pools each group's key and value heads). Then, with `calibration_texts`
+        (a list of texts, or "embedded": lines of the installed package's corpus), each layer's attention is fitted
+        to BERT's on the inputs that layer sees on those texts (its class's `fit_bert`: closed form, e.g. `pairwise`
+        keeps Q and fits S by least squares), and kept where it is closer to BERT than the copy; the rows of that
+        comparison are in `model.bert_fit_report`. `None`, or a checkpoint without a tokenizer for "embedded",
+        leaves the copy, whose new tensors (the pairwise S, the δ scales, MHE's h→d projections) are initialised as
+        for a new model. `kwargs` go to `from_pretrained` and to the config, e.g. `attention_type="pairwise"`.
 
-        Returns `(model, new_parameters)`: the sorted names of the tensors that were not taken from BERT; the names
-        of the converted ones are logged and kept in `model.converted_from_bert`.
+        Returns `(model, new_parameters)`: the sorted names of the tensors that were neither taken nor fitted from
+        BERT; the names of the converted and fitted ones are logged and kept in `model.converted_from_bert`.
         """
         subfolder = kwargs.get("subfolder") or ""
         kwargs.update(ignore_mismatched_sizes=True, output_loading_info=True)
         model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
         new_parameters = set(loading_info["missing_keys"]) | {name for name, *_ in _mismatched(loading_info)}
         new_parameters = {name for name in new_parameters if name in dict(model.named_parameters())}
-        converted = _convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters)
-        new_parameters = sorted(new_parameters - set(converted))
-        model.converted_from_bert = converted
+        converted = set(_convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters))
+        model.bert_fit_report = None
+        if calibration_texts is not None:
+            model.bert_fit_report = fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts)
+            prefix = "bert." if hasattr(model, "bert") else ""
+            for row in model.bert_fit_report or []:
+                module = f"{prefix}encoder.layer.{row['layer']}.attention.self"
+                converted |= {f"{module}.{name}" for name in row["fitted"]} & new_parameters
+        new_parameters = sorted(new_parameters - converted)
+        model.converted_from_bert = converted = sorted(converted)
         logger.warning(
             f"Initialised {cls.__name__} ({model.config.attention_type}) from {bert_name_or_path}; "
             f"{len(converted)} tensors are converted from BERT's: {converted}; "

@@ -1,0 +1,140 @@
+"""Each attention type's fit to BERT's self-attention (`fit_bert`, `fit_attention_to_bert`): exact on tiny random BERTs
+built so that the type can represent their attention, and never worse than the copy `from_bert` makes."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from conftest import tiny_config
+from symbert import ATTENTION_TYPES, SymBertForMaskedLM
+from symbert.loading_symbert import fit_attention_to_bert
+
+HEADS, HIDDEN = 4, 128
+D = HIDDEN // HEADS
+
+
+def random_bert(seed=3, **overrides):
+    """A tiny BertForMaskedLM (2 layers, 4 heads of 32) with weights wide enough for attention to be uneven."""
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=99,
+        hidden_size=HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=HEADS,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.2,
+        **overrides,
+    )
+    return BertForMaskedLM(config).eval()
+
+
+def sequences(count=24, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(8, 30, (count,), generator=generator)
+    return [torch.randint(5, 99, (1, int(n)), generator=generator) for n in lengths]
+
+
+def set_attention(bert, layer, **tensors):
+    attention = bert.bert.encoder.layer[layer].attention.self
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            module, part = name.split("_")
+            getattr(getattr(attention, module), part).copy_(tensor)
+
+
+def copied(bert, tmp_path, attention_type, **config):
+    bert.save_pretrained(tmp_path / "bert")
+    model, _ = SymBertForMaskedLM.from_bert(
+        tmp_path / "bert", attention_type=attention_type, calibration_texts=None, **config
+    )
+    return model.eval()
+
+
+def representable(attention_type, bert):
+    """Make every layer of `bert` one that `attention_type` can represent exactly."""
+    generator = torch.Generator().manual_seed(7)
+    for layer in range(2):
+        attention = bert.bert.encoder.layer[layer].attention.self
+        wq, bq = attention.query.weight.detach().clone(), attention.query.bias.detach().clone()
+        wv, bv = attention.value.weight.detach().clone(), attention.value.bias.detach().clone()
+        if attention_type == "symmetric":  # K = Q, biases included
+            set_attention(bert, layer, key_weight=wq, key_bias=bq)
+        elif attention_type == "pairwise":  # keys in the span of the queries: k_i = S_i·q_i per head
+            s = torch.randn(HEADS, D, D, generator=generator) / D**0.5
+            key = torch.einsum("nde,neh->ndh", s, wq.view(HEADS, D, HIDDEN)).reshape(HIDDEN, HIDDEN)
+            set_attention(bert, layer, key_weight=key, key_bias=torch.randn(HIDDEN, generator=generator))
+        elif attention_type == "shared":  # q = v ⊙ a, k = v ⊙ b (BERT's key bias any)
+            a, b = 1 + torch.rand(HIDDEN, generator=generator), 1 + torch.rand(HIDDEN, generator=generator)
+            set_attention(bert, layer, query_weight=wv * a[:, None], query_bias=bv * a, key_weight=wv * b[:, None])
+        elif attention_type == "no_query":  # each head's query linear in its own channels
+            r = torch.randn(HEADS, D, D, generator=generator) / D**0.5
+            query = torch.block_diag(*r)  # [h, h]: head i's rows read head i's channels
+            set_attention(bert, layer, query_weight=query, query_bias=torch.zeros(HIDDEN))
+        elif attention_type == "mhe_add":  # one W̃ per Q/K/V, each head its own bias
+            for name in ("query", "key", "value"):
+                weight = getattr(attention, name).weight.detach()[:D].repeat(HEADS, 1)
+                set_attention(bert, layer, **{f"{name}_weight": weight})
+        elif attention_type == "gqa":  # heads of a group share their key and value
+            for name in ("key", "value"):
+                linear = getattr(attention, name)
+                weight, bias = linear.weight.detach().view(2, 2, D, HIDDEN), linear.bias.detach().view(2, 2, D)
+                weight, bias = weight[:, :1].expand(-1, 2, -1, -1), bias[:, :1].expand(-1, 2, -1)
+                set_attention(bert, layer, **{f"{name}_weight": weight.reshape(HIDDEN, HIDDEN)})
+                set_attention(bert, layer, **{f"{name}_bias": bias.reshape(HIDDEN)})
+    return bert
+
+
+EXACT_TYPES = ["original", "symmetric_init", "symmetric", "pairwise", "shared", "no_query", "mhe_add", "gqa"]
+
+
+@pytest.mark.parametrize("attention_type", EXACT_TYPES)
+def test_the_fit_is_exact_where_the_type_can_represent_berts_attention(attention_type, tmp_path):
+    bert = representable(attention_type, random_bert())
+    config = {"num_key_value_heads": 2} if attention_type == "gqa" else {}
+    model = copied(bert, tmp_path, attention_type, **config)
+    rows = fit_attention_to_bert(model, bert, sequences())
+    assert max(row["fit_error"] for row in rows) < 1e-5, rows  # (where the copy is exact too, either is kept)
+    # and the whole model then gives BERT's logits
+    input_ids = sequences(3, seed=5)[0]
+    assert torch.allclose(model(input_ids).logits, bert(input_ids).logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("attention_type", list(ATTENTION_TYPES))
+def test_the_fit_is_never_worse_than_the_copy_and_improves_where_the_copy_is_new(attention_type, tmp_path):
+    bert = random_bert()
+    model = copied(bert, tmp_path, attention_type, **({"num_key_value_heads": 2} if attention_type == "gqa" else {}))
+    rows = fit_attention_to_bert(model, bert, sequences())
+    for row in rows:
+        assert min(row["copy_error"], row["fit_error"]) <= row["copy_error"]
+    if attention_type in ("original", "symmetric_init"):
+        assert all(row["copy_error"] < 1e-6 for row in rows)  # the copy is BERT
+    elif attention_type != "gqa":  # the copy leaves new tensors random (or a Q·Kᵀ another form cannot hold): closer
+        assert all(row["kept"] == "fit" and row["fit_error"] < 0.95 * row["copy_error"] for row in rows), rows
+    else:  # mean-pooled keys against the query-weighted pooling: at least as close
+        assert all(row["fit_error"] <= row["copy_error"] * 1.05 for row in rows), rows
+
+
+def test_a_fit_worse_than_the_copy_is_not_kept(tmp_path, monkeypatch):
+    bert = random_bert()
+    model = copied(bert, tmp_path, "original")
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+
+    def spoiled_fit(self, bert_tensors, inputs):
+        with torch.no_grad():
+            self.query.weight.mul_(-1.0)
+        return ["query.weight"]
+
+    monkeypatch.setattr(type(model.bert.encoder.layer[0].attention.self), "fit_bert", spoiled_fit)
+    rows = fit_attention_to_bert(model, bert, sequences())
+    assert [row["kept"] for row in rows] == ["copy", "copy"] and all(r["fit_error"] > 0.01 for r in rows)
+    assert all(torch.equal(tensor, before[name]) for name, tensor in model.state_dict().items())
+
+
+def test_a_type_without_a_fit_says_so(tmp_path):
+    model = SymBertForMaskedLM(tiny_config("original"))
+    base = type(model.bert.encoder.layer[0].attention.self).__mro__[-3]  # SymBertSelfAttention
+    with pytest.raises(NotImplementedError, match="has no fit to BERT's attention"):
+        base.fit_bert(model.bert.encoder.layer[0].attention.self, {}, torch.zeros(2, 128))
