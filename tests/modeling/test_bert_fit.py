@@ -1,11 +1,13 @@
 """Each attention type's fit to BERT's self-attention (`fit_bert`, `fit_attention_to_bert`): exact on tiny random BERTs
 built so that the type can represent their attention, and never worse than the copy `from_bert` makes."""
 
+import json
+
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from conftest import tiny_config
+from conftest import assert_one_line, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import fit_attention_to_bert
 
@@ -138,3 +140,90 @@ def test_a_type_without_a_fit_says_so(tmp_path):
     base = type(model.bert.encoder.layer[0].attention.self).__mro__[-3]  # SymBertSelfAttention
     with pytest.raises(NotImplementedError, match="has no fit to BERT's attention"):
         base.fit_bert(model.bert.encoder.layer[0].attention.self, {}, torch.zeros(2, 128))
+
+
+@pytest.fixture
+def bert_folder(tmp_path):
+    """A tiny random BertModel with a WordPiece tokenizer of its vocabulary, saved as a BERT folder."""
+    from transformers import AutoTokenizer, BertModel
+
+    from conftest import tiny_sentences, train_tokenizer
+
+    tokenizer_folder = train_tokenizer(tmp_path / "tokenizer", tiny_sentences(200), vocab_size=99)
+    bert = random_bert()
+    folder = tmp_path / "bert"
+    BertModel(bert.config, add_pooling_layer=False).eval().save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tokenizer_folder).save_pretrained(folder)
+    return folder
+
+
+def test_symbert_convert_writes_a_fitted_folder_closer_to_bert_than_the_copy(bert_folder, tmp_path, capsys):
+    from transformers import AutoModel
+
+    from conftest import tiny_sentences
+    from symbert.tools import convert
+
+    texts = tmp_path / "calibration.txt"
+    texts.write_text("\n".join(tiny_sentences(60, seed=1)) + "\n")
+    output = tmp_path / "pairwise"
+    argv = [str(bert_folder), str(output), "--attention_type", "pairwise", "--calibration_files", str(texts)]
+    report = convert.convert([*argv, "--held_out", "16"])
+    printed = capsys.readouterr().out
+    assert "copy" in printed and f"Written: {output}" in printed
+    cosine = report["held_out_mean_cosine"]
+    assert cosine["fit"] > cosine["copy"] and all(row["kept"] == "fit" for row in report["layers"])
+    saved = json.loads((output / "conversion.json").read_text())
+    assert saved["held_out_mean_cosine"] == cosine and saved["fit_texts"] == 44 and saved["held_out_texts"] == 16
+    # a self-contained folder: loads in a fresh process with the folder's own code, and gives the converted outputs
+    reloaded = AutoModel.from_pretrained(output, trust_remote_code=True).eval()
+    assert type(reloaded).__name__ == "SymBertModel" and reloaded.config.attention_type == "pairwise"
+    bert = AutoModel.from_pretrained(bert_folder).eval()
+    ids = torch.tensor([[2, 10, 20, 30, 3]])
+    agreement = torch.nn.functional.cosine_similarity(
+        reloaded(ids).last_hidden_state.mean(1), bert(ids).last_hidden_state.mean(1)
+    )
+    assert agreement.item() > cosine["copy"] - 0.2  # the fitted model, not a fresh one
+
+
+@pytest.mark.parametrize(
+    "make, argv, message",
+    [
+        (None, ["--attention_type", "nonsense"], "--attention_type 'nonsense' is unknown; allowed: original,"),
+        (None, ["--attention_type", "pairwise", "--held_out", "0"], "--held_out=0 must be at least 1."),
+        ("empty", ["--attention_type", "pairwise", "--calibration_files", "{TEXT}"], "has 0 non-empty line(s)"),
+        ("binary", ["--attention_type", "pairwise", "--calibration_files", "{TEXT}"], "cannot read it as UTF-8 text"),
+        ("missing", ["--attention_type", "pairwise", "--calibration_files", "{TEXT}"], "cannot read it as UTF-8"),
+        ("not_bert", ["--attention_type", "pairwise"], "is a 'symbert' model, not a BERT (model_type 'bert')."),
+        ("output", ["--attention_type", "pairwise"], "exists and is not an empty folder; choose a new path."),
+    ],
+)
+def test_symbert_convert_refuses_bad_input_in_one_line(make, argv, message, bert_folder, tmp_path, capsys):
+    from symbert.tools import convert
+
+    text, source, output = tmp_path / "calibration.txt", bert_folder, tmp_path / "out"
+    if make == "empty":
+        text.write_text("\n  \n")
+    elif make == "binary":
+        text.write_bytes(b"\xff\xfe\x00bad")
+    elif make == "not_bert":
+        source = tmp_path / "symbert"
+        SymBertForMaskedLM(tiny_config("original")).save_pretrained(source)
+    elif make == "output":
+        output.mkdir()
+        (output / "keep.txt").write_text("mine")
+    argv = [str(source), str(output), *(a.replace("{TEXT}", str(text)) for a in argv)]
+    capsys.readouterr()  # the setup's own output
+    assert_one_line(convert.main, argv, message, capsys)
+    if make == "output":
+        assert sorted(p.name for p in output.iterdir()) == ["keep.txt"]
+    else:
+        assert not output.exists()
+
+
+def test_a_type_without_a_fit_cannot_be_converted(bert_folder, tmp_path, capsys, monkeypatch):
+    from symbert.attention_symbert import SymBertSelfAttention, SymBertSymmetricSelfAttention
+    from symbert.tools import convert
+
+    monkeypatch.setattr(SymBertSymmetricSelfAttention, "fit_bert", SymBertSelfAttention.fit_bert)
+    argv = [str(bert_folder), str(tmp_path / "out"), "--attention_type", "symmetric"]
+    assert_one_line(convert.main, argv, "--attention_type 'symmetric' has no fit to BERT's attention", capsys)

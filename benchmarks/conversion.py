@@ -1,0 +1,113 @@
+"""How close each attention type comes to a pretrained BERT right after conversion: `from_bert`'s copy against its fit.
+
+    python benchmarks/real/fetch.py && python benchmarks/conversion.py --bert ~/.cache/symbert-real/all-MiniLM-L6-v2
+
+For every registered type with a fit (or --types): the BERT converted by `from_bert` with `calibration_texts=None`
+(the copy: same-named tensors, the rest new) and with calibration text (each layer fitted to BERT's on the inputs it
+sees, the fit kept where closer), measured against BERT in the same run: per layer the relative error of the attention
+output on held-out text, and the mean cosine of mean-pooled sentence embeddings on held-out texts. Calibration: lines
+of the embedded corpus (the same split as `symbert-convert`). Writes OUTPUT.md and OUTPUT.json with the command, the
+machine, the load and the wall time.
+"""
+
+import datetime
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from machine import describe_machine  # benchmarks/machine.py
+
+from symbert import ATTENTION_TYPES, attention_class
+from symbert.attention_symbert import SymBertSelfAttention
+from symbert.cli import UserError, command_parser, run_command
+from symbert.files import write_atomically
+from symbert.loading_symbert import calibration_sequences
+from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
+
+
+def measure(argv):
+    parser = command_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--bert", required=True, help="the BERT folder (e.g. benchmarks/real/fetch.py's MiniLM)")
+    parser.add_argument("--types", nargs="+", default=None, choices=list(ATTENTION_TYPES))
+    parser.add_argument("--held_out", type=int, default=64)
+    parser.add_argument("--output", default="benchmarks/results/conversion/conversion")
+    args = parser.parse_args(argv)
+    types = [
+        t for t in (args.types or ATTENTION_TYPES) if attention_class(t).fit_bert is not SymBertSelfAttention.fit_bert
+    ]
+    if not types:
+        raise UserError("None of --types has a fit to BERT's attention.")
+    start, load_before = time.perf_counter(), os.getloadavg()
+    fit_texts, held_out_texts = calibration_texts(None, args.held_out)
+    config, bert, tokenizer = load_bert(args.bert)
+    held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    from symbert import SymBertModel
+
+    rows = []
+    for kind in types:
+        copied, _ = SymBertModel.from_bert(args.bert, attention_type=kind, calibration_texts=None)
+        fitted, _ = SymBertModel.from_bert(args.bert, attention_type=kind, calibration_texts=fit_texts)
+        layers = fitted.bert_fit_report
+        rows.append(
+            {
+                "attention_type": kind,
+                "copy_cosine": mean_cosine(copied.eval(), bert, held_out),
+                "fit_cosine": mean_cosine(fitted.eval(), bert, held_out),
+                "copy_errors": [row["copy_error"] for row in layers],
+                "fit_errors": [row["fit_error"] for row in layers],
+                "kept": [row["kept"] for row in layers],
+            }
+        )
+        print(f"{kind}: cosine copy {rows[-1]['copy_cosine']:.4f}, fit {rows[-1]['fit_cosine']:.4f}", flush=True)
+    wall, load_after = time.perf_counter() - start, os.getloadavg()
+    command = shlex.join(["python", "benchmarks/conversion.py", *argv]).replace(str(Path.home()), "~")
+    write(args, command, config, rows, len(fit_texts), len(held_out), wall, load_before, load_after)
+
+
+def write(args, command, config, rows, fit_count, held_out_count, wall, load_before, load_after):
+    layers = config.num_hidden_layers
+    header = "| type | mean cosine, copy | mean cosine, fit | " + " | ".join(
+        f"layer {i} copy / fit" for i in range(layers)
+    )
+    table = [header + " |", "|---|---:|---:|" + "---:|" * layers]
+    for r in rows:
+        cells = " | ".join(
+            f"{c:.3f} / {f:.3f}{'' if k == 'fit' else ' (copy kept)'}"
+            for c, f, k in zip(r["copy_errors"], r["fit_errors"], r["kept"])
+        )
+        table.append(f"| `{r['attention_type']}` | {r['copy_cosine']:.4f} | {r['fit_cosine']:.4f} | {cells} |")
+    report = "\n\n".join(
+        [
+            "# Conversion from a pretrained BERT: the copy against the fit",
+            f"Command: `{command}`",
+            f"Machine: {describe_machine()}; transformers {transformers.__version__}; {torch.get_num_threads()} torch "
+            f"threads. Date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}. Wall time "
+            f"{wall / 60:.1f} min. Load average (1, 5, 15 min): {tuple(round(x, 2) for x in load_before)} at the start, "
+            f"{tuple(round(x, 2) for x in load_after)} at the end.",
+            f"BERT: {config.num_hidden_layers} layers × {config.hidden_size}, {config.num_attention_heads} heads "
+            f"({args.bert.replace(str(Path.home()), '~')}). Calibration: {fit_count} lines of the embedded corpus (a "
+            f"quarter of them held out to choose fit or copy per layer); {held_out_count} other lines held out for the "
+            "figures. Mean cosine: of mean-pooled last hidden states to BERT's, over the held-out lines (1 = BERT's "
+            "own). Layers: relative error ‖attention output − BERT's‖ / ‖BERT's‖ on held-out text, copy / fit.",
+            "\n".join(table),
+        ]
+    )
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(output.with_suffix(".md"), lambda file: file.write(report + "\n"))
+    record = {"command": command, "machine": describe_machine(), "wall_seconds": wall, "rows": rows}
+    write_atomically(output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    print(report)
+
+
+def main(argv=None):
+    run_command(measure, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()

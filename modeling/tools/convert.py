@@ -1,0 +1,172 @@
+"""Convert a pretrained BERT into a SymBERT variant that keeps what BERT's attention does.
+
+    symbert-convert BERT_FOLDER_OR_HUB_ID OUTPUT --attention_type T [--calibration_files FILE ...]
+    symbert-convert models/all-MiniLM-L6-v2 outputs/minilm-pairwise --attention_type pairwise
+
+`SymBert*.from_bert` copies BERT's tensors of the same name and shape, then fits each layer's attention to BERT's on
+the inputs that layer sees on calibration text (each attention class's `fit_bert`), keeping a layer's fit only where
+it is closer to BERT than the copy. Calibration text: one text per non-empty line of --calibration_files, or lines of
+the embedded corpus; the last --held_out texts are kept out of the fit. Printed: per layer, the relative error of the
+attention output against BERT's on held-out text, copied and fitted; and end to end, the mean cosine of the
+mean-pooled last hidden states (a sentence embedding) to BERT's on the held-out texts, copied and fitted. OUTPUT (a
+self-contained SymBERT folder: weights, code, BERT's tokenizer, conversion.json with these figures) appears only when
+complete.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig
+
+from .. import modeling_symbert
+from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
+from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..loading_symbert import _embedded_calibration_texts, calibration_sequences
+
+DEFAULT_TEXTS = 320  # from the embedded corpus: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
+HEAD_CLASSES = {"BertForMaskedLM": "SymBertForMaskedLM", "BertForPreTraining": "SymBertForMaskedLM"}
+
+
+def parse_command_line(argv):
+    parser = command_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("bert", help="a BERT folder or Hub id (config.json, weights, tokenizer)")
+    parser.add_argument("output", help="the SymBERT folder to write (must not exist, or be empty)")
+    parser.add_argument("--attention_type", required=True, help=f"one of {', '.join(ATTENTION_TYPES)}")
+    parser.add_argument("--calibration_files", nargs="+", default=None, help="text files, one text per line")
+    parser.add_argument("--held_out", type=int, default=64, help="texts kept out of the fit, for the agreement")
+    args = parser.parse_args(argv)
+    if args.attention_type not in ATTENTION_TYPES:
+        raise UserError(f"--attention_type {args.attention_type!r} is unknown; allowed: {', '.join(ATTENTION_TYPES)}.")
+    if attention_class(args.attention_type).fit_bert is SymBertSelfAttention.fit_bert:
+        raise UserError(f"--attention_type {args.attention_type!r} has no fit to BERT's attention (no fit_bert).")
+    if args.held_out < 1:
+        raise UserError(f"--held_out={args.held_out} must be at least 1.")
+    output = Path(args.output)
+    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
+        raise UserError(f"output={str(output)!r} exists and is not an empty folder; choose a new path.")
+    return args
+
+
+def calibration_texts(files, held_out):
+    """(texts to fit on, held-out texts): the files' non-empty lines, or lines of the embedded corpus."""
+    if files is None:
+        texts = _embedded_calibration_texts(DEFAULT_TEXTS)
+        if texts is None:
+            raise UserError("The embedded corpus is missing from this installation: give --calibration_files.")
+    else:
+        texts = []
+        for name in files:
+            try:
+                texts += [line.strip() for line in Path(name).read_text(encoding="utf-8").splitlines() if line.strip()]
+            except (OSError, UnicodeDecodeError) as error:
+                raise UserError(f"--calibration_files {name!r}: cannot read it as UTF-8 text ({error}).") from error
+    if len(texts) < held_out + 2:
+        raise UserError(
+            f"The calibration text has {len(texts)} non-empty line(s); it needs at least {held_out + 2} "
+            f"(--held_out {held_out} held out, at least 2 to fit on)."
+        )
+    return texts[:-held_out], texts[-held_out:]
+
+
+def load_bert(name):
+    """BERT's config, encoder and tokenizer; UserError for anything that is not a BERT with a tokenizer."""
+    if error := missing_local_path(name):
+        raise error
+    try:
+        config = AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{name!r} is not a model folder with a readable config.json ({error}).") from error
+    if not isinstance(config, BertConfig):
+        raise UserError(f"{name!r} is a {config.model_type!r} model, not a BERT (model_type 'bert').")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        bert = AutoModel.from_pretrained(name).float().eval()
+    except (OSError, ValueError, RuntimeError) as error:
+        raise UserError(f"Cannot load {name!r} as a BERT with its tokenizer: {' '.join(str(error).split())}") from error
+    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
+        raise UserError(f"{name!r} holds no tokenizer files: the calibration text cannot be read.")
+    return config, bert, tokenizer
+
+
+def sentence_embeddings(model, sequences):
+    """Mean-pooled last hidden states, one row per sequence."""
+    encoder = getattr(model, "bert", model)
+    with torch.no_grad():
+        return torch.cat([encoder(input_ids).last_hidden_state.mean(1) for input_ids in sequences])
+
+
+def mean_cosine(model, reference, sequences):
+    return (
+        torch.nn.functional.cosine_similarity(
+            sentence_embeddings(model, sequences), sentence_embeddings(reference, sequences)
+        )
+        .mean()
+        .item()
+    )
+
+
+def convert(argv):
+    args = parse_command_line(argv)
+    fit_texts, held_out_texts = calibration_texts(args.calibration_files, args.held_out)
+    config, bert, tokenizer = load_bert(args.bert)
+    class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
+    symbert_class = getattr(modeling_symbert, class_name)
+    kwargs = dict(attention_type=args.attention_type)
+    copied, _ = symbert_class.from_bert(args.bert, calibration_texts=None, **kwargs)
+    fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
+    held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    report = {
+        "bert": args.bert,
+        "attention_type": args.attention_type,
+        "calibration": args.calibration_files or "the embedded corpus",
+        "fit_texts": len(fit_texts),
+        "held_out_texts": len(held_out_texts),
+        "layers": fitted.bert_fit_report,
+        "held_out_mean_cosine": {
+            "copy": mean_cosine(copied.eval(), bert, held_out),
+            "fit": mean_cosine(fitted.eval(), bert, held_out),
+        },
+        "new_parameters": new_parameters,
+    }
+    print(f"{args.attention_type} from {args.bert}: attention output against BERT's (relative error, held-out text)")
+    print("  layer    copy     fit   kept")
+    for row in report["layers"]:
+        print(f"  {row['layer']:5d} {row['copy_error']:7.4f} {row['fit_error']:7.4f}   {row['kept']}")
+    cosine = report["held_out_mean_cosine"]
+    print(
+        f"Held-out sentence embeddings (mean-pooled), mean cosine to BERT's over {len(held_out)} texts: "
+        f"copy {cosine['copy']:.4f}, fit {cosine['fit']:.4f}"
+    )
+    write_folder(fitted, tokenizer, report, Path(args.output))
+    print(f"Written: {args.output}")
+    return report
+
+
+def write_folder(model, tokenizer, report, output):
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".convert.tmp", dir=output.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the output folder's mode
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "conversion.json").write_text(json.dumps(report, indent=2) + "\n")
+        try:
+            os.rename(staging, output)  # atomic; replaces an empty folder, fails on a non-empty one
+        except OSError as error:
+            raise UserError(f"output={str(output)!r} appeared while converting; nothing was written.") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def main(argv=None):
+    run_command(convert, argv)
+
+
+if __name__ == "__main__":
+    main()
