@@ -18,7 +18,7 @@ from transformers import (
 )
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
-from ..cli import UserError, command_parser, group_arguments
+from ..cli import UserError, command_parser, group_arguments, missing_local_path
 from .compat import TRAINER_HAS_OVERWRITE
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -80,6 +80,21 @@ class ModelArguments:
         metadata={
             "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
             "the extra ids are never input; at most 65536. Default: the tokenizer's size"
+        },
+    )
+    init_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "start from this SymBERT model folder (e.g. symbert-convert's) instead of a new model: its config "
+            "and weights (an MLM head it lacks is new); its tokenizer unless --tokenizer or --blocks_dir names one"
+        },
+    )
+    teacher: str | None = field(
+        default=None,
+        metadata={
+            "help": "distil toward this BERT or SymBERT folder: the loss is the normalised error of every layer's "
+            "hidden states against the teacher's, plus the KL divergence of the masked-LM logits at the masked "
+            "positions when the teacher has an MLM head; same vocabulary, hidden size, heads and layers"
         },
     )
     paper_weight_decay: bool = field(
@@ -250,6 +265,11 @@ def parse_arguments(
         raise UserError(" ".join(str(error).split())) from error
     named = argument_names([*recipe_args, *argv])
     model_args = settle_attention_type(run_args, model_args, named)
+    if model_args.init_from is not None:
+        if missing := missing_local_path(model_args.init_from):
+            raise missing
+        if data_args.tokenizer is None and data_args.blocks_dir is None:
+            data_args = replace(data_args, tokenizer=model_args.init_from)
     return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args, named)
 
 

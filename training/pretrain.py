@@ -40,7 +40,7 @@ from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import UserError, run_command
 from ..files import write_atomically
 from . import data as data_module
-from .arguments import DataArguments, ModelArguments, RunArguments, model_config, parse_arguments
+from .arguments import DataArguments, ModelArguments, RunArguments, config_overrides, model_config, parse_arguments
 from .blocks import (
     DATA_POSITION_FILE,
     ERROR_KEY,
@@ -53,6 +53,7 @@ from .blocks import (
 )
 from .compat import overwrite_requested
 from .data import prediction_cap
+from .distillation import DistillationLoss, initial_config, initial_model, load_teacher
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
 from .prepared import PreparedBlocks, prepared_once
 from .reporting import (
@@ -104,6 +105,13 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
     from it without replaying what was read before."""
 
     resume_from: str | None = None  # the checkpoint train() resumes from: where the data position is read
+    distillation: DistillationLoss | None = None  # --teacher: the loss is the distance to the teacher's outputs
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.distillation is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss = self.distillation(model, {**inputs, "num_items_in_batch": num_items_in_batch})
+        return (loss, {"loss": loss}) if return_outputs else loss
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         args = self.args
@@ -335,7 +343,15 @@ def build_trainer(
     set_seed(training_args.seed)
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = data_module.load_tokenizer(data_args)
-        config = model_config(model_args, tokenizer)
+        if model_args.init_from is None:
+            config = model_config(model_args, tokenizer)
+        else:
+            config = initial_config(model_args.init_from, config_overrides(model_args))
+            if len(tokenizer) > config.vocab_size:
+                raise UserError(
+                    f"The tokenizer has {len(tokenizer)} tokens but --init_from {model_args.init_from!r} has "
+                    f"vocab_size {config.vocab_size}; use the model's own tokenizer (leave --tokenizer out)."
+                )
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
     if resume:
         check_checkpoint_matches(resume, config)
@@ -358,7 +374,11 @@ def build_trainer(
     callbacks = [TrainingSpeedCallback(tokens_per_step), MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
     if overwrite and not resume:
         callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
-    model = SymBertForMaskedLM(config)
+    if model_args.teacher is not None:  # only the loss is evaluated: the eval loop keeps no logits
+        training_args = replace(training_args, prediction_loss_only=True)
+    # the teacher is checked against the config before any weights are read
+    teacher = load_teacher(model_args.teacher, config) if model_args.teacher is not None else None
+    model = SymBertForMaskedLM(config) if model_args.init_from is None else initial_model(model_args.init_from, config)
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
@@ -368,6 +388,8 @@ def build_trainer(
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
+    if teacher is not None:
+        trainer.distillation = DistillationLoss(teacher.to(trainer.args.device))
     precision = precision_trained(trainer)
     if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)
         raise UserError(

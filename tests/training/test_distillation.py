@@ -1,0 +1,131 @@
+"""symbert-pretrain --init_from FOLDER --teacher PATH: a converted model distilled toward its BERT teacher, with the
+loss against hand computation, a resumed run identical to an uninterrupted one, and bad teachers refused in one line."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
+
+from conftest import assert_one_line, run_args, tiny_corpus, tiny_sentences
+from symbert import SymBertForMaskedLM
+from symbert.training import pretrain
+from symbert.training.distillation import DistillationLoss
+
+
+def bert_teacher(folder, tokenizer, head=False, seed=3, **overrides):
+    """A tiny random BERT (2 layers, 2 heads of 64) on `tokenizer`'s vocabulary, saved with it in `folder`."""
+    torch.manual_seed(seed)
+    settings = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.1,
+    )
+    config = BertConfig(**{**settings, **overrides})
+    model = BertForMaskedLM(config) if head else BertModel(config, add_pooling_layer=False)
+    model.eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def distillation_setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("distil")
+    corpus = tiny_corpus(root / "corpus", tiny_sentences(300, seed=4), vocab_size=120)
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
+    teacher = bert_teacher(root / "teacher", tokenizer)
+    teacher_with_head = bert_teacher(root / "teacher-mlm", tokenizer, head=True)
+    student, _ = SymBertForMaskedLM.from_bert(teacher, attention_type="pairwise", calibration_texts=None)
+    student.save_pretrained(root / "student")
+    tokenizer.save_pretrained(root / "student")
+    return {"root": root, "corpus": corpus, "teacher": teacher, "teacher_mlm": teacher_with_head}
+
+
+def distil_args(setup, output, *extra, teacher="teacher", **overrides):
+    overrides = {"tokenizer": None, "learning_rate": "1e-3", "max_seq_length": 32, **overrides}
+    args = run_args(setup["corpus"], output, **overrides)
+    return [*args, "--init_from", str(setup["root"] / "student"), "--teacher", str(setup[teacher]), *extra]
+
+
+def eval_losses(output):
+    return [e["eval_loss"] for e in json.loads((output / "metrics.json").read_text()) if "eval_loss" in e]
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("teacher", ["teacher", "teacher_mlm"])
+def test_distillation_brings_the_student_toward_its_teacher(distillation_setup, tmp_path, teacher):
+    output = tmp_path / "run"
+    pretrain.main(
+        distil_args(distillation_setup, output, "--max_steps", "16", "--eval_on_start", "true", teacher=teacher)
+    )
+    losses = eval_losses(output)
+    assert len(losses) >= 3 and losses[-1] < 0.7 * losses[0], losses
+    student = SymBertForMaskedLM.from_pretrained(output)
+    assert student.config.attention_type == "pairwise"  # the --init_from folder's config, not the recipe's
+    rates = [e for e in json.loads((output / "metrics.json").read_text()) if "train_tokens_per_second" in e]
+    assert rates and all(e["train_tokens_per_second"] > 0 for e in rates)
+
+
+def test_the_loss_is_the_layers_normalised_error_plus_the_masked_lm_divergence(distillation_setup):
+    teacher = BertForMaskedLM.from_pretrained(distillation_setup["teacher_mlm"]).eval()
+    student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
+    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
+    attention_mask = (input_ids != 0).long()
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2], labels[1, 1] = 11, 20
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    loss = DistillationLoss(teacher)(student, inputs)
+    mine = student.bert(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+    theirs = teacher.bert(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+    mask = attention_mask[..., None].float()
+    hidden = sum(((a - b) ** 2 * mask).sum() / (b**2 * mask).sum() for a, b in zip(mine[1:], theirs[1:])) / 2
+    masked = labels != -100
+    p_teacher = teacher.cls(theirs[-1][masked]).softmax(-1)
+    log_student = student.cls(mine[-1][masked]).log_softmax(-1)
+    divergence = (p_teacher * (p_teacher.log() - log_student)).sum(-1).mean()
+    assert torch.allclose(loss, hidden + divergence, rtol=1e-4), (loss, hidden + divergence)
+    # the student is its teacher: no loss
+    same = SymBertForMaskedLM.from_bert(distillation_setup["teacher_mlm"], calibration_texts=None)[0].eval()
+    assert DistillationLoss(teacher)(same, inputs).abs().item() < 1e-5
+
+
+@pytest.mark.heavy
+def test_a_stopped_distillation_resumes_to_the_same_weights(distillation_setup, tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    pretrain.main(distil_args(distillation_setup, straight))
+    resumed.mkdir()  # as the run was left when stopped right after its checkpoint at step 4
+    shutil.copytree(straight / "checkpoint-4", resumed / "checkpoint-4")
+    pretrain.main(distil_args(distillation_setup, resumed))
+    assert eval_losses(resumed)[-1] == eval_losses(straight)[-1]
+    a, b = (SymBertForMaskedLM.from_pretrained(path).state_dict() for path in (straight, resumed))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"hidden_size": 64, "intermediate_size": 128}, "its hidden_size 64 (the student's 128)"),
+        ({"num_attention_heads": 4}, "its num_attention_heads 4 (the student's 2)"),
+        ({"vocab_size": 500}, "its vocab_size 500 (the student's"),
+    ],
+)
+def test_a_teacher_of_another_shape_is_refused_in_one_line(distillation_setup, tmp_path, change, message, capsys):
+    tokenizer = AutoTokenizer.from_pretrained(distillation_setup["corpus"] / "tokenizer")
+    distillation_setup = {**distillation_setup, "other": bert_teacher(tmp_path / "other", tokenizer, **change)}
+    capsys.readouterr()
+    argv = distil_args(distillation_setup, tmp_path / "run", teacher="other")
+    assert_one_line(pretrain.main, argv, message, capsys)
+    assert not (tmp_path / "run" / "training_summary.json").exists()
+
+
+def test_init_from_a_bert_folder_is_refused_in_one_line(distillation_setup, tmp_path, capsys):
+    argv = run_args(distillation_setup["corpus"], tmp_path / "run", tokenizer=None)
+    argv += ["--init_from", str(distillation_setup["teacher"])]
+    assert_one_line(pretrain.main, argv, "is a 'bert' model, not a SymBERT one; convert a BERT first", capsys)
