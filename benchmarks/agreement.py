@@ -1,0 +1,99 @@
+"""How close saved SymBERT models are to the BERT they came from: held-out sentence-embedding cosine and each layer's
+attention error, e.g. along a distillation (its checkpoints) against the conversion it started from.
+
+    python benchmarks/agreement.py --bert ~/.cache/symbert-real/all-MiniLM-L6-v2 \
+        --models /tmp/minilm-pairwise outputs/distil/checkpoint-100 outputs/distil --output benchmarks/results/x/agreement
+
+Held-out text: the same lines of the embedded corpus that symbert-convert and benchmarks/conversion.py hold out.
+Per model: the mean cosine of mean-pooled last hidden states to BERT's, and per layer the relative error of its
+attention output against BERT's on the inputs BERT's layer sees (each layer alone). Writes OUTPUT.md and OUTPUT.json.
+"""
+
+import datetime
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from machine import describe_machine  # benchmarks/machine.py
+from transformers import AutoConfig
+
+from symbert import SymBertConfig, SymBertModel
+from symbert.cli import UserError, command_parser, run_command
+from symbert.files import write_atomically
+from symbert.loading_symbert import _attention_error, _layer_inputs, calibration_sequences
+from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
+
+
+def measure(argv):
+    parser = command_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--bert", required=True)
+    parser.add_argument("--models", nargs="+", required=True, help="SymBERT folders (e.g. checkpoints)")
+    parser.add_argument("--held_out", type=int, default=64)
+    parser.add_argument("--output", required=True, help="results path without suffix")
+    args = parser.parse_args(argv)
+    for folder in args.models:  # before anything is loaded: a bad folder is refused at once
+        try:
+            config = AutoConfig.from_pretrained(folder)
+        except (OSError, ValueError) as error:
+            raise UserError(f"--models {folder!r}: cannot load it as a SymBERT model ({error}).") from error
+        if not isinstance(config, SymBertConfig):
+            raise UserError(f"--models {folder!r} is a {config.model_type!r} model, not a SymBERT one.")
+    start, load_before = time.perf_counter(), os.getloadavg()
+    _, held_out_texts = calibration_texts(None, args.held_out)
+    config, bert, tokenizer = load_bert(args.bert)
+    held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    inputs = _layer_inputs(bert, held_out)
+    rows = []
+    for folder in args.models:
+        try:
+            model = SymBertModel.from_pretrained(folder).float().eval()
+        except (OSError, ValueError) as error:
+            raise UserError(f"--models {folder!r}: cannot load it as a SymBERT model ({error}).") from error
+        errors = [
+            _attention_error(layer.attention.self, bert_layer.attention.self, inputs[index])
+            for index, (layer, bert_layer) in enumerate(zip(model.encoder.layer, bert.encoder.layer))
+        ]
+        name = str(folder).replace(str(Path.home()), "~")
+        rows.append({"model": name, "attention_type": model.config.attention_type,
+                     "mean_cosine": mean_cosine(model, bert, held_out), "layer_errors": errors})  # fmt: skip
+        print(f"{name}: mean cosine {rows[-1]['mean_cosine']:.4f}", flush=True)
+    wall, load_after = time.perf_counter() - start, os.getloadavg()
+    command = shlex.join(["python", "benchmarks/agreement.py", *argv]).replace(str(Path.home()), "~")
+    table = ["| model | type | mean cosine | " + " | ".join(f"layer {i}" for i in range(config.num_hidden_layers)) + " |",
+             "|---|---|---:|" + "---:|" * config.num_hidden_layers]  # fmt: skip
+    for r in rows:
+        errors = " | ".join(f"{e:.3f}" for e in r["layer_errors"])
+        table.append(f"| `{r['model']}` | `{r['attention_type']}` | {r['mean_cosine']:.4f} | {errors} |")
+    report = "\n\n".join(
+        [
+            "# Agreement with BERT",
+            f"Command: `{command}`",
+            f"Machine: {describe_machine()}; transformers {transformers.__version__}; {torch.get_num_threads()} torch "
+            f"threads. Date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}. Wall time "
+            f"{wall / 60:.1f} min. Load average (1, 5, 15 min): {tuple(round(x, 2) for x in load_before)} at the start, "
+            f"{tuple(round(x, 2) for x in load_after)} at the end.",
+            f"BERT: {args.bert.replace(str(Path.home()), '~')}. {len(held_out)} held-out lines of the embedded corpus. "
+            "Mean cosine of mean-pooled last hidden states to BERT's; per layer, the relative error of the attention "
+            "output against BERT's on BERT's inputs to that layer.",
+            "\n".join(table),
+        ]
+    )
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(output.with_suffix(".md"), lambda file: file.write(report + "\n"))
+    record = {"command": command, "machine": describe_machine(), "wall_seconds": wall, "rows": rows}
+    write_atomically(output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    print(report)
+
+
+def main(argv=None):
+    run_command(measure, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""benchmarks/conversion.py and benchmarks/agreement.py on a tiny random BERT with its own tokenizer: the copy against
+the fit for every type, and the agreement of saved models, against references computed here."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from conftest import tiny_sentences, train_tokenizer
+from symbert import SymBertModel
+from symbert.tools.convert import mean_cosine
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import agreement  # noqa: E402
+import conversion  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bert")
+    tokenizer = AutoTokenizer.from_pretrained(train_tokenizer(root / "tokenizer", tiny_sentences(200), vocab_size=99))
+    torch.manual_seed(3)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64, initializer_range=0.2)  # fmt: skip
+    BertModel(config, add_pooling_layer=False).eval().save_pretrained(root / "bert")
+    tokenizer.save_pretrained(root / "bert")
+    return root / "bert"
+
+
+@pytest.mark.heavy
+def test_conversion_benchmark_rows_are_the_copy_and_the_fit(bert_folder, tmp_path):
+    output = tmp_path / "conversion"
+    conversion.main(["--bert", str(bert_folder), "--types", "original", "pairwise", "--output", str(output)])
+    rows = {row["attention_type"]: row for row in json.loads(output.with_suffix(".json").read_text())["rows"]}
+    assert rows["original"]["copy_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert rows["pairwise"]["fit_cosine"] > rows["pairwise"]["copy_cosine"]
+    assert all(f <= c for c, f in zip(rows["pairwise"]["copy_errors"], rows["pairwise"]["fit_errors"]))
+    assert "| `pairwise` |" in output.with_suffix(".md").read_text()
+
+
+@pytest.mark.heavy
+def test_agreement_of_saved_models_matches_a_direct_measure(bert_folder, tmp_path):
+    converted, _ = SymBertModel.from_bert(bert_folder, attention_type="symmetric", calibration_texts=None)
+    converted.save_pretrained(tmp_path / "symmetric")
+    output = tmp_path / "agreement"
+    agreement.main(["--bert", str(bert_folder), "--models", str(tmp_path / "symmetric"), "--output", str(output)])
+    row = json.loads(output.with_suffix(".json").read_text())["rows"][0]
+    _, held_out_texts = conversion.calibration_texts(None, 64)
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder)
+    from symbert.loading_symbert import calibration_sequences
+
+    sequences = calibration_sequences(tokenizer, held_out_texts, 64)
+    bert = BertModel.from_pretrained(bert_folder).eval()
+    reloaded = SymBertModel.from_pretrained(tmp_path / "symmetric").eval()
+    assert row["mean_cosine"] == pytest.approx(mean_cosine(reloaded, bert, sequences), abs=1e-6)
+    assert row["attention_type"] == "symmetric" and len(row["layer_errors"]) == 2
+
+
+def test_agreement_refuses_a_folder_it_cannot_load_in_one_line(bert_folder, tmp_path, capsys):
+    from conftest import assert_one_line
+
+    (tmp_path / "empty").mkdir()
+    argv = ["--bert", str(bert_folder), "--models", str(tmp_path / "empty"), "--output", str(tmp_path / "out")]
+    assert_one_line(agreement.main, argv, "cannot load it as a SymBERT model", capsys)
