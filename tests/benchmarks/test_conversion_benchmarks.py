@@ -65,3 +65,29 @@ def test_agreement_refuses_a_folder_it_cannot_load_in_one_line(bert_folder, tmp_
     (tmp_path / "empty").mkdir()
     argv = ["--bert", str(bert_folder), "--models", str(tmp_path / "empty"), "--output", str(tmp_path / "out")]
     assert_one_line(agreement.main, argv, "cannot load it as a SymBERT model", capsys)
+
+
+def test_the_fetched_e_mails_lose_their_headers_and_the_splits_are_fixed(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real"))
+    import fetch
+
+    mail = "From spammer@example.com\r\nSubject: *****SPAM***** win\r\nX-Spam-Status: Yes\r\n\r\nHello,\r\nbuy now\r\n"
+    assert fetch.email_body(mail) == "Hello,\nbuy now"  # nothing of the headers, which name the verdict
+    assert fetch.email_body("Subject: only headers\n") == ""
+    rows = [{"sentence": f"s{i}", "label": i % 2} for i in range(10)]
+    first = fetch.split_and_save(rows, tmp_path / "a")
+    second = fetch.split_and_save(list(reversed(rows))[::-1], tmp_path / "b")
+    from datasets import load_from_disk
+
+    a, b = load_from_disk(str(first)), load_from_disk(str(second))
+    assert (len(a["train"]), len(a["validation"])) == (8, 2)
+    assert list(a["validation"]["sentence"]) == list(b["validation"]["sentence"])  # seed 0: the same split every time
+    assert sorted([*a["train"]["sentence"], *a["validation"]["sentence"]]) == sorted(r["sentence"] for r in rows)
+
+
+def test_a_task_without_a_hub_dataset_asks_for_the_fetched_data(capsys):
+    from symbert.cli import UserError
+    from symbert.training import glue_data
+
+    with pytest.raises(UserError, match="uci_sentiment is not on the Hub: fetch it with"):
+        glue_data.load_task("uci_sentiment")
