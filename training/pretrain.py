@@ -447,7 +447,7 @@ def training_summary(
     return TrainingSummary(
         recipe=run_args.recipe,
         attention_type=model.config.attention_type,  # the type trained (--config_overrides may not differ)
-        size=model_args.size,
+        size=model_args.size if model_args.init_from is None else None,  # --init_from: the folder's shape
         parameters=model.num_parameters(),
         world_size=args.world_size,
         per_device_train_batch_size=args.per_device_train_batch_size,
@@ -546,6 +546,13 @@ def run(argv: list[str]) -> None:
             else:
                 comparison = held_out_scores(trained.model, trained.held_out)
             print_run_report(output_dir, trained.log_history, comparison)
+            if model_args.teacher is not None:
+                print(
+                    f"Distilled toward {model_args.teacher}: the eval loss is the distillation loss (the layers' "
+                    "normalised hidden-state error, plus the masked-LM divergence where the teacher has an MLM head); "
+                    "with a teacher without one, the MLM head was not trained and the masked-token scores above are "
+                    "a new head's. python benchmarks/agreement.py measures the agreement with the teacher."
+                )
         return
 
     kinds = run_args.compare.split(",")
