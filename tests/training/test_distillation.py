@@ -129,3 +129,26 @@ def test_init_from_a_bert_folder_is_refused_in_one_line(distillation_setup, tmp_
     argv = run_args(distillation_setup["corpus"], tmp_path / "run", tokenizer=None)
     argv += ["--init_from", str(distillation_setup["teacher"])]
     assert_one_line(pretrain.main, argv, "is a 'bert' model, not a SymBERT one; convert a BERT first", capsys)
+
+
+@pytest.mark.slow
+def test_distillation_under_two_processes(distillation_setup, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    output = tmp_path / "ddp"
+    args = distil_args(distillation_setup, output, "--per_device_train_batch_size", "2", "--eval_on_start", "true")
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    result = subprocess.run(
+        [*launcher, "-m", "symbert.training.pretrain", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses = eval_losses(output)
+    assert losses[-1] < 0.8 * losses[0], losses
+    summary = json.loads((output / "training_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_batch_size"] == 4
