@@ -30,7 +30,7 @@ def bert_folder(tmp_path_factory):
     return root / "bert"
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # converts twice per type and loads the model often: the CI's slow tier
 def test_conversion_benchmark_rows_are_the_copy_and_the_fit(bert_folder, tmp_path):
     output = tmp_path / "conversion"
     conversion.main(["--bert", str(bert_folder), "--types", "original", "pairwise", "--output", str(output)])
@@ -41,7 +41,7 @@ def test_conversion_benchmark_rows_are_the_copy_and_the_fit(bert_folder, tmp_pat
     assert "| `pairwise` |" in output.with_suffix(".md").read_text()
 
 
-@pytest.mark.heavy
+@pytest.mark.slow
 def test_agreement_of_saved_models_matches_a_direct_measure(bert_folder, tmp_path):
     converted, _ = SymBertModel.from_bert(bert_folder, attention_type="symmetric", calibration_texts=None)
     converted.save_pretrained(tmp_path / "symmetric")
