@@ -142,13 +142,14 @@ def test_a_type_without_a_fit_says_so(tmp_path):
         base.fit_bert(model.bert.encoder.layer[0].attention.self, {}, torch.zeros(2, 128))
 
 
-@pytest.fixture
-def bert_folder(tmp_path):
-    """A tiny random BertModel with a WordPiece tokenizer of its vocabulary, saved as a BERT folder."""
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    """A tiny random BertModel with a WordPiece tokenizer of its vocabulary, saved as a BERT folder (read only)."""
     from transformers import AutoTokenizer, BertModel
 
     from conftest import tiny_sentences, train_tokenizer
 
+    tmp_path = tmp_path_factory.mktemp("bert-folder")
     tokenizer_folder = train_tokenizer(tmp_path / "tokenizer", tiny_sentences(200), vocab_size=99)
     bert = random_bert()
     folder = tmp_path / "bert"
