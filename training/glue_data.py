@@ -266,7 +266,17 @@ def data_sha256(task: str, data_dir: str | Path | None = None) -> str:
             digest.update(f"{split}\0{dataset._fingerprint}\n".encode())
         return digest.hexdigest()
     kind, where = task_files(task, data_dir)
-    files = where if kind == "tsv" else {str(p.relative_to(where)): p for p in sorted(where.rglob("*")) if p.is_file()}
+    # a save_to_disk folder: its files, not the cache-*.arrow files that datasets writes beside them when the
+    # splits are tokenised (each run adds one: hashing them would make the same data look different to every run)
+    files = (
+        where
+        if kind == "tsv"
+        else {
+            str(p.relative_to(where)): p
+            for p in sorted(where.rglob("*"))
+            if p.is_file() and not (p.name.startswith("cache-") and p.suffix == ".arrow")
+        }
+    )
     for name, path in files.items():
         with open(path, "rb") as file:
             digest.update(f"{name}\0{hashlib.file_digest(file, 'sha256').hexdigest()}\n".encode())

@@ -92,3 +92,19 @@ def test_a_task_without_a_hub_dataset_asks_for_the_fetched_data(capsys):
 
     with pytest.raises(UserError, match="uci_sentiment is not on the Hub: fetch it with"):
         glue_data.load_task("uci_sentiment")
+
+
+def test_the_data_digest_of_a_saved_dataset_ignores_the_cache_files_tokenising_writes(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    from symbert.training import glue_data
+
+    rows = [{"sentence": f"text {i}", "label": i % 2} for i in range(8)]
+    DatasetDict(train=Dataset.from_list(rows), validation=Dataset.from_list(rows[:4])).save_to_disk(
+        str(tmp_path / "uci_sentiment")
+    )
+    before = glue_data.data_sha256("uci_sentiment", tmp_path)
+    (tmp_path / "uci_sentiment" / "train" / "cache-0123456789abcdef.arrow").write_bytes(b"tokenised")
+    assert glue_data.data_sha256("uci_sentiment", tmp_path) == before
+    (tmp_path / "uci_sentiment" / "train" / "state.json").write_text("{}")  # the data's own files still count
+    assert glue_data.data_sha256("uci_sentiment", tmp_path) != before
