@@ -9,22 +9,17 @@ Per model: the mean cosine of mean-pooled last hidden states to BERT's, and per 
 attention output against BERT's on the inputs BERT's layer sees (each layer alone). Writes OUTPUT.md and OUTPUT.json.
 """
 
-import datetime
-import json
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
-import torch
-import transformers
-from machine import describe_machine  # benchmarks/machine.py
+from machine import run_line, write_report  # benchmarks/machine.py
 from transformers import AutoConfig
 
 from symbert import SymBertConfig, SymBertModel
 from symbert.cli import UserError, command_parser, run_command
-from symbert.files import write_atomically
 from symbert.loading_symbert import _attention_error, _layer_inputs, calibration_sequences
 from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
 
@@ -73,21 +68,14 @@ def measure(argv):
         [
             "# Agreement with BERT",
             f"Command: `{command}`",
-            f"Machine: {describe_machine()}; transformers {transformers.__version__}; {torch.get_num_threads()} torch "
-            f"threads. Date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}. Wall time "
-            f"{wall / 60:.1f} min. Load average (1, 5, 15 min): {tuple(round(x, 2) for x in load_before)} at the start, "
-            f"{tuple(round(x, 2) for x in load_after)} at the end.",
+            run_line(wall, load_before, load_after),
             f"BERT: {args.bert.replace(str(Path.home()), '~')}. {len(held_out)} held-out lines of the embedded corpus. "
             "Mean cosine of mean-pooled last hidden states to BERT's; per layer, the relative error of the attention "
             "output against BERT's on BERT's inputs to that layer.",
             "\n".join(table),
         ]
     )
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(output.with_suffix(".md"), lambda file: file.write(report + "\n"))
-    record = {"command": command, "machine": describe_machine(), "wall_seconds": wall, "rows": rows}
-    write_atomically(output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    write_report(args.output, report, {"command": command, "wall_seconds": wall, "rows": rows})
     print(report)
 
 

@@ -10,22 +10,17 @@ of the embedded corpus (the same split as `symbert-convert`). Writes OUTPUT.md a
 machine, the load and the wall time.
 """
 
-import datetime
-import json
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
-import torch
-import transformers
-from machine import describe_machine  # benchmarks/machine.py
+from machine import run_line, write_report  # benchmarks/machine.py
 
 from symbert import ATTENTION_TYPES, attention_class
 from symbert.attention_symbert import SymBertSelfAttention
 from symbert.cli import UserError, command_parser, run_command
-from symbert.files import write_atomically
 from symbert.loading_symbert import calibration_sequences
 from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
 
@@ -85,10 +80,7 @@ def write(args, command, config, rows, fit_count, held_out_count, wall, load_bef
         [
             "# Conversion from a pretrained BERT: the copy against the fit",
             f"Command: `{command}`",
-            f"Machine: {describe_machine()}; transformers {transformers.__version__}; {torch.get_num_threads()} torch "
-            f"threads. Date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}. Wall time "
-            f"{wall / 60:.1f} min. Load average (1, 5, 15 min): {tuple(round(x, 2) for x in load_before)} at the start, "
-            f"{tuple(round(x, 2) for x in load_after)} at the end.",
+            run_line(wall, load_before, load_after),
             f"BERT: {config.num_hidden_layers} layers × {config.hidden_size}, {config.num_attention_heads} heads "
             f"({args.bert.replace(str(Path.home()), '~')}). Calibration: {fit_count} lines of the embedded corpus (a "
             f"quarter of them held out to choose fit or copy per layer); {held_out_count} other lines held out for the "
@@ -97,11 +89,7 @@ def write(args, command, config, rows, fit_count, held_out_count, wall, load_bef
             "\n".join(table),
         ]
     )
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(output.with_suffix(".md"), lambda file: file.write(report + "\n"))
-    record = {"command": command, "machine": describe_machine(), "wall_seconds": wall, "rows": rows}
-    write_atomically(output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    write_report(args.output, report, {"command": command, "wall_seconds": wall, "rows": rows})
     print(report)
 
 

@@ -902,19 +902,6 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
         hidden, variance = config.hidden_size, config.initializer_range**2
         return {"mean": 0.0, "variance": (hidden * variance * (1 + variance)) ** 2, "self_mean": 0.0}
 
-    def shared_projections(self, bert, inputs):
-        """(q̃, k̃ projections [h+1, d] from the best rank-d fit of the heads' mean score form in the calibration
-        metric, ṽ's [h+1, d] as the mean of the heads' value projections), the calibration tokens x̄ = [x, 1]."""
-        augmented = _augmented(inputs)
-        root, inverse_root = _metric_roots(augmented)
-        d = self.attention_head_size
-        mean_form = _score_forms(bert, self.num_attention_heads, d).mean(0)
-        left, singular, right = torch.linalg.svd(root @ mean_form @ root)
-        query = inverse_root @ (left[:, :d] * singular[:d].sqrt())
-        key = inverse_root @ (right[:d].T * singular[:d].sqrt())
-        value = _projection(bert, "value").unflatten(1, (-1, d)).mean(1)
-        return query, key, value, augmented
-
     @staticmethod
     def combine_with_embedding(weight, bias, embedding):
         # (x·W̃ᵀ + b̃) ⊙ e_i = x·(diag(e_i) W̃)ᵀ + e_i ⊙ b̃
