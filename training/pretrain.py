@@ -352,6 +352,8 @@ def build_trainer(
                     f"The tokenizer has {len(tokenizer)} tokens but --init_from {model_args.init_from!r} has "
                     f"vocab_size {config.vocab_size}; use the model's own tokenizer (leave --tokenizer out)."
                 )
+        # the teacher is checked against the config before the data or any weights are read
+        teacher = load_teacher(model_args.teacher, config) if model_args.teacher is not None else None
         train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
     if resume:
         check_checkpoint_matches(resume, config)
@@ -376,8 +378,6 @@ def build_trainer(
         callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
     if model_args.teacher is not None:  # only the loss is evaluated: the eval loop keeps no logits
         training_args = replace(training_args, prediction_loss_only=True)
-    # the teacher is checked against the config before any weights are read
-    teacher = load_teacher(model_args.teacher, config) if model_args.teacher is not None else None
     model = SymBertForMaskedLM(config) if model_args.init_from is None else initial_model(model_args.init_from, config)
     trainer = SymBertPretrainingTrainer(
         model=model,
