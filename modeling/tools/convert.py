@@ -120,9 +120,12 @@ def convert(argv):
     fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
     held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
     report = {
-        "bert": args.bert,
+        # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be
+        "bert": Path(args.bert).name if Path(args.bert).exists() else args.bert,
         "attention_type": args.attention_type,
-        "calibration": args.calibration_files or "the embedded corpus",
+        "calibration": [Path(f).name for f in args.calibration_files]
+        if args.calibration_files
+        else "the embedded corpus",
         "fit_texts": len(fit_texts),
         "held_out_texts": len(held_out_texts),
         "layers": fitted.bert_fit_report,
