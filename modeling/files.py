@@ -1,6 +1,7 @@
 """Writing files so that a killed or failed write never leaves a half-written one, and telling a full disk from other
 errors, for every command: the tools, training and the release."""
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -44,3 +45,49 @@ def write_failure(error: BaseException) -> OSError | None:
     if isinstance(error, RuntimeError) and ("inline_container" in message or "PytorchStreamWriter" in message):
         return OSError(None, f"the write failed ({message[:200]})")
     return None
+
+
+# sentence-transformers modules that hold no weights: a model made from a sentence-embedding BERT reuses them as they are
+WEIGHT_FREE_MODULES = ("sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize")
+SENTENCE_TRANSFORMERS_CONFIGS = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def sentence_transformers_files(source: str | Path) -> dict[str, Path]:
+    """{relative name: local file} of the sentence-transformers configuration of `source` (a model folder or Hub id)
+    that a model made from it carries, so that it loads in sentence-transformers as `source` does: modules.json,
+    the configs beside it and those of its modules. {} when `source` has none, or has a module with weights of its
+    own (a Dense layer), which the new model could not reuse."""
+    from transformers.utils import cached_file
+
+    def local(name: str) -> Path | None:
+        try:
+            found = cached_file(str(source), name, _raise_exceptions_for_missing_entries=False)
+        except (OSError, ValueError):
+            return None
+        return Path(found) if found is not None and Path(found).is_file() else None
+
+    modules_file = local("modules.json")
+    if modules_file is None:
+        return {}
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        paths = {module["type"]: module.get("path", "") for module in modules}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+    if any(path and kind not in WEIGHT_FREE_MODULES for kind, path in paths.items()):
+        return {}
+    names = [*SENTENCE_TRANSFORMERS_CONFIGS, *(f"{path}/config.json" for path in paths.values() if path)]
+    return {name: file for name in names if (file := local(name)) is not None}
+
+
+def model_card_license(source: str | Path) -> str | None:
+    """The `license` of a model folder's or Hub id's card (README.md metadata), or None where it names none."""
+    from huggingface_hub.repocard import metadata_load
+    from transformers.utils import cached_file
+
+    try:
+        card = cached_file(str(source), "README.md", _raise_exceptions_for_missing_entries=False)
+        license_name = metadata_load(card).get("license") if card is not None else None
+    except (OSError, ValueError, AttributeError):  # unreadable, bad YAML, metadata that is not a mapping
+        return None
+    return license_name if isinstance(license_name, str) else None

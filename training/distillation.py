@@ -4,15 +4,19 @@ logits when the teacher has an MLM head) on the run's masked blocks, with everyt
 streamed and prepared data, workers, exact resume, DDP). The teacher runs without gradients inside the training step,
 so its time is in the run's tokens/s."""
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import AutoConfig, BertConfig, BertForMaskedLM, BertModel, PreTrainedModel
 
 from .. import SymBertConfig, SymBertForMaskedLM, SymBertModel
 from ..cli import UserError, missing_local_path
+from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
 
+CONVERSION_FILE = "conversion.json"  # symbert-convert's record of how a model was made from BERT
 # the teacher's fields that must equal the student's: the tokens it reads and the states it is compared on
 MATCHED_FIELDS = ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers")
 # what --config_overrides may change in an --init_from model (its architecture is the folder's)
@@ -85,6 +89,49 @@ def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
         raise UserError(f"Cannot load --teacher {path!r}: {' '.join(str(error).split())}") from error
     teacher.requires_grad_(False)
     return teacher.eval()
+
+
+def source_name(path: str) -> str:
+    """A Hub id as given; a local folder by its name only: the record may be published, a home layout must not be."""
+    return Path(path).name if Path(path).exists() else path
+
+
+def carried_files(init_from: str | None) -> dict[str, Path]:
+    """{name: file} that the final model keeps of its --init_from folder besides the weights: its conversion record
+    and its sentence-transformers configuration (it loads there as the model it was made from does)."""
+    if init_from is None:
+        return {}
+    files = sentence_transformers_files(init_from)
+    if (Path(init_from) / CONVERSION_FILE).is_file():
+        files[CONVERSION_FILE] = Path(init_from) / CONVERSION_FILE
+    return files
+
+
+def made_from_record(init_from: str | None, teacher_path: str | None, teacher: PreTrainedModel | None) -> dict | None:
+    """training_summary.json's "made_from": the --init_from model (and symbert-convert's record of it) and the
+    --teacher distilled toward (its name, licence and kind), as the release's card names them; None for a model
+    trained from scratch."""
+    if init_from is None and teacher_path is None:
+        return None
+    conversion = None
+    if init_from is not None and (Path(init_from) / CONVERSION_FILE).is_file():
+        try:
+            conversion = json.loads((Path(init_from) / CONVERSION_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise UserError(f"{Path(init_from) / CONVERSION_FILE} is not readable JSON ({error}).") from None
+    record = {
+        "init_from": None if init_from is None else source_name(init_from),
+        "conversion": conversion,
+        "teacher": None,
+    }
+    if teacher is not None:
+        record["teacher"] = {
+            "name": source_name(teacher_path),
+            "license": model_card_license(teacher_path),
+            "architecture": type(teacher).__name__,
+            "mlm_head": hasattr(teacher, "cls"),
+        }
+    return record
 
 
 @dataclass

@@ -20,7 +20,7 @@ import signal
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -53,7 +53,14 @@ from .blocks import (
 )
 from .compat import overwrite_requested
 from .data import prediction_cap
-from .distillation import DistillationLoss, initial_config, initial_model, load_teacher
+from .distillation import (
+    DistillationLoss,
+    carried_files,
+    initial_config,
+    initial_model,
+    load_teacher,
+    made_from_record,
+)
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
 from .prepared import PreparedBlocks, prepared_once
 from .reporting import (
@@ -316,6 +323,9 @@ class PretrainingSetup:
     eval_blocks: Dataset
     collator: data_module.ResumableMLMCollator
     precision: str  # what the forward and backward run in, as accelerate applies it
+    carried: dict[str, Path] = field(
+        default_factory=dict
+    )  # kept of --init_from: conversion and sentence-transformers files
 
     def trained_run(self) -> TrainedRun:
         """The run as training left it, with what the end-of-run report scores (nothing under FSDP or DeepSpeed)."""
@@ -397,7 +407,8 @@ def build_trainer(
             f"{precision} on {training_args.device}; set bf16 and fp16 for what the device runs (symbert-pretrain's "
             "--precision checks that)."
         )
-    return PretrainingSetup(trainer, model, tokenizer, train_blocks, eval_blocks, collator, precision)
+    carried = carried_files(model_args.init_from)
+    return PretrainingSetup(trainer, model, tokenizer, train_blocks, eval_blocks, collator, precision, carried)
 
 
 def train_or_finish(setup: PretrainingSetup, resume: str | None, data_args: DataArguments) -> tuple[float, float]:
@@ -429,7 +440,8 @@ def train_or_finish(setup: PretrainingSetup, resume: str | None, data_args: Data
         if skipped := data_module.skipped_in_stream_message(data_args):
             print(skipped)
         print(f"{attention_type}: final eval loss {final_eval_loss:.4f}")
-    save_final_model(trainer, title=attention_type)  # model, code, tokenizer, state, plot: staged, then moved
+    # model, code, tokenizer, state, plot, what it keeps of --init_from: staged, then moved
+    save_final_model(trainer, title=attention_type, carried=setup.carried)
     return train_runtime, final_eval_loss
 
 
@@ -461,6 +473,9 @@ def training_summary(
         run_arguments=asdict(run_args),
         model_arguments=asdict(model_args),
         data_arguments=asdict(data_args),
+        made_from=made_from_record(
+            model_args.init_from, model_args.teacher, trainer.distillation and trainer.distillation.teacher
+        ),
         hardware=torch.cuda.get_device_name()
         if args.device.type == "cuda"
         else f"CPU ({threads} thread{'' if threads == 1 else 's'})",

@@ -563,7 +563,7 @@ class RemoveStaleCheckpoints(TrainerCallback):
                 print(f"--overwrite_output_dir: deleted the earlier run's {', '.join(deleted)} from {args.output_dir}")
 
 
-def save_final_model(trainer: Trainer, title: str) -> None:
+def save_final_model(trainer: Trainer, title: str, carried: dict[str, Path] | None = None) -> None:
     """The final model (weights, config, code, tokenizer, training arguments), the Trainer's state and the loss plot,
     written as a checkpoint is: into a staging folder of the output folder, then moved into place. A write that fails
     (a full disk) leaves the output folder as it was, and ends the run with one line naming the path and the free
@@ -584,7 +584,12 @@ def save_final_model(trainer: Trainer, title: str) -> None:
                 raise failure
             trainer.state.save_to_json(str(staging / TRAINER_STATE_NAME))
             plot_losses(trainer.state.log_history, staging / "loss.png", title=title)
+            for name, source in (carried or {}).items():  # {name: file} kept from the model it started from
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, staging / name)
             for path in sorted(staging.iterdir()):
+                if path.is_dir() and (output_dir / path.name).is_dir():  # a folder of an earlier finish (1_Pooling)
+                    shutil.rmtree(output_dir / path.name)
                 os.replace(path, output_dir / path.name)
             staging.rmdir()
         except Exception as error:

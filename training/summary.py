@@ -112,6 +112,8 @@ class TrainingSummary:
     run_arguments: dict | None = None
     model_arguments: dict | None = None
     data_arguments: dict | None = None
+    # --init_from / --teacher: the model started from (with symbert-convert's record) and the teacher distilled toward
+    made_from: dict | None = None
     hardware: str | None = None
     training_arguments: dict
     train_runtime: float | None = None  # seconds, of this run (after a resume: since it; 0 when only finishing)
@@ -202,6 +204,8 @@ def check_values(path: Path, summary: dict) -> None:
     text(path, "training_arguments.lr_scheduler_type", arguments["lr_scheduler_type"])
     for key in ("bf16", "fp16", "use_cpu"):
         boolean(path, f"training_arguments.{key}", arguments[key])
-    for key in ("run_arguments", "model_arguments", "data_arguments"):
+    for key in ("run_arguments", "model_arguments", "data_arguments", "made_from"):
         if summary.get(key) is not None:
             mapping(path, key, summary[key])
+    if (teacher := (summary.get("made_from") or {}).get("teacher")) is not None:
+        text(path, "made_from.teacher.name", mapping(path, "made_from.teacher", teacher).get("name"))

@@ -9,8 +9,8 @@ it is closer to BERT than the copy. Calibration text: one text per non-empty lin
 the embedded corpus; the last --held_out texts are kept out of the fit. Printed: per layer, the relative error of the
 attention output against BERT's on held-out text, copied and fitted; and end to end, the mean cosine of the
 mean-pooled last hidden states (a sentence embedding) to BERT's on the held-out texts, copied and fitted. OUTPUT (a
-self-contained SymBERT folder: weights, code, BERT's tokenizer, conversion.json with these figures) appears only when
-complete.
+self-contained SymBERT folder: weights, code, BERT's tokenizer, conversion.json with these figures and BERT's
+licence, and BERT's sentence-transformers configuration where it has one) appears only when complete.
 """
 
 import json
@@ -25,6 +25,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig
 from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..files import model_card_license, sentence_transformers_files
 from ..loading_symbert import _embedded_calibration_texts, calibration_sequences
 
 DEFAULT_TEXTS = 320  # from the embedded corpus: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
@@ -122,6 +123,7 @@ def convert(argv):
     report = {
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be
         "bert": Path(args.bert).name if Path(args.bert).exists() else args.bert,
+        "bert_license": model_card_license(args.bert),
         "attention_type": args.attention_type,
         "calibration": [Path(f).name for f in args.calibration_files]
         if args.calibration_files
@@ -144,12 +146,14 @@ def convert(argv):
         f"Held-out sentence embeddings (mean-pooled), mean cosine to BERT's over {len(held_out)} texts: "
         f"copy {cosine['copy']:.4f}, fit {cosine['fit']:.4f}"
     )
-    write_folder(fitted, tokenizer, report, Path(args.output))
+    write_folder(fitted, tokenizer, report, Path(args.output), sentence_transformers_files(args.bert))
     print(f"Written: {args.output}")
     return report
 
 
-def write_folder(model, tokenizer, report, output):
+def write_folder(model, tokenizer, report, output, carried):
+    """OUTPUT with the model, the tokenizer, conversion.json and the `carried` files ({name: file}: BERT's
+    sentence-transformers configuration, so that it loads there as BERT does), moved into place when complete."""
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".convert.tmp", dir=output.parent))
     try:
@@ -159,6 +163,9 @@ def write_folder(model, tokenizer, report, output):
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / "conversion.json").write_text(json.dumps(report, indent=2) + "\n")
+        for name, source in carried.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, staging / name)
         try:
             os.rename(staging, output)  # atomic; replaces an empty folder, fails on a non-empty one
         except OSError as error:

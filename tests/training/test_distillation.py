@@ -152,3 +152,64 @@ def test_distillation_under_two_processes(distillation_setup, tmp_path):
     assert losses[-1] < 0.8 * losses[0], losses
     summary = json.loads((output / "training_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["global_batch_size"] == 4
+
+
+def sentence_embedding_bert(folder, tokenizer):
+    """A tiny random BERT dressed as a sentence-transformers model (mean pooling, normalised), with a licence."""
+    bert_teacher(folder, tokenizer)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))
+    (folder / "1_Pooling").mkdir()
+    pooling = {"word_embedding_dimension": 128, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (folder / "README.md").write_text("---\nlicense: apache-2.0\nlibrary_name: sentence-transformers\n---\n# tiny\n")
+    return folder
+
+
+@pytest.mark.heavy
+def test_a_converted_and_distilled_model_keeps_its_record_and_loads_in_sentence_transformers(
+    distillation_setup, tmp_path
+):
+    from symbert.tools import convert
+
+    tokenizer = AutoTokenizer.from_pretrained(distillation_setup["corpus"] / "tokenizer")
+    bert = sentence_embedding_bert(tmp_path / "st-bert", tokenizer)
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("\n".join(tiny_sentences(40, seed=9)) + "\n")
+    argv = [str(bert), str(tmp_path / "converted"), "--attention_type", "pairwise", "--held_out", "8"]
+    convert.main([*argv, "--calibration_files", str(calibration)])
+    conversion = json.loads((tmp_path / "converted" / "conversion.json").read_text())
+    assert conversion["bert"] == "st-bert" and conversion["calibration"] == ["calibration.txt"]
+    assert conversion["bert_license"] == "apache-2.0"
+    assert conversion["bert"] == "st-bert" and conversion["bert_license"] == "apache-2.0"
+    setup = {**distillation_setup, "root": tmp_path, "st": bert}
+    (tmp_path / "student").symlink_to(tmp_path / "converted")
+    output = tmp_path / "run"
+    pretrain.main(distil_args(setup, output, teacher="st"))
+    for name in ("conversion.json", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json"):
+        assert (output / name).read_bytes() == (
+            bert / name if name != "conversion.json" else tmp_path / "converted" / name
+        ).read_bytes()
+    made_from = json.loads((output / "training_summary.json").read_text())["made_from"]
+    assert made_from["init_from"] == "student" and made_from["conversion"] == conversion
+    assert made_from["teacher"] == {
+        "name": "st-bert",
+        "license": "apache-2.0",
+        "architecture": "BertModel",
+        "mlm_head": False,
+    }
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    texts = ["the old house stood by the river", "a letter came at night"]
+    encoded = sentence_transformers.SentenceTransformer(str(output), trust_remote_code=True, device="cpu").encode(texts)
+    student = SymBertForMaskedLM.from_pretrained(output).bert.eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = student(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)
+    torch.testing.assert_close(torch.from_numpy(encoded), expected, atol=1e-5, rtol=1e-5)
