@@ -86,6 +86,14 @@ def glue_data_text(results: dict) -> str:
     the sha256 of each task's files (glue_results.json "data_sha256"), saying they are not the Hub's."""
     if scored_on_hub(results):
         return ", ".join(f"[{name}](https://huggingface.co/datasets/{name})" for name in hub_datasets().split(", "))
+    local_tasks = [TASKS[name] for name in results["aggregates"]["tasks"] if name in TASKS]
+    if local_tasks and all(task.hub_dataset is None for task in local_tasks):  # data only a script of ours fetches
+        hashes = results.get("data_sha256") or {}
+        return "; ".join(
+            f"{task.benchmark}: {task.source} (sha256 `{str(hashes.get(name, ''))[:12]}`)"
+            for name, task in TASKS.items()
+            if task in local_tasks
+        )
     data = results["protocol"].get("data")
     hashes = ", ".join(f"{task} `{sha[:12]}`" for task, sha in (results.get("data_sha256") or {}).items() if sha)
     named = f"local data `{shown(data)}`" if data else "data the results file does not record"
@@ -200,14 +208,25 @@ def card_data(
     datasets: list[str] | None = None,
     extra_tags: Iterable[str] = (),
     custom_code: bool = True,
+    made_from: "MadeFrom | None" = None,
 ) -> ModelCardData:
-    """The card's metadata; `custom_code=False` for the plain BERT export, which holds no code."""
+    """The card's metadata; `custom_code=False` for the plain BERT export, which holds no code. A model made from a
+    pretrained BERT (`made_from`) takes its licence, names it as base_model and, where its MLM head was never
+    trained, is no fill-mask model."""
+    pipeline_tag, tags = "fill-mask", []
+    if made_from is not None:
+        tags = ["distillation"] if made_from.distilled else []
+        if made_from.sentence_transformers:
+            tags.append("sentence-transformers")
+        if made_from.distilled and not made_from.mlm_head:
+            pipeline_tag = "sentence-similarity" if made_from.sentence_transformers else "feature-extraction"
     return ModelCardData(
         language="en",
-        license="apache-2.0",
+        license=(made_from and made_from.license) or "apache-2.0",
         library_name="transformers",
-        pipeline_tag="fill-mask",
-        tags=["symbert", attention_type, "bert", *(["custom_code"] if custom_code else []), *extra_tags],
+        pipeline_tag=pipeline_tag,
+        base_model=made_from and made_from.base_model,
+        tags=["symbert", attention_type, "bert", *(["custom_code"] if custom_code else []), *tags, *extra_tags],
         datasets=datasets or None,
         model_name=model_name if eval_results else None,
         eval_results=eval_results or None,
@@ -302,24 +321,45 @@ def baseline_cells(task: dict) -> list[str]:
     return [f"{baseline['majority']:.2f} / {baseline['chance']:.2f}", verdict]
 
 
-def glue_table(results: dict) -> str:
-    """Markdown: per-task mean ± sample std over the seeds beside its baselines (majority class / chance) and the
-    verdict against them, then the GLUE score."""
+def results_benchmark(results: dict) -> str:
+    """What the scores of `results` are published under: "GLUE", or the benchmarks of the tasks it has."""
+    tasks = [name for name in TASKS if name in results["aggregates"]["tasks"]]
+    if not tasks or any(TASKS[name].in_glue_mean for name in tasks):
+        return benchmark_name()
+    return " and ".join(dict.fromkeys(TASKS[name].benchmark for name in tasks))
+
+
+def glue_table(results: dict, baselines: list[tuple[str, dict]] = ()) -> str:
+    """Markdown: per-task mean ± sample std over the seeds, beside each --baselines model's (fine-tuned identically)
+    and the task's baselines (majority class / chance) with the verdict against them, then the GLUE score."""
     tasks = results["aggregates"]["tasks"]
+    glue_only = any(TASKS[name].in_glue_mean for name in tasks if name in TASKS)
+    labels = [label for label, _ in baselines]
     rows = [
-        "| task | metric | mean ± std (%) | seeds | majority / chance (%) | against the baselines |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
+        "| task | metric | mean ± std (%) | seeds | "
+        + "".join(f"{label} (%) | " for label in labels)
+        + "majority / chance (%) | against the baselines |",
+        "| --- | --- | ---: | ---: | " + "---: | " * len(labels) + "---: | --- |",
     ]
-    for _, spec, score in reported_scores(glue_mean_only=True):
+
+    def mean_and_std(task: dict | None) -> str:
+        return "not scored" if task is None or task.get("mean") is None else f"{task['mean']:.2f} ± {task['std']:.2f}"
+
+    for _, spec, score in reported_scores(glue_mean_only=glue_only):
         if score.name in tasks and tasks[score.name].get("mean") is not None:
             task = tasks[score.name]
-            cells = [score.display, spec.metric.description, f"{task['mean']:.2f} ± {task['std']:.2f}", str(task["n"])]
+            cells = [score.display, spec.metric.description, mean_and_std(task), str(task["n"])]
+            cells += [mean_and_std(other["aggregates"]["tasks"].get(score.name)) for _, other in baselines]
             rows.append(f"| {' | '.join([*cells, *baseline_cells(task)])} |")
     glue_score = results["aggregates"]["glue"]
     if glue_score.get("complete") and glue_score.get("mean") is not None:
+        others = [
+            "" if not (g := other["aggregates"]["glue"]).get("complete") else f"{g['mean']:.2f} ± {g['std']:.2f}"
+            for _, other in baselines
+        ]
         rows.append(
             f"| **{benchmark_name()}** | mean of the {len(score_names(glue_mean_only=True))} scores | **{glue_score['mean']:.2f} ± {glue_score['std']:.2f}** | "
-            f"{glue_score['n_seeds']} | | |"
+            f"{glue_score['n_seeds']} | {''.join(f'{cell} | ' for cell in others)}| |"
         )
     return "\n".join(rows)
 
@@ -475,6 +515,94 @@ class Training:
         return f"{self.final_eval_loss:.4f}" if self.run_steps is None else self.checkpoint_eval_loss
 
 
+@dataclass(frozen=True)
+class MadeFrom:
+    """How a model was made from a pretrained BERT, as its card tells it: training_summary.json's "made_from"
+    (symbert-pretrain --init_from / --teacher, with symbert-convert's conversion.json), and whether it carries the
+    teacher's sentence-transformers configuration."""
+
+    teacher: str | None  # a Hub id, or a local folder's name
+    license: str | None  # the teacher's, from its card
+    architecture: str | None
+    mlm_head: bool  # the teacher had one, so the distillation trained this model's
+    base_model: str | None  # the teacher's Hub id: --base_model, else its name where that is a Hub id
+    conversion: dict | None
+    sentence_transformers: bool
+
+    @classmethod
+    def read(cls, record: dict | None, base_model: str | None, sentence_transformers: bool) -> "MadeFrom | None":
+        if not record:
+            return None
+        teacher = record.get("teacher") or {}
+        conversion = record.get("conversion")
+        name = teacher.get("name") or (conversion or {}).get("bert")
+        if base_model is None and isinstance(name, str) and name.count("/") == 1 and not name.startswith((".", "/")):
+            base_model = name
+        return cls(
+            teacher=name,
+            license=teacher.get("license") or (conversion or {}).get("bert_license"),
+            architecture=teacher.get("architecture"),
+            mlm_head=bool(teacher.get("mlm_head")),
+            base_model=base_model,
+            conversion=conversion,
+            sentence_transformers=sentence_transformers,
+        )
+
+    @property
+    def distilled(self) -> bool:
+        return self.architecture is not None
+
+    @property
+    def teacher_text(self) -> str:
+        name = (
+            f"[{self.base_model}](https://huggingface.co/{self.base_model})" if self.base_model else f"`{self.teacher}`"
+        )
+        licence = f"licence {self.license}" if self.license else "licence not stated in its card"
+        return f"{name} ({licence})"
+
+    @property
+    def loss(self) -> str:
+        text = "the normalised error of every layer's hidden states against the teacher's"
+        return text + (", plus the KL divergence of its masked-token distributions" if self.mlm_head else "")
+
+    def items(self, training: "Training | None") -> list[str]:
+        """The card's "Made from" section, item by item."""
+        items = [f"Teacher: {self.teacher_text}{f', a `{self.architecture}`' if self.architecture else ''}."]
+        if self.conversion:
+            conversion, layers = self.conversion, self.conversion.get("layers") or []
+            fitted = sum(row.get("kept") == "fit" for row in layers)
+            errors = "; ".join(
+                f"layer {row['layer']} {row['copy_error']:.3f} → {row['fit_error']:.3f}"
+                for row in layers
+                if isinstance(row.get("copy_error"), (int, float)) and isinstance(row.get("fit_error"), (int, float))
+            )
+            cosine = conversion.get("held_out_mean_cosine") or {}
+            items.append(
+                f"Conversion (`symbert-convert`): each layer's `{conversion.get('attention_type')}` attention fitted in "
+                f"closed form to the teacher's on the inputs that layer sees ({conversion.get('fit_texts')} texts of "
+                f"{shown(conversion.get('calibration'))}), the fit kept in {fitted} of {len(layers)} layers where it "
+                "beat copying the tensors of the same name. Relative error of the attention output against the "
+                f"teacher's on {conversion.get('held_out_texts')} held-out texts, copied → fitted: {errors}."
+            )
+            if "copy" in cosine and "fit" in cosine:
+                items.append(
+                    f"Mean cosine of the mean-pooled sentence embeddings to the teacher's on the held-out texts, "
+                    f"right after conversion: {cosine['copy']:.3f} copied, {cosine['fit']:.3f} fitted."
+                )
+        if self.distilled and training is not None:
+            items.append(
+                f"Distillation (`symbert-pretrain --init_from ... --teacher ...`): {training.steps:,} steps on "
+                f"{training.dataset}, the loss {self.loss}; final loss {training.eval_loss} on held-out blocks "
+                "(Training, below)."
+            )
+        if self.sentence_transformers:
+            items.append(
+                "It carries the teacher's sentence-transformers configuration (modules.json, pooling), so it loads "
+                "there as the teacher does (Usage, below)."
+            )
+        return items
+
+
 def auto_class(bert_class: str) -> str:
     """The Auto class that loads a BERT class: BertForMaskedLM -> AutoModelForMaskedLM, BertModel -> AutoModel."""
     return "AutoModel" + bert_class.removeprefix("Bert").removeprefix("Model")
@@ -568,7 +696,21 @@ def indefinite_article(number: int) -> str:
 DEMONSTRATION_SIZES = ("tiny",)
 
 
-def intended_uses(kind: str, size: str | None = None) -> list[str]:
+def intended_uses(kind: str, size: str | None = None, made_from: MadeFrom | None = None) -> list[str]:
+    if made_from is not None and made_from.distilled:
+        uses = [
+            "Research on self-attention: how much of a pretrained BERT's function this attention variant keeps after "
+            "conversion and a short distillation, against the teacher and the other SymBERT variants made the same way.",
+            "A starting point for fine-tuning an English encoder (any `AutoModelFor...` head), as its teacher is.",
+        ]
+        if made_from.sentence_transformers:
+            uses.append(
+                "Sentence embeddings with sentence-transformers, as its teacher: similarity, search, clustering."
+            )
+        return uses + [
+            "Out of scope: text generation (it is an encoder), other languages than English, and decisions about "
+            "people or any production use without an evaluation of your own on your data.",
+        ]
     if kind == "tiny_random":
         return [
             "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
@@ -601,7 +743,11 @@ def seeds_text(results: dict) -> str:
 
 
 def limitations(
-    config: SymBertConfig, kind: str, training: Training | None = None, results: dict | None = None
+    config: SymBertConfig,
+    kind: str,
+    training: Training | None = None,
+    results: dict | None = None,
+    made_from: MadeFrom | None = None,
 ) -> list[str]:
     """The card's limitations; `training` is a `Training`, `results` a glue_results.json (release cards only)."""
     if kind == "tiny_random":
@@ -609,12 +755,24 @@ def limitations(
             "Random weights: for testing code paths only, never for predictions.",
             "The model code runs from this repository: loading needs `trust_remote_code=True`.",
         ]
-    items = [
-        f"A small training budget: {training.tokens:,} tokens of {training.dataset} ({training.steps:,} × "
-        f"{training.global_batch_size} blocks of {training.max_seq_length} tokens; BERT: 1,000,000 × 256 "
-        "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
-        "BERT's scale.",
-    ]
+    if made_from is not None and made_from.distilled:
+        items = [
+            f"What it knows comes from its teacher's pre-training (see the teacher's card for its data and biases); "
+            f"the distillation saw {training.tokens:,} tokens of {training.dataset}, so it agrees with the teacher "
+            "only as far as the agreement and scores above show.",
+        ]
+        if not made_from.mlm_head:
+            items.append(
+                "The teacher has no masked-LM head, so this model's was never trained: its `fill-mask` outputs are "
+                "meaningless; use it as an encoder."
+            )
+    else:
+        items = [
+            f"A small training budget: {training.tokens:,} tokens of {training.dataset} ({training.steps:,} × "
+            f"{training.global_batch_size} blocks of {training.max_seq_length} tokens; BERT: 1,000,000 × 256 "
+            "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
+            "BERT's scale.",
+        ]
     if training.dataset == EMBEDDED_CORPUS_DESCRIPTION:
         items.append(
             "The corpus is nine English novels and story collections published 1811–1892: literary prose of its time, "
@@ -624,17 +782,20 @@ def limitations(
         "It reproduces the biases and views of its training text; no bias or safety evaluation was done.",
         f"English only, with {indefinite_article(config.vocab_size)} {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
         "split into unknown or meaningless pieces.",
-        f"Pre-trained on {training.max_seq_length}-token blocks: longer inputs (up to its "
-        f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
-        "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
-        "starts untrained, as with any MLM-only BERT checkpoint.",
     ]
+    if made_from is None or not made_from.distilled:
+        items += [
+            f"Pre-trained on {training.max_seq_length}-token blocks: longer inputs (up to its "
+            f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
+            "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
+            "starts untrained, as with any MLM-only BERT checkpoint.",
+        ]
     if kind == "checkpoint":
         items.append(
             f"An intermediate checkpoint: pre-training went on to step {training.run_steps:,}; the final model is on "
             f"`main`, with the {benchmark_name()} results, which do not apply to this checkpoint."
         )
-    if results is not None:
+    if results is not None and results_benchmark(results) == benchmark_name():
         items.append(
             f"{benchmark_name()} numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}."
         )
@@ -655,6 +816,8 @@ def card_values(
     training: Training | None = None,
     results: dict | None = None,
     bert: BertExport | None = None,
+    made_from: MadeFrom | None = None,
+    baselines: list[tuple[str, dict]] = (),
 ) -> dict:
     """Every value card_template.md (and bert_card_template.md) reads but the GLUE files' names: from the model's
     config, the repository, the provenance record, for trained models their `Training` and (release cards) their
@@ -680,10 +843,12 @@ def card_values(
         max_positions=config.max_position_embeddings,
         provenance=provenance,
         choices=implementation_choices(config),
-        intended_uses=intended_uses(kind, size),
+        intended_uses=intended_uses(kind, size, made_from),
         install=install_command(),
         citations="\n\n".join(attention_class(config.attention_type).papers.values()),
-        limitations=limitations(config, kind, training, results),
+        limitations=limitations(config, kind, training, results, made_from),
+        made_from=made_from,
+        made_from_items=made_from.items(training) if made_from else [],
         training=training,
         bert=bert,
         bert_notes=bert_export_notes(config.attention_type, parameters, bert) if bert else [],
@@ -691,7 +856,10 @@ def card_values(
     )
     if results is not None:
         values.update(
-            glue_table=glue_table(results),
+            benchmark=results_benchmark(results),
+            glue_score_shown=results_benchmark(results) == benchmark_name(),
+            glue_table=glue_table(results, baselines),
+            baseline_models=[label for label, _ in baselines],
             glue_baselines=glue_baselines_text(results),
             seeds=seeds_text(results),
             protocol=protocol_text(results["protocol"]),

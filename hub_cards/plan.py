@@ -15,7 +15,9 @@ from huggingface_hub.utils.sha import sha_fileobj
 
 from .. import SymBertConfig
 from ..cli import UserError
+from ..files import sentence_transformers_files
 from ..training.compat import warmup_steps_counted
+from ..training.distillation import CONVERSION_FILE
 from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
@@ -145,6 +147,20 @@ class PretrainingRun:
         return self.summary.size
 
     @property
+    def carried_files(self) -> dict[str, Path]:
+        """{name: file} of what the model keeps of the model it was made from (symbert-pretrain --init_from): its
+        conversion record and its sentence-transformers configuration."""
+        files = sentence_transformers_files(self.folder)
+        if (self.folder / CONVERSION_FILE).is_file():
+            files[CONVERSION_FILE] = self.folder / CONVERSION_FILE
+        return files
+
+    def made_from(self, base_model: str | None = None) -> cards.MadeFrom | None:
+        """How it was made from a pretrained BERT, for the card (None for a model pre-trained from scratch)."""
+        has_modules = "modules.json" in self.carried_files
+        return cards.MadeFrom.read(self.summary.made_from, base_model, has_modules)
+
+    @property
     def eval_losses(self) -> dict[int, float]:
         """{step: eval loss} as the Trainer logged them."""
         return eval_losses(self.log_history)
@@ -265,6 +281,44 @@ def read_results_files(paths: list[str | Path], staging_dir: str | Path) -> dict
     return results
 
 
+# what a baseline's protocol may differ in from the model's: where its data were read from
+BASELINE_FREE_PROTOCOL_KEYS = ("data",)
+
+
+def read_baselines(baselines: tuple[tuple[str, str], ...], staging_dir: str | Path) -> list[tuple[str, dict]]:
+    """[(label, results)] of --baselines, each a glue_results.json checked as the model's are."""
+    read = []
+    for label, path in baselines:
+        if not os.path.lexists(path):
+            raise UserError(f"--baselines {label}={path}: {path!r} does not exist.")
+        if Path(path).is_dir():
+            raise UserError(f"--baselines {label}={path}: {path!r} is a folder; name its glue_results.json.")
+        (results,) = read_results_files([path], staging_dir).values()
+        read.append((label, results))
+    return read
+
+
+def check_baselines(results_path: Path, results: dict, baselines: list[tuple[str, dict]]) -> None:
+    """Refuse a baseline that was not scored as the model was: another protocol (seeds, epochs, learning rate, ...),
+    a task of the model's it lacks, or other data (by their contents' sha256)."""
+    for label, baseline in baselines:
+        for key in sorted({*results["protocol"], *baseline["protocol"]} - set(BASELINE_FREE_PROTOCOL_KEYS)):
+            if key != "tasks" and results["protocol"].get(key) != baseline["protocol"].get(key):
+                raise UserError(
+                    f"--baselines {label!r} was scored with protocol.{key}={baseline['protocol'].get(key)!r}, "
+                    f"{results_path} with {results['protocol'].get(key)!r}: a baseline must be fine-tuned identically."
+                )
+        for task in results["aggregates"]["tasks"]:
+            if task not in baseline["aggregates"]["tasks"]:
+                raise UserError(f"--baselines {label!r} has no {task} scores; {results_path} has.")
+            mine, theirs = (r.get("data_sha256", {}).get(task) for r in (results, baseline))
+            if mine != theirs or mine is None:
+                raise UserError(
+                    f"--baselines {label!r} scored {task} on other data than {results_path} (data_sha256 "
+                    f"{str(theirs)[:16]}… against {str(mine)[:16]}…): a baseline must be scored on the same data."
+                )
+
+
 RESULTS_RULE = (
     "a model's GLUE results file is the glue_results.json (under the model folder or --results) whose "
     "model.weights_sha256 is the sha256 of its model.safetensors; of several, the one with the most runs (seeds × "
@@ -329,13 +383,14 @@ def check_model_folder(folder: Path) -> SymBertConfig:
 
 def plan_models(
     options: ReleaseOptions,
-) -> list[tuple[PretrainingRun, SymBertConfig, str, Path, dict, list[Path], Path | None]]:
-    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None)] for every
-    model; every input is checked before any work is done."""
+) -> list[tuple[PretrainingRun, SymBertConfig, str, Path, dict, list[Path], Path | None, list[tuple[str, dict]]]]:
+    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None, baselines)]
+    for every model; every input is checked before any work is done."""
     staging = Staging(options.output_dir, options.name_template)
     models = find_models(list(options.models), options.output_dir)
     extra_files = [Path(p).resolve() for p in options.results if Path(p).is_file()]
     candidates = read_results_files([*options.results, *models], options.output_dir)
+    baselines = read_baselines(options.baselines, options.output_dir)
     plans, repos, used = [], {}, set()
     for model in models:
         config = check_model_folder(model)
@@ -349,6 +404,7 @@ def plan_models(
                 f"{config.attention_type!r}."
             )
         used.add(results)
+        check_baselines(results, candidates[results], baselines)
         run.data(options.dataset)  # recorded, or given
         size = "custom" if run.size is None else run.size
         repo_id = release_repo_id(options.namespace, options.name_template, model, size, config.attention_type)
@@ -376,7 +432,7 @@ def plan_models(
         for path in (results, results.with_suffix(".md"), glue_plot):
             if path is not None:
                 refuse_links(path.parent, [path.name])
-        plans.append((run, config, repo_id, results, candidates[results], checkpoints, glue_plot))
+        plans.append((run, config, repo_id, results, candidates[results], checkpoints, glue_plot, baselines))
     for path in extra_files:
         if path not in used:
             data = candidates[path]["model"]
@@ -448,6 +504,7 @@ class Staging:
         folder.parent.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         for name, source in copies.items():
+            (building / name).parent.mkdir(parents=True, exist_ok=True)  # 1_Pooling/config.json
             shutil.copyfile(source, building / name, follow_symlinks=False)
         for name, text in texts.items():
             (building / name).parent.mkdir(parents=True, exist_ok=True)

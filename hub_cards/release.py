@@ -75,7 +75,31 @@ def parse_arguments(argv: list[str]) -> ReleaseOptions:
     parser.add_argument("--private", action="store_true", help="create the repositories private")
     parser.add_argument("--force", action="store_true", help="replace the content of existing repositories that differ")
     parser.add_argument("--push", action="store_true", help="upload; without it, a dry run")
+    parser.add_argument(
+        "--baselines",
+        nargs="*",
+        default=[],
+        metavar="LABEL=FILE",
+        help="glue_results.json files of baselines shown beside every score (same tasks, data and protocol), each "
+        'with its label, e.g. "all-MiniLM-L6-v2 (teacher)=glue/teacher/glue_results.json"',
+    )
+    parser.add_argument(
+        "--base_model",
+        help="Hub id of the BERT a converted or distilled model was made from, for the card's base_model (default: "
+        "the teacher's name as recorded, where it is a Hub id)",
+    )
     args = parser.parse_args(argv)
+    baselines = []
+    for item in args.baselines:
+        label, _, path = item.rpartition("=")
+        if not label.strip() or not path:
+            parser.error(f"--baselines {item!r} is not LABEL=FILE (a label, '=', a glue_results.json file)")
+        baselines.append((label.strip(), path))
+    if args.base_model is not None:
+        try:
+            validate_repo_id(args.base_model)
+        except ValueError as error:
+            parser.error(f"--base_model {args.base_model!r} is not a Hub repository id ({error})")
     if args.tiny_random == bool(args.models):
         parser.error("give model folders, or --tiny_random (not both)")
     if args.checkpoints and not all(s.strip().isdigit() for s in args.checkpoints.split(",")):
@@ -106,6 +130,8 @@ def parse_arguments(argv: list[str]) -> ReleaseOptions:
         private=args.private,
         force=args.force,
         push=args.push,
+        baselines=tuple(baselines),
+        base_model=args.base_model,
     )
 
 
@@ -131,7 +157,12 @@ def release(options: ReleaseOptions) -> list[Stage]:
         else:
             staging = Staging(options.output_dir, options.name_template)
             settings = dict(
-                staging=staging, tag=options.tag, dataset=options.dataset, hardware=options.hardware, workdir=workdir
+                staging=staging,
+                tag=options.tag,
+                dataset=options.dataset,
+                hardware=options.hardware,
+                workdir=workdir,
+                base_model=options.base_model,
             )
             stages = [stage for plan in plan_models(options) for stage in stage_model(*plan, **settings)]
         validate(stages)

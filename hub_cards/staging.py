@@ -147,12 +147,14 @@ def stage_bert_export(
     dataset: str,
     data: ModelCardData,
     card_options: dict,
+    carried: dict[str, Path] | None = None,
     **provenance_extra: Any,
 ) -> Stage:
     """Stage `export` (`export_bert`'s folder and facts) as the repository's `bert` revision with a card of its own
     (`card_options`: card_values' kind, size, training, results) and a provenance record naming main's weights."""
     folder, bert = export
     files = {path.name: path for path in sorted(folder.iterdir()) if path.is_file()}
+    files.update(carried or {})
     prov = provenance(
         files,
         dataset,
@@ -176,12 +178,14 @@ def stage_model(
     results: dict,
     checkpoints: list[Path],
     glue_plot: Path | None,
+    baselines: list[tuple[str, dict]],
     *,
     staging: Staging,
     tag: str,
     dataset: str | None,
     hardware: str | None,
     workdir: str | Path,
+    base_model: str | None = None,
 ) -> list[Stage]:
     """Stage `main`, its plain BERT export as `bert` and one `step-N` folder per checkpoint; returns their `Stage`s.
     `dataset` and `hardware` (--dataset, --hardware) override what symbert-pretrain recorded; `tag` is the revision
@@ -197,6 +201,9 @@ def stage_model(
         files["loss.png"] = plot_losses(
             run.log_history, Path(workdir) / f"{name}-loss.png", title=config.attention_type
         )
+    carried = run.carried_files  # conversion.json, sentence-transformers configuration: on main and bert
+    files.update(carried)
+    made_from = run.made_from(base_model)
     files[RESULTS_FILE] = results_path
     if results_path.with_suffix(".md").is_file():
         files["glue_results.md"] = results_path.with_suffix(".md")
@@ -214,18 +221,13 @@ def stage_model(
         eval_results_sha256=text_hashes(eval_texts),
         training_steps=run.steps,
     )
-    data = cards.card_data(name, config.attention_type, eval_results=eval_results, datasets=datasets)
-    values = cards.card_values(
-        config,
-        repo_id,
-        tag,
-        "release",
-        prov,
-        size=run.size,
-        training=training,
-        results=results,
-        bert=export and export[1],
+    data = cards.card_data(
+        name, config.attention_type, eval_results=eval_results, datasets=datasets, made_from=made_from
     )
+    card_options = dict(
+        kind="release", size=run.size, training=training, results=results, made_from=made_from, baselines=baselines
+    )
+    values = cards.card_values(config, repo_id, tag, provenance=prov, bert=export and export[1], **card_options)
     card = cards.render(
         name,
         data,
@@ -240,11 +242,22 @@ def stage_model(
     stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, config_json, staged_files)]
     if export:
         tags = ["bert-export"]
-        data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=tags, custom_code=False)
-        options = dict(kind="release", size=run.size, training=training, results=results)
+        data = cards.card_data(
+            name, config.attention_type, datasets=datasets, extra_tags=tags, custom_code=False, made_from=made_from
+        )
         stages.append(
             stage_bert_export(
-                staging, repo_id, tag, config, model, export, dataset, data, options, training_steps=run.steps
+                staging,
+                repo_id,
+                tag,
+                config,
+                model,
+                export,
+                dataset,
+                data,
+                card_options,
+                carried=carried,
+                training_steps=run.steps,
             )
         )
 

@@ -6,6 +6,7 @@ and no auto_map, and its outputs on a fixed batch are the source model's within 
 import json
 import os
 import stat
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -91,7 +92,9 @@ def check_files(stage: Stage) -> list[str]:
         card = ModelCard.load(folder / "README.md")
     except Exception as error:  # a card that does not parse is a failed check, whatever the parser raises
         return [f"README.md does not parse as a model card: {error}"]
-    if (card.data.library_name, card.data.pipeline_tag) != ("transformers", "fill-mask"):
+    # an encoder's tasks: fill-mask, or, made from a teacher without an MLM head, sentence embeddings
+    encoder_tags = ("fill-mask", "sentence-similarity", "feature-extraction")
+    if card.data.library_name != "transformers" or card.data.pipeline_tag not in encoder_tags:
         problems.append(
             f"card metadata has library_name={card.data.library_name!r}, pipeline_tag={card.data.pipeline_tag!r}"
         )
@@ -357,6 +360,33 @@ def check_loaded_symbert(stage: Stage, report: dict, logits: torch.Tensor) -> li
     return problems
 
 
+def check_sentence_transformers(stage: Stage) -> list[str]:
+    """A stage that carries a sentence-transformers configuration (modules.json) must load there and give the source
+    model's sentence embeddings (the `bert` export without remote code). Skipped, with a notice, where
+    sentence-transformers is not installed."""
+    if not (stage.folder / "modules.json").is_file():
+        return []
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        print(
+            f"notice: {stage.folder} carries a sentence-transformers configuration; sentence-transformers is not "
+            "installed, so its loading there was not checked.",
+            file=sys.stderr,
+        )
+        return []
+    texts = [text.format(mask="river") for text in CHECK_TEXTS]
+    try:
+        staged = SentenceTransformer(str(stage.folder), device="cpu", trust_remote_code=not stage.bert_export)
+        source = SentenceTransformer(str(stage.source), device="cpu", trust_remote_code=True)
+        got, expected = (torch.as_tensor(model.encode(texts)) for model in (staged, source))
+    except Exception as error:  # noqa: BLE001 (whatever sentence-transformers raises is the finding)
+        return [f"does not load in sentence-transformers: {type(error).__name__}: {' '.join(str(error).split())}"]
+    if got.shape != expected.shape or not torch.allclose(got, expected, rtol=1e-5, atol=1e-5):
+        return [f"its sentence-transformers embeddings differ from {stage.source}'s"]
+    return []
+
+
 def validate(stages: list[Stage]) -> None:
     """Raise listing every problem of every staged folder; return quietly if all pass."""
     links = {stage.folder: check_links(stage.folder) for stage in stages}  # a folder with one is read no further
@@ -387,6 +417,8 @@ def validate(stages: list[Stage]) -> None:
             problems[stage.folder] += check_loaded_export(stage, report, got, reference)
         else:
             problems[stage.folder] += check_loaded_symbert(stage, report, got["logits"])
+        if "error" not in report:
+            problems[stage.folder] += check_sentence_transformers(stage)
     failed = {folder: items for folder, items in problems.items() if items}
     if failed:
         lines = [f"{folder}:\n" + "\n".join(f"  - {item}" for item in items) for folder, items in failed.items()]

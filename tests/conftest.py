@@ -1,9 +1,10 @@
+import json
 import random
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig
+from transformers import BertConfig, BertForMaskedLM, BertModel
 
 from symbert import ATTENTION_TYPES, SymBertConfig
 
@@ -138,3 +139,41 @@ def run_args(corpus: Path, output_dir: Path, *extra: str, **overrides) -> list[s
     }
     named = [item for name, value in options.items() if value is not None for item in (f"--{name}", str(value))]
     return [*named, *extra]
+
+
+def bert_teacher(folder, tokenizer, head=False, seed=3, **overrides):
+    """A tiny random BERT (2 layers, 2 heads of 64) on `tokenizer`'s vocabulary, saved with it in `folder`."""
+    torch.manual_seed(seed)
+    settings = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.1,
+    )
+    config = BertConfig(**{**settings, **overrides})
+    model = BertForMaskedLM(config) if head else BertModel(config, add_pooling_layer=False)
+    model.eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def sentence_embedding_bert(folder, tokenizer):
+    """A tiny random BERT dressed as a sentence-transformers model (mean pooling, normalised), with a licence."""
+    bert_teacher(folder, tokenizer)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))
+    (folder / "1_Pooling").mkdir()
+    pooling = {"word_embedding_dimension": 128, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (folder / "README.md").write_text("---\nlicense: apache-2.0\nlibrary_name: sentence-transformers\n---\n# tiny\n")
+    return folder

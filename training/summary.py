@@ -176,7 +176,7 @@ class TrainingSummary:
 def check_values(path: Path, summary: dict) -> None:
     """Refuse a summary whose values could not be shown as measured: counts that are not positive integers, a size
     that is not a name, losses, runtimes and training arguments of the wrong type or range."""
-    if "size" in summary:
+    if summary.get("size") is not None:  # None: no preset (a model of --init_from's shape)
         text(path, "size", summary["size"])
     for key, low in REQUIRED_INTEGERS:
         number(path, key, summary[key], low, integer=True)

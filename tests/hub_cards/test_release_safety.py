@@ -505,7 +505,7 @@ def test_values_the_card_would_show_are_checked(run, tmp_path, capsys):
             )
     for i, (changes, message) in enumerate(
         [
-            ({"size": None}, None),  # removed: "custom", as before
+            ({"size": None}, None),  # an empty name in the file itself: never "symbert--original"
             ({"steps": -1}, r"steps=-1 is not an integer >= 1"),
             ({"steps": "1"}, r"steps='1' is not an integer >= 1"),
             ({"parameters": 1.5}, r"parameters=1.5 is not an integer >= 1"),
@@ -514,10 +514,10 @@ def test_values_the_card_would_show_are_checked(run, tmp_path, capsys):
         ]
     ):
         model = copy_run(run.folder, tmp_path / f"model-{i}", **changes)
-        if message is None:  # size null in the file itself: never "symbert-None-original"
+        if message is None:  # (null is a model of --init_from's shape, released as "custom")
             summary = json.loads((model / "training_summary.json").read_text())
-            (model / "training_summary.json").write_text(json.dumps({**summary, "size": None}))
-            message = r"size=None is not a non-empty string"
+            (model / "training_summary.json").write_text(json.dumps({**summary, "size": " "}))
+            message = r"size=' ' is not a non-empty string"
         with pytest.raises(UserError, match=rf"^{re.escape(str(model))}/training_summary.json: {message}"):
             release_command(release_args(model, run, output))
     with pytest.raises(SystemExit) as exit:
@@ -671,6 +671,6 @@ def test_an_output_dir_inside_the_model_folder_is_never_read_as_input(run, stage
     args = release.parse_arguments(
         [str(model), "--results", str(model), "--namespace", NAMESPACE, "--output_dir", output]
     )
-    ((*_, results_path, _, _, glue_plot),) = plan.plan_models(args)
+    ((*_, results_path, _, _, glue_plot, _),) = plan.plan_models(args)
     assert results_path == model / "glue_results.json" and glue_plot is None
     assert f"GLUE results from {model}/glue_results.json (its weights_sha256 is that" in capsys.readouterr().out

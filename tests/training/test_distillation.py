@@ -6,33 +6,12 @@ import shutil
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
+from transformers import AutoTokenizer, BertForMaskedLM
 
-from conftest import assert_one_line, run_args, tiny_corpus, tiny_sentences
+from conftest import assert_one_line, bert_teacher, run_args, sentence_embedding_bert, tiny_corpus, tiny_sentences
 from symbert import SymBertForMaskedLM
 from symbert.training import pretrain
 from symbert.training.distillation import DistillationLoss
-
-
-def bert_teacher(folder, tokenizer, head=False, seed=3, **overrides):
-    """A tiny random BERT (2 layers, 2 heads of 64) on `tokenizer`'s vocabulary, saved with it in `folder`."""
-    torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=256,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        initializer_range=0.1,
-    )
-    config = BertConfig(**{**settings, **overrides})
-    model = BertForMaskedLM(config) if head else BertModel(config, add_pooling_layer=False)
-    model.eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -152,23 +131,6 @@ def test_distillation_under_two_processes(distillation_setup, tmp_path):
     assert losses[-1] < 0.8 * losses[0], losses
     summary = json.loads((output / "training_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["global_batch_size"] == 4
-
-
-def sentence_embedding_bert(folder, tokenizer):
-    """A tiny random BERT dressed as a sentence-transformers model (mean pooling, normalised), with a licence."""
-    bert_teacher(folder, tokenizer)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))
-    (folder / "1_Pooling").mkdir()
-    pooling = {"word_embedding_dimension": 128, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
-    (folder / "README.md").write_text("---\nlicense: apache-2.0\nlibrary_name: sentence-transformers\n---\n# tiny\n")
-    return folder
 
 
 @pytest.mark.heavy
