@@ -16,6 +16,7 @@ from symbert.tools.convert import mean_cosine
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import agreement  # noqa: E402
 import conversion  # noqa: E402
+import downstream_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +109,41 @@ def test_the_data_digest_of_a_saved_dataset_ignores_the_cache_files_tokenising_w
     assert glue_data.data_sha256("uci_sentiment", tmp_path) == before
     (tmp_path / "uci_sentiment" / "train" / "state.json").write_text("{}")  # the data's own files still count
     assert glue_data.data_sha256("uci_sentiment", tmp_path) != before
+
+
+def glue_output(folder, scores, data="ab", learning_rate=1e-5):
+    """A symbert-glue output folder with uci_sentiment accuracy `scores` over seeds 1, 2, 3."""
+    import statistics
+
+    folder.mkdir(parents=True)
+    aggregate = {"mean": statistics.mean(scores), "std": statistics.stdev(scores), "n": 3}
+    aggregate["baseline"] = {"majority": 51.67, "chance": 50.0}
+    results = {
+        "protocol": {
+            "seeds": [1, 2, 3],
+            "learning_rate": learning_rate,
+            "data": str(folder),
+            "tasks": ["uci_sentiment"],
+        },
+        "data_sha256": {"uci_sentiment": data * 32},
+        "scores": {"uci_sentiment": dict(zip("123", scores))},
+        "aggregates": {"tasks": {"uci_sentiment": aggregate}},
+    }
+    (folder / "glue_results.json").write_text(json.dumps(results))
+    return folder
+
+
+def test_downstream_table_gives_each_gap_to_the_reference_and_marks_what_is_not_comparable(tmp_path):
+    teacher = glue_output(tmp_path / "teacher", [92.0, 92.5, 93.0])
+    same = glue_output(tmp_path / "same", [90.0, 91.0, 92.0])
+    other_data = glue_output(tmp_path / "other-data", [80.0, 81.0, 82.0], data="cd")
+    other_rate = glue_output(tmp_path / "other-rate", [70.0, 71.0, 72.0], learning_rate=2e-5)
+    rows = [f"teacher={teacher}", f"distilled={same}", f"b={other_data}", f"c={other_rate}"]
+    downstream_table.table(["--reference", "teacher", "--rows", *rows, "--output", str(tmp_path / "table")])
+    record = json.loads((tmp_path / "table.json").read_text())["rows"]
+    assert record["distilled"]["uci_sentiment"]["gap"] == pytest.approx(91.0 - 92.5)
+    assert record["distilled"]["uci_sentiment"]["not_comparable"] == []
+    assert record["b"]["uci_sentiment"]["not_comparable"] == ["other data"]
+    assert record["c"]["uci_sentiment"]["not_comparable"] == ["learning_rate=2e-05"]
+    report = (tmp_path / "table.md").read_text()
+    assert "| distilled | 91.00 (1.00), 3 | -1.50 |" in report and "majority 51.67, chance 50.00" in report
