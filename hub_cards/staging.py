@@ -91,6 +91,47 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
+# JSON records staged from a run that may hold the paths it was run with: published with each path's last part only
+PUBLISHED_RECORDS = (RESULTS_FILE, "training_summary.json", "trainer_state.json", "metrics.json", "conversion.json")
+
+
+def without_local_paths(value: Any) -> Any:
+    """`value` (parsed JSON) with every absolute or home-relative path string replaced by its last part: a published
+    record names its data and inputs, never a user's directory layout."""
+    if isinstance(value, dict):
+        return {key: without_local_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(item) for item in value]
+    if isinstance(value, str) and (Path(value).is_absolute() or value.startswith("~")) and "\n" not in value:
+        return Path(value).name
+    return value
+
+
+def local_paths(value: Any) -> set[str]:
+    """The absolute or home-relative path strings in `value` (parsed JSON)."""
+    if isinstance(value, dict):
+        return set().union(*map(local_paths, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(local_paths, value))
+    return {value} if isinstance(value, str) and without_local_paths(value) != value else set()
+
+
+def published_records(copies: dict[str, Path]) -> dict[str, str]:
+    """{name: text} of the PUBLISHED_RECORDS among `copies` (which they are taken out of), without local paths, and
+    of glue_results.md, with the paths its JSON record holds shown by their last part."""
+    texts, paths = {}, set()
+    for name in [name for name in copies if name in PUBLISHED_RECORDS]:
+        record = read_json(copies.pop(name))
+        paths |= local_paths(record)
+        texts[name] = json.dumps(without_local_paths(record), indent=2) + "\n"
+    if "glue_results.md" in copies:
+        text = copies.pop("glue_results.md").read_text(encoding="utf-8")
+        for path in sorted(paths, key=len, reverse=True):  # a folder after the files inside it
+            text = text.replace(path, Path(path).name)
+        texts["glue_results.md"] = text
+    return texts
+
+
 def provenance(folder_files: dict[str, Path], dataset: str, **extra: Any) -> dict:
     tokenizer_file = folder_files.get("tokenizer.json") or folder_files["vocab.txt"]
     return {
@@ -155,6 +196,7 @@ def stage_bert_export(
     folder, bert = export
     files = {path.name: path for path in sorted(folder.iterdir()) if path.is_file()}
     files.update(carried or {})
+    records = published_records(files)
     prov = provenance(
         files,
         dataset,
@@ -164,7 +206,7 @@ def stage_bert_export(
     )
     values = cards.card_values(config, repo_id, BERT_REVISION, provenance=prov, bert=bert, **card_options)
     card = cards.render(repo_id.split("/")[1], data, template=cards.BERT_TEMPLATE, tag=tag, **values)
-    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **records}
     staged = staging.write(repo_id, BERT_REVISION, files, texts)
     config = read_json(files["config.json"])
     return Stage(repo_id, BERT_REVISION, staged, source, config=config, files=manifest(files, texts))
@@ -214,10 +256,11 @@ def stage_model(
         print(f"notice: {notice}", file=sys.stderr)
     eval_results, eval_entries = cards.glue_eval_results(results), cards.glue_eval_entries(results)
     eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
+    records = published_records(files)
     prov = provenance(
         files,
         dataset,
-        glue_results_sha256=sha256(results_path),
+        glue_results_sha256=text_hashes({RESULTS_FILE: records[RESULTS_FILE]})[RESULTS_FILE],
         eval_results_sha256=text_hashes(eval_texts),
         training_steps=run.steps,
     )
@@ -236,7 +279,7 @@ def stage_model(
         glue_plot=GLUE_PLOT if glue_plot else None,
         eval_results_file=next(iter(eval_texts), None),
     )
-    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts}
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts, **records}
     main = staging.write(repo_id, "main", files, texts)
     config_json, staged_files = read_json(files["config.json"]), manifest(files, texts)
     stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, config_json, staged_files)]
@@ -271,12 +314,13 @@ def stage_model(
             else {}
         )
         checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
+        records = published_records(checkpoint_files)
         prov = provenance(checkpoint_files, dataset, training_steps=step)
         data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
         at_step = training.at_checkpoint(step, logged_eval_losses(checkpoint), checkpoint.name)
         values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
         card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
-        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n"}
+        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **records}
         folder = staging.write(repo_id, branch, checkpoint_files, texts)
         config_json, staged_files = read_json(checkpoint_files["config.json"]), manifest(checkpoint_files, texts)
         stages.append(Stage(repo_id, branch, folder, checkpoint, config=config_json, files=staged_files))

@@ -5,6 +5,7 @@ and no auto_map, and its outputs on a fixed batch are the source model's within 
 
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -130,6 +131,30 @@ def check_files(stage: Stage) -> list[str]:
     if prov.get("eval_results_sha256", {}) != evaluations:
         problems.append("provenance.json's eval_results sha256 does not match the folder's .eval_results files")
     return problems
+
+
+# What a user's directory layout looks like in a text: a home or temporary folder, on Linux, macOS or Windows
+LOCAL_PATH = re.compile(r"(?<![\w.~-])(?:/home/|/Users/|/root/|/tmp/|/private/var/|[A-Za-z]:\\{1,2}Users\\)")
+TEXT_SUFFIXES = (".md", ".json", ".yaml", ".yml", ".csv")
+
+
+def check_local_paths(stage: Stage) -> list[str]:
+    """Staged text files (cards, records, results; not the tokenizer's vocabulary) that hold a local path: the
+    home folder, the working folder or a path under a home or temporary folder."""
+    known = [str(Path(p)) for p in (Path.home(), Path.cwd()) if len(Path(p).parts) > 2]  # not "/", "/work"
+    found = []
+    for path in sorted(stage.folder.rglob("*")):
+        if not path.is_file() or path.suffix not in TEXT_SUFFIXES or path.name.startswith("tokenizer"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        match = LOCAL_PATH.search(text) or next((re.search(re.escape(k), text) for k in known if k in text), None)
+        if match:
+            start = text.rfind("\n", 0, match.start()) + 1
+            found.append(
+                f"{path.relative_to(stage.folder)} holds a local path ({text[start : match.end() + 40].strip()[:80]!r}); "
+                "a release publishes no user's directory layout"
+            )
+    return found
 
 
 def check_links(folder: Path) -> list[str]:
@@ -395,6 +420,7 @@ def validate(stages: list[Stage]) -> None:
         stage.folder: links[stage.folder] + check_manifest(stage)
         if links[stage.folder]
         else check_manifest(stage)
+        + check_local_paths(stage)
         + check_config(stage)
         + check_safety(stage.folder, code=not stage.bert_export)
         + (check_bert_export(stage) if stage.bert_export else [])

@@ -168,3 +168,32 @@ def test_a_baseline_not_fine_tuned_identically_is_refused(distilled, tmp_path, b
     argv = [*distilled.argv[:-2], "--output_dir", str(tmp_path / "staged"), "--baselines", f"other={other}"]
     assert_one_line(release.main, argv, message, capsys)
     assert not (tmp_path / "staged").exists()
+
+
+def test_no_staged_file_holds_a_local_path(distilled):
+    """The run's records hold the paths it ran with (the teacher's, --init_from's, --data_dir's): staged, each is
+    its last part only."""
+    for stage in distilled.stages:
+        for path in stage.folder.rglob("*"):
+            if path.is_file() and path.suffix in (".json", ".md", ".yaml", ".csv"):
+                text = path.read_text()
+                assert str(distilled.root) not in text and "/home/someone" not in text, path
+    results = json.loads((distilled.stages[0].folder / "glue_results.json").read_text())
+    assert results["protocol"]["data"] == "data" and results["model"]["name_or_path"] == "run"
+    summary = json.loads((distilled.stages[0].folder / "training_summary.json").read_text())
+    assert summary["model_arguments"]["teacher"] == "st-bert"
+
+
+def test_validation_refuses_a_staged_file_with_a_local_path(distilled, tmp_path):
+    from symbert.hub_cards import validation
+
+    stage = distilled.stages[0]
+    notes = stage.folder / "conversion.json"
+    original = notes.read_text()
+    try:
+        notes.write_text(original.replace('"calibration.txt"', '"/home/someone/calibration.txt"'))
+        problems = validation.check_local_paths(stage)
+    finally:
+        notes.write_text(original)
+    assert len(problems) == 1 and problems[0].startswith("conversion.json holds a local path")
+    assert validation.check_local_paths(stage) == []
