@@ -526,14 +526,14 @@ def divergence_message(training_args: TrainingArguments, step: int | None, eval_
 
 
 def set_torch_threads(training_args: TrainingArguments) -> None:
-    """On CPU, one torch thread per core that other processes leave idle, at least one, shared by this machine's
-    processes. A thread whose core is busy with other work makes every step wait for it: on 2 cores already busy,
-    the cpu-demo step took 4.9 s with 2 threads and 1.05 s with 1. A set OMP_NUM_THREADS is left as it is."""
+    """On CPU, one torch thread per core of this machine, shared by the run's processes; a set OMP_NUM_THREADS is
+    left as it is. Never from the machine's momentary load: the thread count changes the order of float sums, so one
+    command must give the same figures on a busy and an idle machine (it runs slower on a busy one; set
+    OMP_NUM_THREADS=1 there for speed). The run prints the count and its summary records it."""
     if "OMP_NUM_THREADS" in os.environ or (torch.cuda.is_available() and not training_args.use_cpu):
         return
     cores = len(os.sched_getaffinity(0))
-    idle = cores - round(os.getloadavg()[0])
-    torch.set_num_threads(max(1, min(cores, idle) // training_args.world_size))
+    torch.set_num_threads(max(1, cores // training_args.world_size))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -553,6 +553,10 @@ def run(argv: list[str]) -> None:
     set_torch_threads(training_args)
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
+    if is_main and training_args.device.type == "cpu":  # the figures depend on it: said, and in the summary
+        threads = torch.get_num_threads()
+        source = "OMP_NUM_THREADS" if "OMP_NUM_THREADS" in os.environ else "one per core"
+        print(f"CPU: {threads} torch thread{'' if threads == 1 else 's'} per process ({source})")
     if not run_args.compare:
         trained = pretrain(run_args, model_args, data_args, training_args)
         if is_main:

@@ -90,18 +90,18 @@ def json_log(output_dir):
     return json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
 
 
-@pytest.mark.parametrize("load, threads", [(0.1, 2), (1.2, 1), (7.5, 1)])
-def test_torch_threads_are_the_idle_cores(monkeypatch, load, threads):
+@pytest.mark.parametrize("load, cores, world_size, threads", [(0.1, 2, 1, 2), (7.5, 2, 1, 2), (0.0, 4, 2, 2)])
+def test_torch_threads_are_the_machines_cores_whatever_its_load(monkeypatch, load, cores, world_size, threads):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
     before = torch.get_num_threads()
     try:
-        set_torch_threads(SimpleNamespace(use_cpu=True, world_size=1))
+        set_torch_threads(SimpleNamespace(use_cpu=True, world_size=world_size))
         assert torch.get_num_threads() == threads
         monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stays
         torch.set_num_threads(3)
-        set_torch_threads(SimpleNamespace(use_cpu=True, world_size=1))
+        set_torch_threads(SimpleNamespace(use_cpu=True, world_size=world_size))
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
