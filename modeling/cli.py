@@ -23,6 +23,10 @@ class UserError(ValueError):
     """Bad input the user can fix: a value, a file or a folder. The message names it and says what is allowed."""
 
 
+class Interrupted(Exception):
+    """A command stopped by Ctrl-C (SIGINT); the message says what was kept and how to go on."""
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The description as written (examples keep their lines), and each option's default after its help (not
     "(default: None)" where the help says what no value means)."""
@@ -64,11 +68,19 @@ def group_arguments(parser: argparse.ArgumentParser, dataclass_type: type, headi
 
 
 def run_command(run: Callable[[list[str]], Any], argv: list[str] | None = None) -> Any:
-    """Call `run(argv)`; a `UserError` becomes `<command>: error: <message>` on stderr and exit status 2, or is
-    raised with its traceback when the environment sets SYMBERT_DEBUG (to anything but 0)."""
+    """Call `run(argv)`; a `UserError` becomes `<command>: error: <message>` on stderr and exit status 2, Ctrl-C
+    `<command>: interrupted[: what was kept]` and exit status 130; either is raised with its traceback when the
+    environment sets SYMBERT_DEBUG (to anything but 0)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         return run(argv)
+    except (KeyboardInterrupt, Interrupted) as error:  # Ctrl-C: one line, exit status 130 as a shell reports SIGINT
+        if os.environ.get(DEBUG_VARIABLE, "0") not in ("", "0"):
+            raise
+        command = Path(sys.argv[0]).name or "symbert"
+        detail = f": {' '.join(str(error).split())}" if isinstance(error, Interrupted) else ""
+        print(f"{command}: interrupted{detail}", file=sys.stderr)
+        raise SystemExit(130) from None
     except UserError as error:
         if os.environ.get(DEBUG_VARIABLE, "0") not in ("", "0"):
             raise

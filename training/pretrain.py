@@ -12,7 +12,9 @@ recipe's values in place. With no argument at all it trains the defaults shown i
 CPU; --recipe cpu-demo takes minutes). An interrupted run resumes from its newest checkpoint when run again.
 """
 
+import contextlib
 import functools
+import io
 import json
 import math
 import os
@@ -37,7 +39,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import get_last_checkpoint
 
 from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
-from ..cli import UserError, run_command
+from ..cli import Interrupted, UserError, run_command
 from ..files import write_atomically
 from . import data as data_module
 from .arguments import DataArguments, ModelArguments, RunArguments, config_overrides, model_config, parse_arguments
@@ -77,6 +79,7 @@ from .run_folder import (
     RemoveStaleCheckpoints,
     check_checkpoint_matches,
     finished_comparison_run,
+    last_complete_checkpoint,
     on_main_process,
     output_folder_lock,
     remove_path,
@@ -550,6 +553,30 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str]) -> None:
     run_args, model_args, data_args, training_args = parse_arguments(argv, usage=__doc__)
+    try:
+        train_and_report(run_args, model_args, data_args, training_args)
+    except KeyboardInterrupt:
+        raise Interrupted(interrupted_message(run_args, training_args)) from None
+
+
+def interrupted_message(run_args: RunArguments, training_args: TrainingArguments) -> str:
+    """What a run stopped by Ctrl-C kept, and that the same command goes on from it."""
+    output_dir = Path(training_args.output_dir)
+    if run_args.compare:
+        return (
+            f"the same command goes on: the types finished in {output_dir} are kept, the others resume from their "
+            "last complete checkpoint"
+        )
+    with contextlib.redirect_stdout(io.StringIO()):  # (its notes on skipped checkpoints are not news here)
+        checkpoint = last_complete_checkpoint(output_dir) if output_dir.is_dir() else None
+    if checkpoint is None:
+        return f"no checkpoint was complete in {output_dir}; the same command starts the run again"
+    return f"the last complete checkpoint is {checkpoint}; the same command resumes from it"
+
+
+def train_and_report(
+    run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
+) -> None:
     set_torch_threads(training_args)
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0

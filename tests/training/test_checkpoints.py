@@ -290,6 +290,27 @@ def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path
     assert_same_training(output_dir, straight)
 
 
+def test_ctrl_c_is_one_line_naming_the_checkpoint_the_same_command_resumes_from(corpus, straight, tmp_path):
+    output_dir = tmp_path / "run"
+    args = run_args(corpus, output_dir)
+    command, env = child_command(args, "wait-after-save:4", RELEASE_FILE=str(tmp_path / "never"))
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (output_dir / "checkpoint-4").is_dir():  # saved, and the run waiting in the hook after it
+        assert time.monotonic() < deadline and child.poll() is None, child.stderr.read()[-3000:]
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    expected = (
+        f"interrupted: the last complete checkpoint is {output_dir}/checkpoint-4; the same command resumes from it"
+    )
+    assert last.endswith(expected), last
+    main(args)
+    assert_same_training(output_dir, straight)
+
+
 @pytest.mark.parametrize(
     "extra, error, message",
     [
