@@ -515,6 +515,16 @@ class AtomicCheckpoints:
         """Writes what a subclass keeps in every checkpoint besides the Trainer's parts, into the staged `checkpoint`
         folder (each process its own files)."""
 
+    def _save(self, output_dir=None, state_dict=None):
+        """The Trainer's save, without the Hub token in training_args.bin (a pickle of the arguments that the
+        folder keeps in clear, whoever it is shared with); the run keeps its token for pushing."""
+        token = self.args.hub_token
+        self.args.hub_token = None
+        try:
+            return super()._save(output_dir, state_dict=state_dict)
+        finally:
+            self.args.hub_token = token
+
     def _get_output_dir(self, trial):
         run_dir = super()._get_output_dir(trial)
         return os.path.join(run_dir, STAGING_DIR) if self.staging else run_dir

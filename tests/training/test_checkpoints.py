@@ -703,3 +703,12 @@ def test_a_full_disk_during_the_final_save_is_one_line_whatever_the_writer(
     staged = output_dir / FINAL_STAGING_DIR
     assert f"Cannot write the final model: {staged}: {reason} (" in line and "GiB free on its disk" in line, line
     assert checkpoints(output_dir) == ["checkpoint-4", "checkpoint-8"] and not staged.exists()
+
+
+def test_the_hub_token_is_in_no_file_of_the_run(corpus, tmp_path):
+    secret = "hf_thisIsNotARealTokenButMustNeverBeSaved"
+    output_dir = tmp_path / "run"
+    main(run_args(corpus, output_dir, hub_token=secret))
+    files = [path for path in output_dir.rglob("*") if path.is_file()]
+    assert any(path.name == "training_args.bin" for path in files)
+    assert [path for path in files if secret.encode() in path.read_bytes()] == []
