@@ -377,8 +377,8 @@ def did_not_learn(results: dict) -> list[str]:
 def glue_baselines_text(results: dict) -> str:
     """What the baselines columns mean and which scores show no learning."""
     text = (
-        "Beside each score: the majority-class baseline (always predicting the most frequent label of the same dev "
-        "set) and chance (the expected score of uniformly random predictions; 0 for correlations). A score is flagged "
+        "Beside each score: the majority-class baseline (the best constant prediction on the same dev set: for "
+        "accuracy the most frequent label) and chance (the expected score of uniformly random predictions; 0 for correlations). A score is flagged "
         f"**did not learn** when its mean is at most {NOISE_STANDARD_ERRORS} standard errors above the better "
         "baseline (the larger of the dev-set measurement's standard error and the seeds' std)."
     )

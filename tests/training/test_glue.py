@@ -239,6 +239,11 @@ def test_baselines_against_hand_computed_values_and_the_did_not_learn_flag():
     assert mrpc["majority"] == pytest.approx(100 * (3 / 4 + 6 / 7) / 2) and mrpc["chance"] == pytest.approx(55.0)
     # mrpc's standard error: the mean of accuracy's √(¾·¼/4) and F1's √(6/7·1/7/4)
     assert mrpc["standard_error"] == pytest.approx(100 * ((3 / 64) ** 0.5 + (6 / 49 / 4) ** 0.5) / 2)
+    # positives the minority (1 of 4): always negative scores (¾ + 0)/2 = 37.5, always positive (¼ + 2·¼/(¼+1))/2 =
+    # 32.5; 2 of 5: always negative (3/5 + 0)/2 = 30, always positive (2/5 + 2·⅖/(⅖+1))/2 = 48.57: the best constant
+    assert glue_scoring.baseline_scores("mrpc", {"validation": [0, 0, 0, 1]})["mrpc"]["majority"] == 37.5
+    best = glue_scoring.baseline_scores("mrpc", {"validation": [0, 0, 0, 1, 1]})["mrpc"]["majority"]
+    assert best == pytest.approx(100 * (2 / 5 + (4 / 5) / (7 / 5)) / 2)
     # correlations: 0 for both baselines, standard error 1/√n
     cola = glue_scoring.baseline_scores("cola", {"validation": [0, 0, 1, 1, 1]})["cola"]
     assert cola == {"majority": 0.0, "chance": 0.0, "standard_error": pytest.approx(100 / 5**0.5), "n": 5}
