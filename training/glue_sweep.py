@@ -271,6 +271,34 @@ class LoadReportOnce:
             self.shown = True
 
 
+def trained_length(model_name: str) -> int | None:
+    """The block length a local symbert-pretrain model (or a checkpoint of one) was trained on, from its
+    training_summary.json; None where none is recorded."""
+    for folder in (Path(model_name), Path(model_name).parent):
+        try:
+            length = json.loads((folder / "training_summary.json").read_text(encoding="utf-8")).get("max_seq_length")
+        except (OSError, ValueError, AttributeError):
+            continue
+        return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+    return None
+
+
+def length_notice(model_name: str, task: str, tokenized: dict[str, Dataset], max_length: int) -> str | None:
+    """One line, before training, where the task's examples reach positions the model was never trained on."""
+    trained = trained_length(model_name)
+    if trained is None or trained >= max_length:
+        return None
+    lengths = [len(ids) for split in tokenized.values() for ids in split["input_ids"]]
+    longer = sum(length > trained for length in lengths) / max(1, len(lengths))
+    if longer < 0.01:
+        return None
+    return (
+        f"notice: {task}: {100 * longer:.0f}% of its examples are longer than the {trained}-token blocks "
+        f"{Path(model_name).name} was pre-trained on, so they use position embeddings it never trained; "
+        f"--max_length {trained} matches its training (now {max_length})."
+    )
+
+
 def run_suite(
     model_name: str,
     glue_args: "GlueArguments",
@@ -311,6 +339,8 @@ def run_suite(
         if not left:
             continue
         tokenized = tokenize(task, data[task], tokenizer, glue_args.max_length)
+        if notice := length_notice(model_name, task, tokenized, glue_args.max_length):
+            print(notice)
         for seed in left:
             work_dir = output_dir / "runs" / task / f"seed-{seed}"
             with load_report_once():

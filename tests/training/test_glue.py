@@ -818,3 +818,24 @@ def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path)
         )
         assert float(row["glue"]) == pytest.approx(results["scores"]["rte"]["1"]) == pytest.approx(float(row["rte"]))
     assert (tmp_path / "sweep" / "glue_vs_step.png").stat().st_size > 10_000
+
+
+def test_a_task_longer_than_the_models_training_blocks_is_named_before_training(tmp_path):
+    from datasets import Dataset
+
+    from symbert.training.glue_sweep import length_notice
+
+    model = tmp_path / "demo"
+    (model / "checkpoint-10").mkdir(parents=True)
+    (model / "training_summary.json").write_text(json.dumps({"max_seq_length": 4}))
+    tokenized = {
+        "train": Dataset.from_dict({"input_ids": [[1, 2, 3], [1, 2, 3, 4, 5, 6], [1] * 8]}),
+        "validation": Dataset.from_dict({"input_ids": [[1, 2], [1] * 7]}),
+    }
+    for folder in (model, model / "checkpoint-10"):  # a checkpoint: its run's training length
+        assert length_notice(str(folder), "rte", tokenized, 128) == (
+            "notice: rte: 60% of its examples are longer than the 4-token blocks demo was pre-trained on, so they use "
+            "position embeddings it never trained; --max_length 4 matches its training (now 128)."
+        ).replace("demo was", f"{folder.name} was")
+    assert length_notice(str(model), "rte", tokenized, 4) is None  # within its training
+    assert length_notice(str(tmp_path / "bert"), "rte", tokenized, 128) is None  # no record: nothing said
