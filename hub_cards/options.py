@@ -25,4 +25,5 @@ class ReleaseOptions:
     # (label, glue_results.json) scored beside the model's on the same tasks, data and protocol: e.g. the teacher
     # fine-tuned identically, the same type trained from scratch
     baselines: tuple[tuple[str, str], ...] = ()
-    base_model: str | None = None  # the Hub id of the model it was made from (card metadata); default: as recorded
+    base_model: str | None = None
+    without_results: bool = False  # release models no GLUE results file is for, their cards saying so  # the Hub id of the model it was made from (card metadata); default: as recorded

@@ -391,20 +391,42 @@ def plan_models(
     extra_files = [Path(p).resolve() for p in options.results if Path(p).is_file()]
     candidates = read_results_files([*options.results, *models], options.output_dir)
     baselines = read_baselines(options.baselines, options.output_dir)
+    without = {}  # the models no results file is for: {model: why}
+    for model in models:
+        try:
+            match_results(model, sha256(model / "model.safetensors"), candidates)
+        except UserError as error:
+            without[model] = str(error)
+    if without and not options.without_results:
+        if len(models) == 1:
+            raise UserError(f"{next(iter(without.values()))} Or release it with --without_results.")
+        raise UserError(
+            f"{len(without)} of the {len(models)} models have no GLUE results file: "
+            f"{', '.join(map(str, without))}. Run symbert-glue on each and pass its output with --results, or release "
+            "them with --without_results (their cards then say that no downstream score was measured)."
+        )
     plans, repos, used = [], {}, set()
     for model in models:
         config = check_model_folder(model)
         run = PretrainingRun.read(model)
         refuse_links(model, STAGED_FROM_MODEL)
-        results, why = match_results(model, sha256(model / "model.safetensors"), candidates)
-        print(f"{model}: GLUE results from {results} ({why}).")
-        if candidates[results]["model"].get("attention_type") not in (None, config.attention_type):
+        if model in without:
+            print(f"{model}: no GLUE results (--without_results): its card says no downstream score was measured.")
+            results = None
+        else:
+            results, why = match_results(model, sha256(model / "model.safetensors"), candidates)
+            print(f"{model}: GLUE results from {results} ({why}).")
+        if results is not None and candidates[results]["model"].get("attention_type") not in (
+            None,
+            config.attention_type,
+        ):
             raise UserError(
                 f"{results} says attention_type={candidates[results]['model']['attention_type']!r} but {model} is "
                 f"{config.attention_type!r}."
             )
         used.add(results)
-        check_baselines(results, candidates[results], baselines)
+        if results is not None:
+            check_baselines(results, candidates[results], baselines)
         run.data(options.dataset)  # recorded, or given
         size = "custom" if run.size is None else run.size
         repo_id = release_repo_id(options.namespace, options.name_template, model, size, config.attention_type)
@@ -428,11 +450,24 @@ def plan_models(
             check_model_folder(checkpoint)
             logged_eval_losses(checkpoint)  # its card's eval loss: checked before anything is staged
             checkpoints.append(checkpoint)
-        glue_plot = find_glue_plot(options.glue_vs_step, list(options.results), results, model, options.output_dir)
-        for path in (results, results.with_suffix(".md"), glue_plot):
-            if path is not None:
-                refuse_links(path.parent, [path.name])
-        plans.append((run, config, repo_id, results, candidates[results], checkpoints, glue_plot, baselines))
+        glue_plot = None
+        if results is not None:
+            glue_plot = find_glue_plot(options.glue_vs_step, list(options.results), results, model, options.output_dir)
+            for path in (results, results.with_suffix(".md"), glue_plot):
+                if path is not None:
+                    refuse_links(path.parent, [path.name])
+        plans.append(
+            (
+                run,
+                config,
+                repo_id,
+                results,
+                candidates.get(results),
+                checkpoints,
+                glue_plot,
+                baselines if results else [],
+            )
+        )
     for path in extra_files:
         if path not in used:
             data = candidates[path]["model"]

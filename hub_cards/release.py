@@ -88,6 +88,12 @@ def parse_arguments(argv: list[str]) -> ReleaseOptions:
         help="Hub id of the BERT a converted or distilled model was made from, for the card's base_model (default: "
         "the teacher's name as recorded, where it is a Hub id)",
     )
+    parser.add_argument(
+        "--without_results",
+        action="store_true",
+        help="release models that no GLUE results file is for (by default refused, each named); their cards say no "
+        "downstream score was measured",
+    )
     args = parser.parse_args(argv)
     baselines = []
     for item in args.baselines:
@@ -132,6 +138,7 @@ def parse_arguments(argv: list[str]) -> ReleaseOptions:
         push=args.push,
         baselines=tuple(baselines),
         base_model=args.base_model,
+        without_results=args.without_results,
     )
 
 

@@ -216,8 +216,8 @@ def stage_model(
     run: PretrainingRun,
     config: SymBertConfig,
     repo_id: str,
-    results_path: Path,
-    results: dict,
+    results_path: Path | None,
+    results: dict | None,
     checkpoints: list[Path],
     glue_plot: Path | None,
     baselines: list[tuple[str, dict]],
@@ -246,21 +246,24 @@ def stage_model(
     carried = run.carried_files  # conversion.json, sentence-transformers configuration: on main and bert
     files.update(carried)
     made_from = run.made_from(base_model)
-    files[RESULTS_FILE] = results_path
-    if results_path.with_suffix(".md").is_file():
-        files["glue_results.md"] = results_path.with_suffix(".md")
+    if results_path is not None:  # (None: released with --without_results, the card says no score was measured)
+        files[RESULTS_FILE] = results_path
+        if results_path.with_suffix(".md").is_file():
+            files["glue_results.md"] = results_path.with_suffix(".md")
     if glue_plot is not None:
         files[GLUE_PLOT] = glue_plot
 
-    for notice in cards.glue_notices(repo_id, results):
+    for notice in cards.glue_notices(repo_id, results) if results else []:
         print(f"notice: {notice}", file=sys.stderr)
-    eval_results, eval_entries = cards.glue_eval_results(results), cards.glue_eval_entries(results)
+    eval_results, eval_entries = (
+        (cards.glue_eval_results(results), cards.glue_eval_entries(results)) if results else ([], [])
+    )
     eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
     records = published_records(files)
     prov = provenance(
         files,
         dataset,
-        glue_results_sha256=text_hashes({RESULTS_FILE: records[RESULTS_FILE]})[RESULTS_FILE],
+        glue_results_sha256=text_hashes({RESULTS_FILE: records[RESULTS_FILE]})[RESULTS_FILE] if results else None,
         eval_results_sha256=text_hashes(eval_texts),
         training_steps=run.steps,
     )

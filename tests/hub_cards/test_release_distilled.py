@@ -197,3 +197,14 @@ def test_validation_refuses_a_staged_file_with_a_local_path(distilled, tmp_path)
         notes.write_text(original)
     assert len(problems) == 1 and problems[0].startswith("conversion.json holds a local path")
     assert validation.check_local_paths(stage) == []
+
+
+def test_a_model_without_results_is_refused_unless_released_without_them(distilled, tmp_path, capsys):
+    argv = [str(distilled.run), "--namespace", "symbert-test", "--name_template", "st-{attention_type}"]
+    argv += ["--output_dir", str(tmp_path / "staged")]
+    assert_one_line(release.main, argv, "Or release it with --without_results.", capsys)
+    assert not (tmp_path / "staged").exists()
+    (stage, _) = release.release_command([*argv, "--without_results"])
+    text = (stage.folder / "README.md").read_text()
+    assert "No downstream score was measured for this model" in text and "glue_results.json" not in text
+    assert not (stage.folder / "glue_results.json").exists()
