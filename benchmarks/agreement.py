@@ -33,7 +33,7 @@ def measure(argv):
     args = parser.parse_args(argv)
     for folder in args.models:  # before anything is loaded: a bad folder is refused at once
         try:
-            config = AutoConfig.from_pretrained(folder)
+            config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
         except (OSError, ValueError) as error:
             raise UserError(f"--models {folder!r}: cannot load it as a SymBERT model ({error}).") from error
         if not isinstance(config, SymBertConfig):

@@ -69,7 +69,7 @@ def load_in_fresh_process(
 
 def reference_inputs(source: Path) -> dict[str, torch.Tensor]:
     """CHECK_TEXTS encoded by the source model's tokenizer."""
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)  # the installed classes
     texts = [t.format(mask=tokenizer.mask_token) for t in CHECK_TEXTS]
     return dict(tokenizer(texts, padding=True, return_tensors="pt"))
 
@@ -403,7 +403,7 @@ def check_sentence_transformers(stage: Stage) -> list[str]:
     texts = [text.format(mask="river") for text in CHECK_TEXTS]
     try:
         staged = SentenceTransformer(str(stage.folder), device="cpu", trust_remote_code=not stage.bert_export)
-        source = SentenceTransformer(str(stage.source), device="cpu", trust_remote_code=True)
+        source = SentenceTransformer(str(stage.source), device="cpu", trust_remote_code=False)  # installed classes
         got, expected = (torch.as_tensor(model.encode(texts)) for model in (staged, source))
     except Exception as error:  # noqa: BLE001 (whatever sentence-transformers raises is the finding)
         return [f"does not load in sentence-transformers: {type(error).__name__}: {' '.join(str(error).split())}"]

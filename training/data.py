@@ -388,7 +388,7 @@ def load_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
             "with a folder written by a tokenizer's save_pretrained, or a Hub id such as bert-base-uncased."
         )
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
     except OSError as error:
         raise UserError(
             f"Tokenizer {name!r} is neither a local tokenizer folder nor on the Hub or in the local Hugging Face "
@@ -447,7 +447,7 @@ def cached_wordpiece(vocab_size: int) -> PreTrainedTokenizerBase:
     trainings, see SHIPPED_WORDPIECE). The folder appears whole (written under a temporary name, then renamed); the
     lock makes parallel runs on one machine train it once."""
     if vocab_size == SHIPPED_WORDPIECE_SIZE:
-        return AutoTokenizer.from_pretrained(SHIPPED_WORDPIECE)
+        return AutoTokenizer.from_pretrained(SHIPPED_WORDPIECE, trust_remote_code=False)
     digest = hashlib.sha256(EMBEDDED_CORPUS.read_bytes()).hexdigest()[:16]
     # "-bert": saved as BertTokenizer; older caches (no suffix) saved under 5.x name a class 4.x lacks
     folder = cache_dir() / "tokenizers" / f"wordpiece-{vocab_size}-{digest}-bert"
@@ -456,7 +456,7 @@ def cached_wordpiece(vocab_size: int) -> PreTrainedTokenizerBase:
         with FileLock(f"{folder}.lock"):
             if folder.exists():
                 try:
-                    return AutoTokenizer.from_pretrained(folder)
+                    return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
                 except Exception as error:  # truncated JSON, missing files, a vocabulary tokenizers rejects, ...
                     print(
                         f"The cached tokenizer {folder} is unreadable ({error.__class__.__name__}); training it again."
@@ -474,7 +474,7 @@ def cached_wordpiece(vocab_size: int) -> PreTrainedTokenizerBase:
             f"Cannot write the tokenizer cache {folder} ({error.__class__.__name__}: {error}); set SYMBERT_CACHE to a "
             "writable folder."
         ) from error
-    return AutoTokenizer.from_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
 
 
 def group_into_blocks(batch: Mapping[str, list], block_size: int) -> dict[str, list[list[int]]]:

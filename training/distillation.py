@@ -34,7 +34,7 @@ def initial_config(path: str, overrides: dict) -> SymBertConfig:
     if missing := missing_local_path(path):
         raise missing
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise UserError(f"--init_from {path!r} is not a model folder with a readable config.json ({error}).") from error
     if not isinstance(config, SymBertConfig):
@@ -66,7 +66,7 @@ def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
     if missing := missing_local_path(path):
         raise missing
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise UserError(f"--teacher {path!r} is not a model folder with a readable config.json ({error}).") from error
     if not isinstance(config, (BertConfig, SymBertConfig)):

@@ -66,6 +66,13 @@ class GlueArguments:
     steps: str | None = field(
         default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"}
     )
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={
+            "help": "load a model whose classes are neither transformers' nor SymBERT's (it runs code from the model's "
+            "folder or repository); SymBERT and BERT models never need it"
+        },
+    )
     skip_malformed_rows: bool = field(
         default=False,
         metadata={

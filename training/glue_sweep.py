@@ -91,6 +91,7 @@ def fine_tune(
     tokenizer: PreTrainedTokenizerBase,
     seed: int,
     training_args: TrainingArguments,
+    trust_remote_code: bool = False,
 ) -> dict[str, float]:
     """Fine-tune a fresh copy of the model on the task's train split with `seed`; the pair's metrics on its dev splits."""
     spec = TASKS[task]
@@ -99,7 +100,7 @@ def fine_tune(
     model = AutoModelForSequenceClassification.from_pretrained(
         model_name,
         revision=revision,
-        trust_remote_code=True,
+        trust_remote_code=trust_remote_code,  # SymBERT's classes are registered: its folders need no remote code
         num_labels=spec.num_labels,
         problem_type="regression" if spec.label_names is None else "single_label_classification",
         **label_names,
@@ -124,7 +125,7 @@ def fine_tune(
 # The suite: one model, tasks × seeds, restartable
 
 
-def check_model(name: str, revision: str | None = None) -> PretrainedConfig:
+def check_model(name: str, revision: str | None = None, trust_remote_code: bool = False) -> PretrainedConfig:
     """The model's config, or a clear error when `name` is neither a local model folder nor a loadable Hub model."""
     path = Path(name)
     if path.exists() and not (path / "config.json").is_file():
@@ -133,8 +134,18 @@ def check_model(name: str, revision: str | None = None) -> PretrainedConfig:
     if missing:
         raise missing
     try:
-        return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
-    except (OSError, ValueError) as error:
+        return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
+    except ValueError as error:
+        if "trust_remote_code" not in str(error):
+            raise UserError(
+                f"Model {name!r} not found: not a local folder nor a loadable Hub model ({error})."
+            ) from None
+        raise UserError(
+            f"Model {name!r} needs code of its own to load (its config maps its classes to code files, and its "
+            "model_type is neither transformers' nor SymBERT's); nothing of it was run. Pass --trust_remote_code to "
+            "run that code if you trust it."
+        ) from None
+    except OSError as error:
         raise UserError(f"Model {name!r} not found: not a local folder nor a loadable Hub model ({error}).") from None
 
 
@@ -309,13 +320,15 @@ def run_suite(
 ) -> dict:
     """Fine-tune and score `model_name` on tasks × seeds into `output_dir`; returns the results (glue_results.json)."""
     output_dir = Path(output_dir)
-    config = check_model(model_name, glue_args.revision)
+    config = check_model(model_name, glue_args.revision, glue_args.trust_remote_code)
     if glue_args.max_length > config.max_position_embeddings:
         raise UserError(
             f"max_length={glue_args.max_length} exceeds the model's max_position_embeddings="
             f"{config.max_position_embeddings}."
         )
-    tokenizer = AutoTokenizer.from_pretrained(model_name, revision=glue_args.revision, trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_name, revision=glue_args.revision, trust_remote_code=glue_args.trust_remote_code
+    )
     model = model_info(model_name, glue_args.revision, config)
     protocol = pair_protocol(glue_args, training_args)
     runs = read_runs(output_dir, model, protocol)
@@ -352,6 +365,7 @@ def run_suite(
                     tokenizer,
                     seed,  # the commit the sha256 is of
                     replace(training_args, output_dir=str(work_dir)),
+                    glue_args.trust_remote_code,
                 )
             runs[task, seed] = {
                 "task": task,

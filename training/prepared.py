@@ -199,7 +199,7 @@ def prepared_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
         return data_module.load_tokenizer(data_args)
     folder = Path(data_args.blocks_dir) / TOKENIZER_DIR
     read_manifest(data_args.blocks_dir)
-    return data_module.keep_token_type_ids(AutoTokenizer.from_pretrained(folder))
+    return data_module.keep_token_type_ids(AutoTokenizer.from_pretrained(folder, trust_remote_code=False))
 
 
 def write_blocks(path: Path, blocks: Dataset | IterableDataset, dtype: np.dtype) -> int:

@@ -79,7 +79,7 @@ def load_symbert(model: str) -> PreTrainedModel:
     if error := missing_local_path(model):
         raise error
     try:
-        config = AutoConfig.from_pretrained(model)
+        config = AutoConfig.from_pretrained(model, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise UserError(f"{model!r} is not a model folder with a readable config.json ({error})") from error
     if not isinstance(config, SymBertConfig):
@@ -111,7 +111,7 @@ def export_to_bert(model: str, output: str | Path) -> float:
     except NotImplementedError as error:
         raise UserError(str(error)) from error
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model)
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
     except (OSError, ValueError):
         tokenizer = None
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -78,14 +78,14 @@ def load_bert(name):
     if error := missing_local_path(name):
         raise error
     try:
-        config = AutoConfig.from_pretrained(name)
+        config = AutoConfig.from_pretrained(name, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise UserError(f"{name!r} is not a model folder with a readable config.json ({error}).") from error
     if not isinstance(config, BertConfig):
         raise UserError(f"{name!r} is a {config.model_type!r} model, not a BERT (model_type 'bert').")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        bert = AutoModel.from_pretrained(name).float().eval()
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+        bert = AutoModel.from_pretrained(name, trust_remote_code=False).float().eval()
     except (OSError, ValueError, RuntimeError) as error:
         raise UserError(f"Cannot load {name!r} as a BERT with its tokenizer: {' '.join(str(error).split())}") from error
     if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):

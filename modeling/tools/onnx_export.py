@@ -110,10 +110,13 @@ def run(argv: list[str]) -> None:
     if error := missing_local_path(args.model_dir):
         raise error
 
-    config = AutoConfig.from_pretrained(args.model_dir, trust_remote_code=True)
+    try:  # SymBERT's classes are the installed ones: nothing from the folder is run
+        config = AutoConfig.from_pretrained(args.model_dir, trust_remote_code=False)
+    except ValueError as error:
+        raise UserError(f"{args.model_dir!r} is not a SymBERT model folder ({' '.join(str(error).split())})") from None
     if config.model_type != "symbert":
         raise UserError(f"{args.model_dir!r} is a {config.model_type!r} model, not a SymBERT one")
-    model = HEADS[args.head].from_pretrained(args.model_dir, trust_remote_code=True)
+    model = HEADS[args.head].from_pretrained(args.model_dir)
     export_onnx(model, args.output, OUTPUT_NAMES[args.head], dynamo=args.dynamo)
     difference = max_difference(model, args.output)
     print(f"wrote {args.output}; onnxruntime vs PyTorch on a [3, 13] padded batch: max abs diff {difference:.2e}")

@@ -158,7 +158,7 @@ def fake_fine_tune(monkeypatch):
     """Replaces training by fixed metrics (from `accuracies[model folder name]`, default 0.5) and counts the calls."""
     calls, accuracies = [], {}
 
-    def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_args):
+    def fine_tune(model_name, revision, task, tokenized, tokenizer, seed, training_args, trust_remote_code=False):
         calls.append((model_name, task, seed))
         accuracy = accuracies.get("/".join(Path(model_name).parts[-2:]), 0.5)
         accuracy += 0.01 * (seed - 1)

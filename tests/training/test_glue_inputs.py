@@ -357,3 +357,31 @@ def test_the_card_names_the_hub_dataset_only_for_scores_on_it(assets, data, tmp_
     assert cards.glue_data_text(local) == (
         f"local data `glue_data` (sha256 of each task's files: rte `{sha[:12]}`), not the Hub's nyu-mll/glue"
     )
+
+
+def folder_with_code(folder, marker):
+    """A model folder whose config maps its classes to a code file of its own, which leaves `marker` when run."""
+    folder.mkdir()
+    config = {"model_type": "planted", "auto_map": {"AutoConfig": "planted.PlantedConfig"}, "architectures": []}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "planted.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\n"
+        "from transformers import PretrainedConfig\n\n"
+        "class PlantedConfig(PretrainedConfig):\n    model_type = 'planted'\n"
+    )
+    return folder
+
+
+def test_no_command_runs_code_from_a_model_folder_unasked(assets, tmp_path, capsys):  # noqa: F811
+    from symbert.tools import onnx_export
+
+    marker = tmp_path / "ran"
+    folder = folder_with_code(tmp_path / "planted", marker)
+    argv = suite_args(assets, tmp_path / "out", "--tasks", "rte")
+    argv[argv.index("--model") + 1] = str(folder)
+    message = refused(argv, capsys)
+    assert "needs code of its own to load" in message and "--trust_remote_code" in message
+    with pytest.raises(SystemExit) as exit_info:
+        onnx_export.main([str(folder), str(tmp_path / "model.onnx")])
+    assert exit_info.value.code == 2 and "is not a SymBERT model folder" in capsys.readouterr().err
+    assert not marker.exists() and not (tmp_path / "model.onnx").exists()
