@@ -38,7 +38,7 @@ def test_training_from_prepared_blocks_equals_training_from_the_texts(corpus, tm
         "tokenizer",
         "train-00000.bin",
     ]
-    # the same arguments, --num_proc included: each process blocks its part of the texts
+    # the same arguments, --num_proc included
     data_args = parse_arguments(run_args(corpus, tmp_path, "--num_proc", "2"))[2]
     train, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args), seed=42)
     blocks = prepared.PreparedBlocks(tmp_path / "blocks", manifest["train"]["shards"], 32, np.dtype("uint16"))
@@ -51,6 +51,22 @@ def test_training_from_prepared_blocks_equals_training_from_the_texts(corpus, tm
     blocks_run.remove("--tokenizer"), blocks_run.remove(str(corpus / "tokenizer"))  # the folder's own
     pretrain(*parse_arguments(blocks_run))
     assert_same_training(from_blocks, from_texts)
+
+
+def test_the_blocks_are_the_same_whatever_the_number_of_processes(corpus, tmp_path):
+    """Filtering and tokenising run in --num_proc processes, blocking in one: the same blocks, held-out split and
+    prepared files for 1, 2 and 4 processes (the corpus is 300 texts: one batch of 1,000, split at 150 or 75 by
+    the processes, which would cut other blocks)."""
+    found = {}
+    for processes in ("1", "2", "4"):
+        data_args = parse_arguments(run_args(corpus, tmp_path, "--num_proc", processes))[2]
+        train, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args), seed=42)
+        prepare(run_args(corpus, tmp_path / f"blocks-{processes}", "--num_proc", processes))
+        files = {
+            name: (tmp_path / f"blocks-{processes}" / name).read_bytes() for name in ("train-00000.bin", "held_out.bin")
+        }
+        found[processes] = (train["input_ids"], held_out["input_ids"], files)
+    assert found["1"] == found["2"] == found["4"]
 
 
 def test_a_stream_is_prepared_in_one_shard_per_process(two_file_corpus, tmp_path):  # noqa: F811
@@ -252,3 +268,14 @@ def test_a_second_preparation_into_the_same_folder_at_once_is_refused(corpus, tm
         with pytest.raises(UserError, match="is being prepared by another symbert-prepare-data"):
             prepare(run_args(corpus, tmp_path / "blocks"))
     assert not (tmp_path / "blocks").exists()
+
+
+@pytest.mark.heavy
+def test_the_training_is_the_same_whatever_the_number_of_dataloader_workers_and_processes(corpus, tmp_path):
+    runs = {}
+    for workers, processes in (("0", "1"), ("2", "2")):
+        output = tmp_path / f"workers-{workers}"
+        extra = ("--dataloader_num_workers", workers, "--num_proc", processes, "--save_steps", "100")
+        pretrain(*parse_arguments(run_args(corpus, output, *extra)))
+        runs[workers] = output
+    assert_same_training(runs["2"], runs["0"])
