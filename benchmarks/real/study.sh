@@ -3,7 +3,7 @@
 # distilled on the embedded corpus), its agreement with the teacher, and its downstream scores on the UCI sentences
 # and SpamAssassin beside the teacher fine-tuned identically, the same type trained from scratch, majority and chance.
 # Every step skips what a finished earlier run left (symbert-glue skips finished seeds; a finished pre-training run
-# is refused, so its folder is checked first). About 5 hours on 2 CPU cores; run steps in parallel on more.
+# is refused, so its folder is checked first). About 4 hours on 2 CPU cores; run steps in parallel on more.
 #
 #   bash benchmarks/real/study.sh [OUTPUTS]      (default OUTPUTS: outputs/real-minilm)
 set -euo pipefail
@@ -44,12 +44,9 @@ done
 # the longest distillation the targets allow (30 minutes on this machine), for the type closest after 200 steps
 distil pairwise 450 "$OUT/distil30-minilm-pairwise" 75 150
 symbert-glue --model "$OUT/distil30-minilm-pairwise" "${UCI[@]}" --output_dir "$OUT/glue-distil30-minilm-pairwise"
-symbert-glue --model "$OUT/distil30-minilm-pairwise" "${SPAM[@]}" --output_dir "$OUT/spam-distil30-minilm-pairwise"
-symbert-glue --model "$OUT/distil-minilm-symmetric" "${SPAM[@]}" --output_dir "$OUT/spam-distil-minilm-symmetric"
-for type in pairwise symmetric; do
-  from_scratch "$type"
-  symbert-glue --model "$OUT/scratch-minilm-$type" "${UCI[@]}" --output_dir "$OUT/glue-scratch-minilm-$type"
-done
+symbert-glue --model "$OUT/distil-minilm-pairwise" "${SPAM[@]}" --output_dir "$OUT/spam-distil-minilm-pairwise"
+from_scratch pairwise
+symbert-glue --model "$OUT/scratch-minilm-pairwise" "${UCI[@]}" --output_dir "$OUT/glue-scratch-minilm-pairwise"
 
 python benchmarks/agreement.py --bert "$BERT" --output benchmarks/results/real-minilm/agreement \
   --models "$OUT"/minilm-{original,symmetric_init} \
@@ -60,13 +57,11 @@ for type in "${TYPES[@]}"; do
   rows+=("$type, converted=$OUT/glue-minilm-$type" "$type, distilled 200 steps=$OUT/glue-distil-minilm-$type")
 done
 rows+=("pairwise, distilled 450 steps=$OUT/glue-distil30-minilm-pairwise")
-rows+=("pairwise, from scratch=$OUT/glue-scratch-minilm-pairwise" "symmetric, from scratch=$OUT/glue-scratch-minilm-symmetric")
+rows+=("pairwise, from scratch=$OUT/glue-scratch-minilm-pairwise")
 python benchmarks/downstream_table.py --reference teacher --rows "${rows[@]}" \
   --output benchmarks/results/real-minilm/downstream-uci
 python benchmarks/downstream_table.py --reference teacher --rows "teacher=$OUT/spam-teacher" \
-  "pairwise, distilled 450 steps=$OUT/spam-distil30-minilm-pairwise" \
-  "symmetric, distilled 200 steps=$OUT/spam-distil-minilm-symmetric" \
-  --output benchmarks/results/real-minilm/downstream-spam
+  "pairwise, distilled 200 steps=$OUT/spam-distil-minilm-pairwise" --output benchmarks/results/real-minilm/downstream-spam
 
 # the release, staged and validated (add --push and a namespace of your own to publish)
 symbert-release "$OUT/distil30-minilm-pairwise" --results "$OUT/glue-distil30-minilm-pairwise" \
