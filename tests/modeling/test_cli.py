@@ -158,3 +158,32 @@ def test_symbert_debug_raises_with_traceback(monkeypatch):
         env=env,
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.heavy
+def test_a_failed_onnx_export_leaves_the_earlier_file_as_it_was(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import torch
+
+    from conftest import tiny_config
+    from symbert import SymBertModel
+
+    good = tmp_path / "good"
+    SymBertModel(tiny_config()).save_pretrained(good)
+    output = tmp_path / "model.onnx"
+    onnx_export.main([str(good), str(output)])
+    exported = output.read_bytes()
+    bad = SymBertModel(tiny_config())
+    with torch.no_grad():
+        bad.encoder.layer[0].attention.output.dense.weight[0, 0] = float("nan")
+    bad.save_pretrained(tmp_path / "bad")
+    status, _, err = run_main(monkeypatch, capsys, "symbert-onnx", [str(tmp_path / "bad"), str(output)])
+    assert status == 2 and "holds non-finite weights (encoder.layer.0.attention.output.dense.weight)" in err
+    monkeypatch.setattr(onnx_export, "max_difference", lambda model, path: 1.0)  # an export that does not match
+    status, _, err = run_main(monkeypatch, capsys, "symbert-onnx", [str(good), str(output)])
+    assert status == 2 and "differs from PyTorch by 1.00e+00" in err and "was not written" in err
+    assert output.read_bytes() == exported and sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad",
+        "good",
+        "model.onnx",
+    ]
