@@ -426,7 +426,11 @@ def files_named(card_text: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------- card values
 
 EMBEDDED_CORPUS_DESCRIPTION = (
-    "the embedded corpus of nine public-domain English books (symbert/training/corpus/SOURCE.md)"
+    "the embedded corpus: nine public-domain English books (Project Gutenberg e-texts, 1811–1892), Jane Austen's "
+    "Sense and Sensibility, Pride and Prejudice, Mansfield Park, Emma, Northanger Abbey and Persuasion, Lewis "
+    "Carroll's Alice's Adventures in Wonderland, Mark Twain's The Adventures of Tom Sawyer and Arthur Conan Doyle's "
+    "The Adventures of Sherlock Holmes, as the symbert package ships them (training/corpus/SOURCE.md there names "
+    "the package each text was taken from)"
 )
 
 
