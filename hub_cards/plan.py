@@ -15,7 +15,7 @@ from huggingface_hub.utils.sha import sha_fileobj
 
 from .. import SymBertConfig
 from ..cli import UserError
-from ..files import sentence_transformers_files
+from ..files import sentence_transformers_files, write_atomically
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
 from ..training.summary import TrainingSummary
@@ -518,12 +518,45 @@ class Staging:
                 f"{repo_id!r} (from --name_template {self.name_template!r}) would be staged in {str(resolved)!r}, which "
                 f"is not a folder inside --output_dir {str(root)!r}; nothing was written."
             )
-        if resolved.exists() and not (resolved / "provenance.json").is_file():
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise UserError(
-                f"{str(folder)!r} exists and was not staged by symbert-release (no provenance.json), so it is not "
-                "replaced: move it or choose another --output_dir; nothing was written."
+                f"{str(folder)!r} is a symbolic link or not a folder, so it is not replaced: remove it or choose "
+                "another --output_dir; nothing was written."
             )
+        if folder.exists():
+            if (changed := self.changed_since_staged(folder)) is None:
+                raise UserError(
+                    f"{str(folder)!r} exists and was not staged by symbert-release (no record of what it staged "
+                    "there), so it is not replaced: move it or choose another --output_dir; nothing was written."
+                )
+            if changed:
+                raise UserError(
+                    f"{str(folder)!r} holds files changed or added since it was staged ({', '.join(changed[:5])}), "
+                    "which a new staging would delete: move them out, or delete the folder; nothing was written."
+                )
         return folder
+
+    @staticmethod
+    def record_path(folder: Path) -> Path:
+        """Beside the staged folder (never inside it, which is uploaded): the sha256 of every file staged there."""
+        return folder.parent / f".{folder.name}.staged.json"
+
+    def changed_since_staged(self, folder: Path) -> list[str] | None:
+        """The files of `folder` that differ from, or were not among, what staging wrote there; None without a
+        record of it."""
+        try:
+            staged = json.loads(self.record_path(folder).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(staged, dict):
+            return None
+        found = {
+            path.relative_to(folder).as_posix(): path
+            for path in sorted(folder.rglob("*"))
+            if path.is_file() or path.is_symlink()
+        }
+        changed = [name for name, path in found.items() if path.is_symlink() or staged.get(name) != sha256(path)]
+        return changed  # (a staged file deleted since is not lost: staging writes it again)
 
     def write(self, repo_id: str, revision: str, copies: dict[str, Path], texts: dict[str, str]) -> Path:
         """Stage a revision: build its folder (checked by `folder`) from copied files ({name: source path}) and
@@ -544,9 +577,16 @@ class Staging:
         for name, text in texts.items():
             (building / name).parent.mkdir(parents=True, exist_ok=True)
             (building / name).write_text(text, encoding="utf-8")
+        record = {
+            path.relative_to(building).as_posix(): sha256(path)
+            for path in sorted(building.rglob("*"))
+            if path.is_file()
+        }
+        self.record_path(folder).unlink(missing_ok=True)  # from here until the new record, no staging is recorded
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(building, folder)
+        write_atomically(self.record_path(folder), lambda file: file.write(json.dumps(record, indent=1) + "\n"))
         return folder
 
 

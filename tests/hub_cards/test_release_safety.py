@@ -246,7 +246,7 @@ def test_staging_folder_stays_inside_output_dir(tmp_path):
     (output / "mine" / "main").mkdir(parents=True)  # exists, but not staged by symbert-release
     (output / "mine" / "main" / "keep.txt").write_text("mine")
     with pytest.raises(
-        UserError, match=r"mine/main' exists and was not staged by symbert-release \(no provenance.json\)"
+        UserError, match=r"mine/main' exists and was not staged by symbert-release \(no record of what it staged"
     ):
         staging.write(f"{NAMESPACE}/mine", "main", {}, {"README.md": "x"})
     assert tree(outside) == {"main/keep.txt": b"mine"} and tree(output / "mine") == {"main/keep.txt": b"mine"}
@@ -666,7 +666,12 @@ def test_an_output_dir_inside_the_model_folder_is_never_read_as_input(run, stage
     model = copy_run(run.folder, tmp_path / "model")
     write_results(model, model / "glue_results.json")
     shutil.copytree(staged.output, model / "release")  # what the first run staged there
-    (model / "release" / "symbert-tiny-original" / "main" / "glue_vs_step.png").write_bytes(b"a staged plot")
+    main = model / "release" / "symbert-tiny-original" / "main"
+    (main / "glue_vs_step.png").write_bytes(b"a staged plot")
+    record = plan.Staging.record_path(main)  # as if that staging had written the plot
+    record.write_text(
+        json.dumps({**json.loads(record.read_text()), "glue_vs_step.png": plan.sha256(main / "glue_vs_step.png")})
+    )
     output = str(model / "release")
     args = release.parse_arguments(
         [str(model), "--results", str(model), "--namespace", NAMESPACE, "--output_dir", output]
@@ -674,3 +679,33 @@ def test_an_output_dir_inside_the_model_folder_is_never_read_as_input(run, stage
     ((*_, results_path, _, _, glue_plot, _),) = plan.plan_models(args)
     assert results_path == model / "glue_results.json" and glue_plot is None
     assert f"GLUE results from {model}/glue_results.json (its weights_sha256 is that" in capsys.readouterr().out
+
+
+def test_a_restaging_replaces_only_what_staging_wrote(run, staged, tmp_path):
+    """An edited card, an added note or a planted provenance.json: a second staging refuses, naming the files,
+    and deletes nothing; a staged folder that is a link is refused."""
+    output = tmp_path / "staged"
+    shutil.copytree(staged.output, output, symlinks=True)
+    args = [str(run.folder), "--results", str(run.glue), "--namespace", NAMESPACE, "--output_dir", str(output)]
+    main = output / "symbert-tiny-original" / "main"
+    (main / "README.md").write_text((main / "README.md").read_text() + "\nmy edit\n")
+    (main / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"holds files changed or added since it was staged \(README.md, notes.txt\)"):
+        release_command(args)
+    assert "my edit" in (main / "README.md").read_text() and (main / "notes.txt").read_text() == "mine"
+    mine = output / "symbert-tiny-original" / "bert"
+    shutil.rmtree(mine)
+    mine.mkdir()
+    (mine / "provenance.json").write_text("{}")  # looks staged, is not
+    (mine / "keep.txt").write_text("mine")
+    plan.Staging.record_path(mine).unlink()
+    (main / "notes.txt").unlink()
+    (main / "README.md").write_text((staged.output / "symbert-tiny-original" / "main" / "README.md").read_text())
+    with pytest.raises(UserError, match=r"bert' exists and was not staged by symbert-release"):
+        release_command(args)
+    assert (mine / "keep.txt").read_text() == "mine"
+    shutil.rmtree(mine)
+    (output / "symbert-tiny-original" / "elsewhere").mkdir()
+    mine.symlink_to(output / "symbert-tiny-original" / "elsewhere")  # inside --output_dir, but a link
+    with pytest.raises(UserError, match=r"bert' is a symbolic link or not a folder"):
+        release_command(args)
