@@ -112,6 +112,11 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
         except Exception as error:  # whatever a damaged file raises: name the file and say why
             reason = " ".join(str(error).split())[:200]
             return f"{name} is unreadable ({type(error).__name__}: {reason})"
+    state = read_json(checkpoint / TRAINER_STATE_NAME)
+    named = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", checkpoint.name)
+    step = state.get("global_step") if isinstance(state, dict) else None
+    if named and step != int(named.group(1)):  # a resume would go on from another step's state with these weights
+        return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)}"
     return None
 
 

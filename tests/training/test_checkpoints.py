@@ -191,6 +191,7 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         ("missing trainer state", r"trainer_state\.json is missing"),
         ("truncated data position", r"data_position_rank0\.json is unreadable \(JSONDecodeError"),
         ("a NaN weight", r"model\.safetensors holds a NaN value in bert\.encoder\.layer\.1\.output\.dense\.bias"),
+        ("a state of another step", r"trainer_state\.json says global_step 4, not 8"),
     ],
 )
 def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):
@@ -206,6 +207,8 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
         weights = safetensors.torch.load_file(newest / "model.safetensors")
         weights["bert.encoder.layer.1.output.dense.bias"][3] = float("nan")
         safetensors.torch.save_file(weights, newest / "model.safetensors", metadata={"format": "pt"})
+    elif damage == "a state of another step":  # checkpoint-4's state copied over checkpoint-8's
+        shutil.copyfile(output_dir / "checkpoint-4" / "trainer_state.json", newest / "trainer_state.json")
     elif damage == "truncated data position":
         position = newest / "data_position_rank0.json"
         os.truncate(position, position.stat().st_size // 2)
