@@ -93,9 +93,15 @@ def load_symbert(model: str) -> PreTrainedModel:
     if name not in BERT_CLASSES:
         raise UserError(f"{model!r} holds a {name!r}; the export supports {', '.join(BERT_CLASSES)}.")
     try:
-        return getattr(modeling_symbert, name).from_pretrained(model).float()
+        loaded = getattr(modeling_symbert, name).from_pretrained(model).float()
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:
         raise UserError(f"Cannot load {model!r}: {' '.join(str(error).split())}") from error
+    if bad := [name for name, tensor in loaded.state_dict().items() if not torch.isfinite(tensor).all()]:
+        raise UserError(f"{model!r} holds non-finite weights ({', '.join(bad[:3])}); nothing was written.")
+    return loaded
+
+
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt")
 
 
 def export_to_bert(model: str, output: str | Path) -> float:
@@ -103,16 +109,25 @@ def export_to_bert(model: str, output: str | Path) -> float:
     relative difference of the written folder's outputs from the SymBERT model's on `check_inputs`, both evaluated in
     float64."""
     output = Path(output)
-    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
+    if output.is_symlink() or (output.exists() and not (output.is_dir() and not any(output.iterdir()))):
         raise UserError(f"output={str(output)!r} exists and is not an empty folder; choose a new path.")
+    if blocked := next((p for p in output.absolute().parents if p.exists() and not p.is_dir()), None):
+        raise UserError(f"output={str(output)!r} lies inside {str(blocked)!r}, which is a file; choose a new path.")
     symbert = load_symbert(model)
     try:
         bert = symbert.to_bert()
     except NotImplementedError as error:
         raise UserError(str(error)) from error
+    has_tokenizer = any((Path(model) / name).is_file() for name in TOKENIZER_FILES) or not Path(model).exists()
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
-    except (OSError, ValueError):
+    except Exception as error:  # whatever a damaged tokenizer file raises (JSON, tokenizers, sentencepiece)
+        if has_tokenizer and Path(model).exists():
+            reason = " ".join(str(error).split())[:200]
+            raise UserError(
+                f"{model!r} holds a tokenizer that cannot be read ({reason}); nothing was written."
+            ) from None
+        print(f"notice: {model!r} holds no tokenizer: the export is written without one.")
         tokenizer = None
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".to-bert.tmp", dir=output.parent))

@@ -5,6 +5,7 @@ type's parameters fold into BERT's query, key and value. Checked with every tens
 import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -289,3 +290,25 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(saved, tmp_path, monkeypatch
     with pytest.raises(UserError, match=r"Cannot write the export next to .*No space left on device \(.* GiB free"):
         export_to_bert(str(saved), tmp_path / "bert")
     assert os.listdir(tmp_path) == []
+
+
+def test_bad_models_and_outputs_are_refused_by_name_and_nothing_is_written(saved, tmp_path):
+    nan = shutil.copytree(saved, tmp_path / "nan")
+    weights = load_file(nan / "model.safetensors")
+    weights["bert.encoder.layer.0.output.dense.bias"][0] = float("nan")
+    save_file(weights, nan / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(UserError, match=r"holds non-finite weights \(bert\.encoder\.layer\.0\.output\.dense\.bias\)"):
+        export_to_bert(str(nan), tmp_path / "out")
+    damaged = shutil.copytree(saved, tmp_path / "damaged")
+    (damaged / "tokenizer.json").write_text("{not json")
+    with pytest.raises(UserError, match="holds a tokenizer that cannot be read"):
+        export_to_bert(str(damaged), tmp_path / "out")
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(UserError, match="lies inside .*a-file', which is a file"):
+        export_to_bert(str(saved), tmp_path / "a-file" / "out")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    with pytest.raises(UserError, match="exists and is not an empty folder"):
+        export_to_bert(str(saved), tmp_path / "link")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "damaged", "empty", "link", "nan"]
+    assert os.listdir(tmp_path / "empty") == []
