@@ -5,6 +5,7 @@ import contextlib
 import csv
 import json
 import logging
+import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +36,15 @@ from ..files import write_atomically
 from .arguments import precision_for
 from .compat import warmup_ratio
 from .glue_data import TASKS, benchmark_name, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
-from .glue_scoring import baseline_scores, build_results, results_markdown, run_metrics, table, task_scores
+from .glue_scoring import (
+    CORRELATIONS,
+    baseline_scores,
+    build_results,
+    results_markdown,
+    run_metrics,
+    table,
+    task_scores,
+)
 from .reporting import new_figure, save_figure
 
 if TYPE_CHECKING:
@@ -207,6 +216,28 @@ def identity(model: dict) -> str:
     return model["weights_sha256"] or model["name_or_path"]
 
 
+def run_file_problem(record: dict) -> str | None:
+    """Why a finished pair's record cannot be reused (a hand-edited or damaged file): a task not in the table, a
+    seed that is not an integer, or a metric that is not a finite number in its range."""
+    task, seed, metrics = record["task"], record["seed"], record["metrics"]
+    if task not in TASKS:
+        return f"names task {task!r}, which is not in the task table"
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return f"has seed {seed!r}, not an integer"
+    if not isinstance(metrics, dict):
+        return "holds no metrics"
+    for name, value in metrics.items():
+        correlation = name.startswith(CORRELATIONS)  # mnli's keys name their split: accuracy_matched
+        low, high = (-1.0 if correlation else 0.0), 1.0
+        if name == "score":  # the pair's score, in percent
+            low, high = -100.0, 100.0
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return f"has {name}={value!r}, not a finite number"
+        if not low <= value <= high:
+            return f"has {name}={value!r}, outside [{low:g}, {high:g}]"
+    return None
+
+
 def read_runs(output_dir: Path, model: dict, protocol: dict) -> dict[tuple[str, int], dict]:
     """The finished pairs under `output_dir/runs`: {(task, seed): record}; all must be of this model and protocol."""
     runs = {}
@@ -218,6 +249,8 @@ def read_runs(output_dir: Path, model: dict, protocol: dict) -> dict[tuple[str, 
         except (ValueError, KeyError, TypeError) as error:
             message = f"{path} is not a symbert-glue run file ({error!r}); remove it to rerun its pair."
             raise UserError(message) from None
+        if problem := run_file_problem(record):
+            raise UserError(f"{path} {problem}; remove it to rerun its pair.")
         if differences:
             raise UserError(
                 f"{path} was made with another model or protocol than this run: {'; '.join(differences)}. "

@@ -839,3 +839,21 @@ def test_a_task_longer_than_the_models_training_blocks_is_named_before_training(
         ).replace("demo was", f"{folder.name} was")
     assert length_notice(str(model), "rte", tokenized, 4) is None  # within its training
     assert length_notice(str(tmp_path / "bert"), "rte", tokenized, 128) is None  # no record: nothing said
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"metrics": {"accuracy": 2.0, "score": 200.0}}, "has accuracy=2.0, outside [0, 1]"),
+        ({"metrics": {"accuracy": float("nan")}}, "has accuracy=nan, not a finite number"),
+        ({"seed": "1"}, "has seed '1', not an integer"),
+        ({"task": "imdb"}, "names task 'imdb', which is not in the task table"),
+    ],
+)
+def test_an_edited_run_file_is_not_reused(assets, tmp_path, capsys, fake_fine_tune, edit, message):
+    output = tmp_path / "out"
+    glue.main(suite_args(assets, output, "--tasks", "rte", "--seeds", "1"))
+    run_file = output / "runs" / "rte" / "seed-1.json"
+    run_file.write_text(json.dumps({**json.loads(run_file.read_text()), **edit}))
+    error = refused(suite_args(assets, output, "--tasks", "rte", "--seeds", "1"), capsys)
+    assert f"{run_file} {message}; remove it to rerun its pair." in error
