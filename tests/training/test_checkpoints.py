@@ -3,6 +3,7 @@
 
 import csv
 import errno
+import functools
 import json
 import os
 import re
@@ -297,7 +298,11 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_the_same_command_resumes_from(
     output_dir = tmp_path / "run"
     args = run_args(corpus, output_dir)
     command, env = child_command(args, "wait-after-save:4", RELEASE_FILE=str(tmp_path / "never"))
-    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal delivers it: a suite started in the background (`cmd &`) passes it on ignored
+    restore_sigint = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    child = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=restore_sigint
+    )
     deadline = time.monotonic() + 120
     while not (output_dir / "checkpoint-4").is_dir():  # saved, and the run waiting in the hook after it
         assert time.monotonic() < deadline and child.poll() is None, child.stderr.read()[-3000:]
