@@ -294,6 +294,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path
     assert_same_training(output_dir, straight)
 
 
+@pytest.mark.slow  # a stopped run in a subprocess, with the others of the slow tier
 def test_ctrl_c_is_one_line_naming_the_checkpoint_the_same_command_resumes_from(corpus, straight, tmp_path):
     output_dir = tmp_path / "run"
     args = run_args(corpus, output_dir)
