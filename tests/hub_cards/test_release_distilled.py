@@ -11,13 +11,25 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
 
-from conftest import assert_one_line, run_args, sentence_embedding_bert, tiny_corpus, tiny_sentences
+from conftest import run_args, sentence_embedding_bert, tiny_corpus, tiny_sentences
 from symbert.hub_cards import release
 from symbert.hub_cards.plan import sha256
 from symbert.tools import convert
 from symbert.training.pretrain import main as pretrain
 
 pytestmark = pytest.mark.heavy
+
+
+def assert_one_line(main, argv, message, capsys):
+    """`main(argv)` exits with status 2 and one line naming `message` (notices of the installed huggingface_hub
+    aside, as an older one prints them first)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    lines = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("notice: ")]
+    assert exit_info.value.code == 2 and len(lines) == 1 and message in lines[0], lines
+
+
 SEEDS = (1, 2, 3)
 
 
