@@ -19,7 +19,7 @@ from pathlib import Path
 from machine import write_report  # benchmarks/machine.py
 
 from symbert.cli import UserError, command_parser, run_command
-from symbert.hub_cards.plan import BASELINE_FREE_PROTOCOL_KEYS
+from symbert.hub_cards.plan import protocol_differences
 
 
 def read_row(item: str) -> tuple[str, dict]:
@@ -38,11 +38,7 @@ def differences(results: dict, reference: dict, task: str) -> list[str]:
     notes = []
     if results.get("data_sha256", {}).get(task) != reference.get("data_sha256", {}).get(task):
         notes.append("other data")
-    protocol, theirs = results["protocol"], reference["protocol"]
-    for key in sorted({*protocol, *theirs} - {*BASELINE_FREE_PROTOCOL_KEYS, "tasks"}):
-        if protocol.get(key) != theirs.get(key):
-            notes.append(f"{key}={protocol.get(key)}")
-    return notes
+    return notes + [item.replace("'", "") for item in protocol_differences(reference["protocol"], results["protocol"])]
 
 
 def table(argv):

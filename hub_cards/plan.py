@@ -298,16 +298,23 @@ def read_baselines(baselines: tuple[tuple[str, str], ...], staging_dir: str | Pa
     return read
 
 
+def protocol_differences(protocol: dict, other: dict) -> list[str]:
+    """The protocol keys (`key=other's value`) on which two GLUE results were not fine-tuned alike; where their data
+    were read from and which tasks they list are no difference."""
+    keys = sorted({*protocol, *other} - {*BASELINE_FREE_PROTOCOL_KEYS, "tasks"})
+    return [f"{key}={other.get(key)!r}" for key in keys if protocol.get(key) != other.get(key)]
+
+
 def check_baselines(results_path: Path, results: dict, baselines: list[tuple[str, dict]]) -> None:
     """Refuse a baseline that was not scored as the model was: another protocol (seeds, epochs, learning rate, ...),
     a task of the model's it lacks, or other data (by their contents' sha256)."""
     for label, baseline in baselines:
-        for key in sorted({*results["protocol"], *baseline["protocol"]} - set(BASELINE_FREE_PROTOCOL_KEYS)):
-            if key != "tasks" and results["protocol"].get(key) != baseline["protocol"].get(key):
-                raise UserError(
-                    f"--baselines {label!r} was scored with protocol.{key}={baseline['protocol'].get(key)!r}, "
-                    f"{results_path} with {results['protocol'].get(key)!r}: a baseline must be fine-tuned identically."
-                )
+        if differing := protocol_differences(results["protocol"], baseline["protocol"]):
+            key = differing[0].split("=")[0]
+            raise UserError(
+                f"--baselines {label!r} was scored with protocol.{differing[0]}, {results_path} with "
+                f"{results['protocol'].get(key)!r}: a baseline must be fine-tuned identically."
+            )
         for task in results["aggregates"]["tasks"]:
             if task not in baseline["aggregates"]["tasks"]:
                 raise UserError(f"--baselines {label!r} has no {task} scores; {results_path} has.")
