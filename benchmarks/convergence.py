@@ -37,10 +37,12 @@ import json
 import math
 import os
 import shlex
+import stat
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from itertools import zip_longest
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -65,7 +67,6 @@ from symbert.training.evaluation import held_out_scores, saved_model_scores
 from symbert.training.prepared import prepared_once
 from symbert.training.pretrain import PREPARED_BLOCKS_DIR, TrainedRun, pretrain
 from symbert.training.reporting import (
-    load_log_history,
     metric_series,
     new_figure,
     save_figure,
@@ -90,6 +91,90 @@ def default_types():
     return ",".join(types)
 
 
+class JsonRefusal(ValueError):
+    """JSON that Python's parser reads but a study refuses: NaN or Infinity, a key twice in one object, deep nesting."""
+
+
+def refuse_constant(name):
+    raise JsonRefusal(f"{name} is not a number JSON allows: give a finite number")
+
+
+def checked_float(text):
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses as inf without passing through parse_constant
+        raise JsonRefusal(f"{text} is past the largest float: give a finite number")
+    return value
+
+
+def unique_keys(pairs):
+    record = {}
+    for key, value in pairs:
+        if key in record:
+            raise JsonRefusal(f"the key {key!r} appears twice in one object: keep one")
+        record[key] = value
+    return record
+
+
+def strict_json(text):
+    """`text` parsed as JSON, refusing what Python's json accepts by default but a number or a record here cannot be:
+    NaN and ±Infinity (also as 1e400), a key given twice in one object (json keeps the last silently), and nesting
+    deeper than the parser's recursion (RecursionError), each as a JsonRefusal naming it."""
+    try:
+        return json.loads(
+            text, parse_constant=refuse_constant, parse_float=checked_float, object_pairs_hook=unique_keys
+        )
+    except RecursionError:
+        raise JsonRefusal("it is nested too deeply for Python's JSON parser") from None
+
+
+def read_json_file(path, what="the file"):
+    """The JSON value of the regular file `path`, read with strict_json; `what` says what it is in the messages. A
+    path that is missing, not a regular file (a folder; a named pipe, which would wait for a writer: opened without
+    waiting and refused before anything is read), empty, not UTF-8 or not strict JSON is a UserError naming it and
+    the problem."""
+    path = Path(path)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist") from None
+    except OSError as error:
+        raise UserError(f"{what} {path} cannot be read ({error.strerror})") from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise UserError(f"{what} {path} is {kind}, not a regular file: give a JSON file")
+    try:
+        with os.fdopen(descriptor, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise UserError(f"{what} {path} cannot be read ({error.strerror})") from None
+    if not data.strip():
+        raise UserError(f"{what} {path} is empty: give a JSON file")
+    try:
+        return strict_json(data.decode("utf-8"))
+    except ValueError as error:  # not UTF-8, not JSON, or a JsonRefusal
+        raise UserError(f"{what} {path} is not a readable JSON file ({error})") from None
+
+
+def finite_number(value, where):
+    """`value` as a float where it is a finite JSON number, else a UserError naming `where`: a boolean is not one,
+    though Python's json reads true as the int 1."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            if math.isfinite(value):
+                return float(value)
+        except OverflowError:  # an integer past the largest float
+            pass
+    raise UserError(f"{where} is {json.dumps(value)[:40]}, not a finite number")
+
+
+def whole_number(value, where, least=0):
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    raise UserError(f"{where} is {json.dumps(value)[:40]}, not a whole number of at least {least}")
+
+
 def parse_type(spec):
     """`TYPE` or `TYPE+FIELD=VALUE+...` -> (type, {field: value}); values are JSON where they parse as JSON."""
     name, *settings = spec.split("+")
@@ -101,8 +186,11 @@ def parse_type(spec):
         if not equals or not key:
             raise UserError(f"--types: {spec!r} must be TYPE or TYPE+FIELD=VALUE, not {setting!r} after a '+'.")
         try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
+            overrides[key] = strict_json(value)
+        except JsonRefusal as error:
+            shown = spec if len(spec) <= 80 else f"{spec[:60]}... ({len(spec)} characters)"
+            raise UserError(f"--types {shown!r}: the value of {key} is refused ({error}).") from None
+        except json.JSONDecodeError:  # not JSON: a string
             overrides[key] = value
     known = SymBertConfig().to_dict()
     for key in overrides:
@@ -199,7 +287,7 @@ def scores(output_dir, trained: TrainedRun | None = None):
     path = Path(output_dir) / SCORES_FILE
     summary = hashlib.sha256((Path(output_dir) / SUMMARY_FILE).read_bytes()).hexdigest()
     cached = read_json(path)
-    if isinstance(cached, dict) and cached.get("training_summary_sha256") == summary:
+    if isinstance(cached, dict) and cached.get("training_summary_sha256") == summary and valid_scores(cached, path):
         return cached
     if trained is not None and trained.model is not None:
         comparison = held_out_scores(trained.model, trained.held_out)
@@ -211,11 +299,84 @@ def scores(output_dir, trained: TrainedRun | None = None):
 
 
 def read_json(path):
-    """A JSON file this script wrote, or None when it is missing or unreadable (a cache: it is computed again)."""
+    """A JSON file this script keeps as a cache, or None when it is missing or not strict JSON (it is computed again
+    and replaced); a folder or named pipe in its place is refused (read_json_file), never opened or replaced."""
+    path = Path(path)
+    if path.exists() and not path.is_file():  # not opened (a named pipe would wait), and not replaced
+        raise UserError(f"the kept file {path} is not a regular file (a folder or named pipe): remove it")
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return read_json_file(path, "the kept file")
+    except UserError:
         return None
+
+
+def valid_scores(cached, path):
+    """Whether kept scores hold the numbers a summary reads, each finite (else they are computed again)."""
+    try:
+        for score in ("unigram", "model"):
+            for key in ("loss", "accuracy"):
+                finite_number(cached[score][key], f"{path}: {score}.{key}")
+    except (UserError, KeyError, TypeError):
+        return False
+    return True
+
+
+TRAINER_STATE_FILE = "trainer_state.json"  # a finished run's Trainer state: its log_history holds the eval losses
+
+
+def run_log_history(folder):
+    """The log_history of a finished run in `folder` (FOLDER/trainer_state.json), checked as the summary reads it:
+    each evaluation a whole step, given once and in order, with a finite eval loss (at least one evaluation), and
+    each `train_runtime` a finite number of seconds; anything else is a UserError naming the file and the entry."""
+    path = Path(folder) / TRAINER_STATE_FILE
+    state = read_json_file(path, "the Trainer state")
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
+        raise UserError(f"{path} holds no log_history (a list of objects): it is not a Trainer state")
+    last_step = -1
+    for index, entry in enumerate(history):
+        where = f"{path}: log_history[{index}]"
+        if "train_runtime" in entry:
+            finite_number(entry["train_runtime"], f"{where}.train_runtime")
+        if "eval_loss" not in entry:
+            continue
+        step = whole_number(entry.get("step"), f"{where}.step")
+        finite_number(entry["eval_loss"], f"{where}.eval_loss")
+        if step <= last_step:  # a step evaluated twice, or out of order: which loss counts is unknown
+            raise UserError(f"{where} evaluates step {step} after step {last_step}: each step once, in order")
+        last_step = step
+    if last_step < 0:
+        raise UserError(f"{path} holds no evaluation (no log_history entry with an eval_loss)")
+    return history
+
+
+def read_run_record(path):
+    """The run record (RUN_RECORD) of the session that trained a study, checked as run_facts reads it; None when
+    there is none."""
+    if not os.path.lexists(path):
+        return None
+    run = read_json_file(path, "the run record")
+    if not isinstance(run, dict):
+        raise UserError(f"{path} is not a run record (a JSON object)")
+    for key in ("command", "machine"):
+        if not isinstance(run.get(key), str):
+            raise UserError(f"{path}: {key} is {json.dumps(run.get(key))[:40]}, not a string")
+    whole_number(run.get("parallel"), f"{path}: parallel", least=1)
+    if finite_number(run.get("wall_seconds"), f"{path}: wall_seconds") < 0:
+        raise UserError(f"{path}: wall_seconds is {run['wall_seconds']}, below 0")
+    for key in ("load_average_start", "load_average_end"):
+        loads = run.get(key)
+        if not isinstance(loads, list) or len(loads) != 3:
+            raise UserError(f"{path}: {key} is {json.dumps(loads)[:40]}, not 3 numbers (1, 5, 15 min)")
+        for minutes, load in zip((1, 5, 15), loads):
+            finite_number(load, f"{path}: {key} ({minutes} min)")
+    counts = run.get("runs")  # absent from the records of versions that always trained every run
+    if counts is not None:
+        if not isinstance(counts, dict):
+            raise UserError(f"{path}: runs is {json.dumps(counts)[:40]}, not an object")
+        for key in ("trained", "resumed", "reused"):
+            whole_number(counts.get(key), f"{path}: runs.{key}")
+    return run
 
 
 def train_one(run_args, model_args, data_args, training_args):
@@ -270,7 +431,7 @@ def run_all(args, run_args, model_args, data_args, training_args):
         folder = run_dir(training_args, spec, seed)
         if not args.summarize_only:
             print(f"{spec} seed {seed}: already trained in {folder} (it holds {SUMMARY_FILE}); its results are reused")
-        results[spec, seed] = (load_log_history(folder), scores(folder))
+        results[spec, seed] = (run_log_history(folder), scores(folder))
     to_train = [key for key in jobs if key not in results]
     if to_train and prepare:
         prepared_once(data_args, blocks, args.seeds[0])
@@ -287,6 +448,25 @@ def run_all(args, run_args, model_args, data_args, training_args):
                 pool.shutdown(cancel_futures=True)  # the runs not started stay so; the running ones finish
                 raise
     return {key: results[key] for key in jobs}, counts
+
+
+def check_eval_steps(results, specs, seeds):
+    """Refuses runs evaluated at other steps than the reference's first seed: the figures average the seeds' curves
+    and subtract the reference's step by step (a run's trainer_state.json edited or from another study)."""
+    first = (specs[0], seeds[0])
+    steps = metric_series(results[first][0], "eval_loss")[0]
+    for spec, seed in results:
+        other = metric_series(results[spec, seed][0], "eval_loss")[0]
+        if other != steps:
+            index, mine, theirs = next(
+                (index, mine, theirs)
+                for index, (mine, theirs) in enumerate(zip_longest(other, steps, fillvalue="none"))
+                if mine != theirs
+            )
+            raise UserError(
+                f"{spec} seed {seed}'s evaluation {index + 1} is at step {mine} but {first[0]} seed {first[1]}'s at "
+                f"step {theirs}: every run of a study is evaluated at the same steps (its trainer_state.json edited?)"
+            )
 
 
 def final_eval_loss(log_history):
@@ -510,7 +690,7 @@ def run_study(argv):
     if not args.summarize_only and not counts["trained"]:
         rebuilt_by = "by a rerun that found every run finished"
     if rebuilt_by:  # the facts of the session that trained them, where it recorded them
-        run = read_json(run_record_path)
+        run = read_run_record(run_record_path)
     else:
         run = {
             "command": shlex.join(["python", "benchmarks/convergence.py", *argv]),
@@ -524,6 +704,7 @@ def run_study(argv):
         write_atomically(run_record_path, lambda file: json.dump(run, file, indent=2))
 
     reference = args.types[0]
+    check_eval_steps(results, args.types, args.seeds)
     if args.target_eval_loss is not None:
         targets = dict.fromkeys(args.seeds, args.target_eval_loss)
         target_source = "--target_eval_loss"

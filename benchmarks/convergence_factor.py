@@ -16,10 +16,18 @@ reference's final loss there), so across studies of different lengths compare it
 import argparse
 import json
 import math
+import os
 import statistics
 from pathlib import Path
 
-from convergence import METRICS, format_difference, paired_difference  # benchmarks/convergence.py
+from convergence import (  # benchmarks/convergence.py
+    METRICS,
+    finite_number,
+    format_difference,
+    paired_difference,
+    read_json_file,
+    whole_number,
+)
 from scipy import stats
 
 from symbert.cli import UserError, command_parser, run_command
@@ -32,28 +40,63 @@ def parse_study(text: str) -> tuple[str, dict]:
         raise UserError(
             f"study {text!r}: give it as LABEL=PATH, e.g. books=benchmarks/results/convergence-cpu/convergence.json"
         )
-    try:
-        record = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"study {label}: {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise UserError(f"study {label}: {path} is not a readable JSON file ({error})") from None
+    return label, read_study(label, path)
+
+
+def read_study(label: str, path: str) -> dict:
+    """The study in `path` (benchmarks/convergence.py's convergence.json), every value this script reads checked:
+    the file as read_json_file reads it (a regular file of strict JSON), each type once, each metric's per-seed
+    values finite numbers or null (not booleans), one per seed in every row, the seeds whole numbers given once,
+    and the eval-loss curves {"TYPE seed N": {"STEP": finite loss}}; anything else is a UserError naming it."""
+    record = read_json_file(path, f"study {label}:")
     rows = record.get("summary") if isinstance(record, dict) else None
     if (
         not isinstance(rows, list)
         or not rows
-        or not all(isinstance(row, dict) and "attention_type" in row for row in rows)
+        or not all(isinstance(row, dict) and isinstance(row.get("attention_type"), str) for row in rows)
     ):
         raise UserError(
             f"study {label}: {path} holds no convergence summary (benchmarks/convergence.py's convergence.json)"
         )
-    rows_by_type = {row["attention_type"]: row for row in rows}
-    return label, {
-        "rows": rows_by_type,
-        "path": path,
-        "curves": record.get("eval_loss_curves"),
-        "seeds": record.get("seeds"),
-    }
+    rows_by_type = {}
+    for row in rows:
+        name = row["attention_type"]
+        if name in rows_by_type:  # which row counts is unknown
+            raise UserError(f"study {label}: {path} has {name!r} twice in its summary: each type once")
+        rows_by_type[name] = row
+    seeds = record.get("seeds")
+    if seeds is not None:
+        where = f"study {label}: {path}: seeds"
+        if not isinstance(seeds, list) or not seeds:
+            raise UserError(f"{where} is {json.dumps(seeds)[:40]}, not a list of seeds")
+        for index, seed in enumerate(seeds):
+            whole_number(seed, f"{where}[{index}]")
+        if len(set(seeds)) != len(seeds):
+            raise UserError(f"{where} names a seed twice ({seeds}): each seed once")
+    num_seeds = len(seeds) if seeds is not None else None
+    for name, row in rows_by_type.items():
+        for metric in METRICS:
+            where = f"study {label}: {path}: {name} {metric}"
+            per_seed = row[metric].get("per_seed") if isinstance(row.get(metric), dict) else None
+            if not isinstance(per_seed, list):
+                raise UserError(f"{where} has no per_seed list (one value or null per seed)")
+            for index, value in enumerate(per_seed):
+                if value is not None:
+                    finite_number(value, f"{where} per_seed[{index}]")
+            num_seeds = len(per_seed) if num_seeds is None else num_seeds
+            if len(per_seed) != num_seeds:  # the values pair by position: one per seed
+                raise UserError(f"{where} has {len(per_seed)} per-seed values, not one per seed ({num_seeds})")
+    curves = record.get("eval_loss_curves")
+    if curves is not None:
+        if not isinstance(curves, dict) or not all(isinstance(curve, dict) for curve in curves.values()):
+            raise UserError(f"study {label}: {path}: eval_loss_curves is not an object of curves {{step: loss}}")
+        for key, curve in curves.items():
+            for step, loss in curve.items():
+                where = f"study {label}: {path}: eval_loss_curves[{key!r}][{step!r}]"
+                if not (step.isdigit() and step.isascii()):
+                    raise UserError(f"{where}: {step!r} is not a step (a whole number)")
+                finite_number(loss, where)
+    return {"rows": rows_by_type, "path": path, "curves": curves, "seeds": seeds}
 
 
 LOSS_AT_STEP = "loss_at_step"  # the metric --loss_at_step adds to each row
@@ -73,9 +116,9 @@ def add_loss_at_step(label: str, study: dict, step: int) -> None:
             if losses is None:
                 per_seed.append(None)
                 continue
-            loss = losses.get(str(step)) if isinstance(losses, dict) else None
-            if not isinstance(loss, (int, float)) or isinstance(loss, bool):
-                steps = sorted(int(at) for at in losses if at.isdigit()) if isinstance(losses, dict) else []
+            loss = losses.get(str(step))  # read_study checked every loss
+            if loss is None:
+                steps = sorted(int(at) for at in losses)
                 evaluated = f"steps {steps[0]} to {steps[-1]}" if steps else "no step"
                 raise UserError(
                     f"study {label}: {key} has no eval loss at step {step} (its curve in {study['path']} covers "
@@ -170,13 +213,36 @@ def compare(argv: list[str]) -> None:
         help="add the eval loss at this step, read from both studies' curves (for studies of different lengths)",
     )
     args = parser.parse_args(argv)
+    if args.output is not None:
+        check_output(args.output, [text.partition("=")[2] for text in args.studies])
     studies = [parse_study(text) for text in args.studies]
     if studies[0][0] == studies[1][0]:
         raise UserError(f"both studies are labelled {studies[0][0]!r}: give each its own label")
     table = comparison_table(studies, args.loss_at_step)
     print(table)
-    if args.output:
-        write_atomically(Path(args.output), lambda file: file.write(table + "\n"))
+    if args.output is not None:
+        try:  # through a temporary file in the same folder, renamed over OUTPUT: never half written
+            write_atomically(Path(args.output), lambda file: file.write(table + "\n"))
+        except OSError as error:
+            raise UserError(f"--output {args.output} cannot be written ({error.strerror or error})") from None
+
+
+def check_output(text: str, inputs: list[str]) -> None:
+    """Refuses an --output that is one of the studies (the same path, a link to it, a hard link: it would be
+    replaced by the table), a folder or other non-regular file, or in a folder that does not exist; before
+    anything is read."""
+    output = Path(text)
+    if not text or output.name in ("", ".", ".."):
+        raise UserError(f"--output {text!r} is not a file name: give a Markdown file, e.g. factor.md")
+    for study in inputs:
+        if study and os.path.exists(study) and os.path.exists(output) and os.path.samefile(output, study):
+            raise UserError(
+                f"--output {output} is the study {study}: writing the table would replace it; give another file"
+            )
+    if output.exists() and not output.is_file():
+        raise UserError(f"--output {output} is not a regular file (a folder or named pipe): give a Markdown file")
+    if not output.parent.is_dir():
+        raise UserError(f"--output {output}: its folder {output.parent} does not exist (or is not a folder)")
 
 
 def positive_int(text: str) -> int:

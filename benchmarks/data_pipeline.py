@@ -252,14 +252,16 @@ def write_synthetic_prepared(folder: Path, template: Path, total_bytes: int, sha
                 write = min(left, chunk_blocks)
                 file.write(chunk[: write * length * dtype.itemsize])
                 left -= write
-        manifest_shards.append({"file": name, "blocks": blocks_per_shard})
+        manifest_shards.append(
+            {"file": name, "blocks": blocks_per_shard, "sha256": prepared.file_sha256(folder / name)}
+        )
     shutil.copyfile(template / prepared.HELD_OUT_FILE, folder / prepared.HELD_OUT_FILE)
     shutil.copytree(template / prepared.TOKENIZER_DIR, folder / prepared.TOKENIZER_DIR)
     manifest["source"] = f"synthetic: random token ids in [5, {vocab})"
     manifest["train"] = {"shards": manifest_shards, "blocks": blocks_per_shard * shards}
     manifest["tokens"] = (blocks_per_shard * shards + manifest["held_out"]["blocks"]) * length
     (folder / prepared.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    prepared.read_manifest(folder)  # as symbert-pretrain --blocks_dir checks it
+    prepared.read_manifest(folder, check_digests=True)  # as symbert-pretrain --blocks_dir checks it
     return manifest
 
 

@@ -306,7 +306,7 @@ def write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load
         f"# GPU check{' (CPU dry run: no figure here is a measurement)' if args.dry_run else ''}",
         f"Command: `{shlex.join(['python', 'benchmarks/gpu_check.py', *argv])}`",
         f"Machine: {describe_machine()}; transformers {transformers.__version__}; Python "
-        f"{sys.version.split()[0]}. Date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}. "
+        f"{sys.version.split()[0]}. Date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}. "
         f"Wall time {wall_seconds / 60:.1f} min of a {args.budget / 60:.1f}-min budget. Load average (1, 5, 15 min): "
         f"{tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in load_after)} at the end.",
         f"An 8192³ bf16 matrix product on this GPU: {matmul / 1e12:,.0f} TFLOP/s (best of five, warm)."

@@ -53,7 +53,7 @@ def run_line(wall_seconds, load_before, load_after):
     import torch
     import transformers
 
-    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return (
         f"Machine: {describe_machine()}; transformers {transformers.__version__}; {torch.get_num_threads()} torch "
         f"threads. Date {date}. Wall time {wall_seconds / 60:.1f} min. Load average (1, 5, 15 min): "

@@ -6,7 +6,7 @@ import hashlib
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -142,7 +142,7 @@ def provenance(folder_files: dict[str, Path], dataset: str, **extra: Any) -> dic
         "weights_sha256": sha256(folder_files["model.safetensors"]),
         "code_sha256": code_hashes({name: path for name, path in folder_files.items() if name.endswith(".py")}),
         **extra,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 

@@ -20,6 +20,7 @@ from transformers import (
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
 from ..cli import UserError, command_parser, group_arguments, missing_local_path
 from .compat import TRAINER_HAS_OVERWRITE
+from .manifest import with_prepared_source
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 
@@ -270,6 +271,8 @@ def parse_arguments(
             raise missing
         if data_args.tokenizer is None and data_args.blocks_dir is None:
             data_args = replace(data_args, tokenizer=model_args.init_from)
+    if data_args.blocks_dir is not None:  # the data a run trains on and records is the folder's
+        data_args = with_prepared_source(data_args, given=argument_names(argv))
     return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args, named)
 
 
@@ -382,7 +385,7 @@ def check_numbers(run_args: RunArguments, data_args: DataArguments, training_arg
             f"{data_args.mlm_probability} a block needs (max_seq_length - 2) × mlm_probability ≥ 1 masked token on "
             f"average (2 for [CLS] and [SEP]), so max_seq_length ≥ {shortest}."
         )
-    if data_args.streaming and training_args.max_steps <= 0:
+    if data_args.streaming and data_args.blocks_dir is None and training_args.max_steps <= 0:
         raise UserError("streaming=True needs --max_steps: a stream has no length to count num_train_epochs in.")
 
 

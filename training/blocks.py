@@ -234,8 +234,11 @@ class PositionTracker:
             return done / sum(state["blocks_per_pass"] for state in states)
         return float(min(state["pass"] for state in states))
 
-    def to_json(self) -> dict:
+    def to_json(self, step: int, micro_batches_per_step: int, data: dict | None) -> dict:
         return {
+            "step": step,
+            "micro_batches_per_step": micro_batches_per_step,
+            "data": data,  # the fingerprint of the data read: a resume on other data is refused
             "micro_batches": self.micro_batches,
             "world_size": self.readers.world_size,
             "readers_per_process": self.readers.per_process,
@@ -251,19 +254,81 @@ def read_position(checkpoint: str | Path, rank: int) -> dict | None:
     if not path.is_file():
         return None
     try:
-        position = json.loads(path.read_text())
-        position["reader_states"] = {int(key): value for key, value in position["reader_states"].items()}
-        int(position["micro_batches"])
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise UserError(f"{path} is not a data position ({type(error).__name__}: {error}).") from None
+        return load_position(path)
+    except ValueError as error:
+        raise UserError(f"{path} is not a data position ({error}).") from None
+
+
+def load_position(path: Path) -> dict:
+    """A data position file, its reader states keyed by reader; ValueError naming what is wrong with it."""
+    position = json.loads(path.read_text())
+    if problem := position_problem(position):
+        raise ValueError(problem)
+    position["reader_states"] = {int(key): value for key, value in position["reader_states"].items()}
     return position
 
 
+def is_count(value: Any, least: int = 0) -> bool:
+    return type(value) is int and value >= least
+
+
+def position_problem(position: Any) -> str | None:
+    """What makes `position` (parsed JSON) other than a data position PositionTracker.to_json wrote, or None."""
+    if not isinstance(position, dict):
+        return f"it holds a {type(position).__name__}, not an object"
+    if not is_count(position.get("micro_batches")):
+        return f"micro_batches {position.get('micro_batches')!r} is not a count"
+    for name in ("world_size", "readers_per_process"):
+        if name in position and not is_count(position[name], least=1):
+            return f"{name} {position[name]!r} is not a positive count"
+    for name in ("step", "micro_batches_per_step"):
+        if name in position and not is_count(position[name], least=name == "micro_batches_per_step"):
+            return f"{name} {position[name]!r} is not a count"
+    if position.get("data") is not None and not isinstance(position["data"], dict):
+        return f"data {position['data']!r} is not an object"
+    states = position.get("reader_states")
+    if not isinstance(states, dict):
+        return f"reader_states {states!r} is not an object"
+    for key, state in states.items():
+        if not key.isdigit() or not isinstance(state, dict):
+            return f"reader state {key!r} is not a reader's"
+        counts = [state.get("pass"), state.get("blocks_in_pass")]
+        if not all(map(is_count, counts)) or not (
+            state.get("blocks_per_pass") is None or is_count(state["blocks_per_pass"])
+        ):
+            return f"reader {key}'s pass and block counts {state!r} are not counts"
+    if "step" in position and "micro_batches_per_step" in position:
+        if position["micro_batches"] != position["step"] * position["micro_batches_per_step"]:
+            return (
+                f"micro_batches {position['micro_batches']} is not step {position['step']} × "
+                f"{position['micro_batches_per_step']} micro-batches a step"
+            )
+    return None
+
+
+def data_changes(saved: dict | None, current: dict) -> list[str]:
+    """What differs between the data fingerprint a checkpoint saved (None: a checkpoint from before they were
+    saved, not compared) and this run's: each key with both values."""
+    if saved is None:
+        return []
+    return [
+        f"{key} is {saved.get(key)!r} there but {current.get(key)!r} here"
+        for key in sorted(saved.keys() | current.keys())
+        if saved.get(key) != current.get(key)
+    ]
+
+
 def resumed_reader_states(
-    position: dict | None, checkpoint: str | Path, readers: Readers, micro_batches: int, streamed: bool
+    position: dict | None,
+    checkpoint: str | Path,
+    readers: Readers,
+    micro_batches: int,
+    streamed: bool,
+    data_fingerprint: dict | None = None,
 ) -> dict[int, dict]:
     """The reader states to resume a stream from (map-style positions follow from the step alone), checked against
-    this run: the same micro-batch count as the Trainer's step, and for a stream the same readers."""
+    this run: the same data (`data_fingerprint`, where the checkpoint saved one), the same micro-batch count as the
+    Trainer's step, and for a stream the same readers."""
     if position is None:
         if streamed:
             raise UserError(
@@ -271,6 +336,11 @@ def resumed_reader_states(
                 "(a checkpoint of an older version); train again with --overwrite_output_dir true."
             )
         return {}
+    if changes := data_changes(position.get("data"), data_fingerprint):
+        raise UserError(
+            f"Cannot resume from {checkpoint}: the training data are not those it was trained on ({'; '.join(changes)}); "
+            "resume with the data it was trained on, or train again with --overwrite_output_dir true."
+        )
     if position["micro_batches"] != micro_batches:
         raise UserError(
             f"{checkpoint}: its data position is at micro-batch {position['micro_batches']} but its Trainer state at "

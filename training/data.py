@@ -323,6 +323,59 @@ def describe_source(data_args: DataArguments) -> str:
     return f"train_files {', '.join(data_args.train_files)}"
 
 
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """What decides the ids a tokenizer gives: its whole pipeline (vocabulary, normalizer, pre-tokenizer, special
+    tokens' post-processor) for a fast tokenizer, else its vocabulary."""
+    if getattr(tokenizer, "is_fast", False):
+        description = tokenizer.backend_tokenizer.to_str()
+    else:
+        description = json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]
+
+
+SAMPLED_BYTES = 65_536  # read at each end of a corpus file for its fingerprint: a cost that does not grow with it
+
+
+def file_fingerprint(path: Path) -> str:
+    """A file's size and the sha256 of its first and last SAMPLED_BYTES: an edit, a truncation, an append or another
+    file under the same name changes it, at the cost of 128 KiB read whatever the file's size."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as file:
+        digest.update(file.read(SAMPLED_BYTES))
+        file.seek(max(size - SAMPLED_BYTES, 0))
+        digest.update(file.read(SAMPLED_BYTES))
+    return f"{size}:{digest.hexdigest()[:16]}"
+
+
+def data_fingerprint(data_args: DataArguments, tokenizer: PreTrainedTokenizerBase, train_blocks) -> dict:
+    """What identifies a run's training data, saved in each checkpoint's data position so that a resume on other
+    data (files edited, replaced or reordered; another tokenizer or block length) is refused: the source's files
+    (their names and file_fingerprint; a prepared folder's shard digests), the tokenizer, the block length and, read
+    into memory, the number of blocks. A Hub dataset is named, not fingerprinted (its files are not read here)."""
+    if data_args.blocks_dir is not None:
+        manifest = json.loads((Path(data_args.blocks_dir) / "manifest.json").read_text())  # checked when loaded
+        files = {shard["file"]: shard.get("sha256", shard["blocks"]) for shard in manifest["train"]["shards"]}
+    elif uses_embedded_corpus(data_args):
+        files = {EMBEDDED_CORPUS.name: file_fingerprint(EMBEDDED_CORPUS)}
+    elif data_args.dataset_name is not None:
+        folder = Path(data_args.dataset_name)
+        local = sorted(path for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else []
+        files = {str(path.relative_to(folder)): file_fingerprint(path) for path in local}
+        files["dataset"] = f"{data_args.dataset_name} {data_args.dataset_config} {data_args.dataset_split}"
+    else:
+        files = {
+            f"{index}: {Path(name).name}": file_fingerprint(Path(name))
+            for index, name in enumerate(data_args.train_files)
+        }
+    return {
+        "files": files,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "block_length": data_args.max_seq_length,
+        "training_blocks": None if isinstance(train_blocks, IterableDataset) else len(train_blocks),
+    }
+
+
 # BERT's inputs, token_type_ids included. Saved in tokenizer_config.json ("model_input_names"), so that a tokenizer
 # saved next to a SymBERT config.json returns token_type_ids under every supported transformers: 5.0 to 5.2 load such
 # a tokenizer as TokenizersBackend (the config's model_type, symbert, maps to no tokenizer class of its own), whose

@@ -4,7 +4,7 @@ learn" flag, the aggregates over seeds (the GLUE score), and the results file bu
 
 import statistics
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
@@ -173,7 +173,7 @@ def build_results(
         "runs": metrics,
         "scores": scores,
         "aggregates": aggregate(scores, seeds, baselines),
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "library_versions": {package: package_version(package) for package in ("symbert", "transformers", "torch")},
     }
 

@@ -305,13 +305,17 @@ class LoadReportOnce:
     @contextlib.contextmanager
     def __call__(self):
         logger = logging.getLogger("transformers.modeling_utils")  # where both 4.x and 5.x report the load
-        level = logger.level
+        # A filter, not the logger's level: transformers 5 runs its tensor-parallel plan check (and prints "The
+        # following layers were not sharded: ...", over a thousand characters) whenever this logger's own level
+        # is WARNING or above
+        errors_only = logging.Filter()
+        errors_only.filter = lambda record: record.levelno >= logging.ERROR
         if self.shown:
-            logger.setLevel(logging.ERROR)
+            logger.addFilter(errors_only)
         try:
             yield
         finally:
-            logger.setLevel(level)
+            logger.removeFilter(errors_only)
             self.shown = True
 
 

@@ -11,7 +11,6 @@ manifest.json (the source, the block length, the tokenizer's fingerprint, the bl
 folder appears whole or not at all: it is written under a temporary name beside it and renamed when complete.
 """
 
-import hashlib
 import json
 import multiprocessing
 import os
@@ -29,24 +28,20 @@ from ..cli import UserError, run_command
 from . import data as data_module
 from .arguments import DataArguments, parse_arguments
 from .blocks import stream_for_reader
+from .data import tokenizer_fingerprint
+from .manifest import (
+    FORMAT,
+    HELD_OUT_FILE,
+    MANIFEST,
+    PREPARED_SOURCE_FIELDS,
+    TOKENIZER_DIR,
+    VERSION,
+    file_sha256,
+    read_manifest,
+)
 from .run_folder import write_error
 
-MANIFEST = "manifest.json"
-FORMAT = "symbert-blocks"
-VERSION = 1
-HELD_OUT_FILE = "held_out.bin"
-TOKENIZER_DIR = "tokenizer"
 WRITE_ROWS = 65_536  # blocks gathered per write: bounded memory for any corpus
-
-
-def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """What decides the ids a tokenizer gives: its whole pipeline (vocabulary, normalizer, pre-tokenizer, special
-    tokens' post-processor) for a fast tokenizer, else its vocabulary."""
-    if getattr(tokenizer, "is_fast", False):
-        description = tokenizer.backend_tokenizer.to_str()
-    else:
-        description = json.dumps(sorted(tokenizer.get_vocab().items()))
-    return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]
 
 
 def block_map(path: Path, blocks: int, length: int, dtype: np.dtype) -> np.ndarray:
@@ -126,52 +121,17 @@ class PreparedBlocks:
                 yield {"input_ids": blocks[start : start + batch_size].tolist()}
 
 
-def read_manifest(folder: str | Path) -> dict:
-    """The manifest of a prepared folder, checked: its format, and every shard present with the shape it names."""
-    folder = Path(folder)
-    path = folder / MANIFEST
-    if not folder.is_dir():
-        raise UserError(f"blocks_dir={str(folder)!r} is not a folder; prepare one with symbert-prepare-data.")
-    if not path.is_file():
-        raise UserError(
-            f"blocks_dir={str(folder)!r} has no {MANIFEST}: it is not a prepared folder (or its preparation never "
-            "finished); prepare it with symbert-prepare-data."
-        )
-    try:
-        manifest = json.loads(path.read_text())
-        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-            raise ValueError(f"format {manifest.get('format')!r} version {manifest.get('version')!r}")
-        length, dtype = int(manifest["block_length"]), np.dtype(manifest["dtype"])
-        files = [(shard["file"], shard["blocks"]) for shard in manifest["train"]["shards"]]
-        files.append((manifest["held_out"]["file"], manifest["held_out"]["blocks"]))
-        for name, blocks in files:
-            if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-                raise ValueError(f"shard {name!r} is not a file name in the folder")
-            if type(blocks) is not int or blocks < 0:
-                raise ValueError(f"shard {name!r} has {blocks!r} blocks, not a count")
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise UserError(
-            f"{path} is not a manifest of symbert-prepare-data ({type(error).__name__}: {error})."
-        ) from None
-    for name, blocks in files:
-        shard = folder / name  # a name checked above: never a path out of the folder
-        expected = blocks * length * dtype.itemsize
-        size = shard.stat().st_size if shard.is_file() else None
-        if size != expected:
-            raise UserError(
-                f"{shard} holds {'nothing (missing)' if size is None else f'{size:,} bytes'} but the manifest names "
-                f"{blocks:,} blocks of {length} {dtype.name} ids ({expected:,} bytes); the folder is damaged: prepare "
-                "it again."
-            )
-    return manifest
-
-
 def load_prepared(
     data_args: DataArguments, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> tuple[PreparedBlocks, Dataset, dict]:
     """(training blocks, held-out blocks, manifest) of data_args.blocks_dir, refused with both values when the run
     differs from the preparation in block length or tokenizer."""
-    manifest = read_manifest(data_args.blocks_dir)
+    manifest = read_manifest(data_args.blocks_dir, check_digests=True)
+    if manifest["version"] < 2:
+        print(
+            f"{data_args.blocks_dir} was prepared by an older symbert-prepare-data: its shards are checked by size only "
+            "(prepare it again for checked contents)."
+        )
     if data_args.max_seq_length != manifest["block_length"]:
         raise UserError(
             f"blocks_dir {data_args.blocks_dir} holds blocks of {manifest['block_length']} tokens but this run's "
@@ -188,8 +148,9 @@ def load_prepared(
     length, dtype = manifest["block_length"], np.dtype(manifest["dtype"])
     vocab_size = manifest["tokenizer"]["vocab_size"]  # len() of the tokenizer whose fingerprint matched
     train = PreparedBlocks(folder, manifest["train"]["shards"], length, dtype, vocab_size)
-    held_out = block_map(folder / HELD_OUT_FILE, manifest["held_out"]["blocks"], length, dtype)
-    check_ids(held_out, vocab_size, str(folder / HELD_OUT_FILE))
+    held_out_file = folder / manifest["held_out"]["file"]
+    held_out = block_map(held_out_file, manifest["held_out"]["blocks"], length, dtype)
+    check_ids(held_out, vocab_size, str(held_out_file))
     return train, Dataset.from_dict({"input_ids": held_out.tolist()}), manifest
 
 
@@ -199,7 +160,16 @@ def prepared_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
         return data_module.load_tokenizer(data_args)
     folder = Path(data_args.blocks_dir) / TOKENIZER_DIR
     read_manifest(data_args.blocks_dir)
-    return data_module.keep_token_type_ids(AutoTokenizer.from_pretrained(folder, trust_remote_code=False))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except (OSError, ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError) as error:
+        # (a missing file or folder, damaged JSON, a tokenizer.json the tokenizers library cannot parse)
+        reason = " ".join(str(error).split())[:300]
+        raise UserError(
+            f"{folder} is not a tokenizer that loads ({type(error).__name__}: {reason}); the prepared folder is "
+            "damaged: prepare it again."
+        ) from None
+    return data_module.keep_token_type_ids(tokenizer)
 
 
 def write_blocks(path: Path, blocks: Dataset | IterableDataset, dtype: np.dtype) -> int:
@@ -264,6 +234,8 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
         else:
             shards = [{"file": "train-00000.bin", "blocks": write_blocks(staging / "train-00000.bin", train, dtype)}]
         held = write_blocks(staging / HELD_OUT_FILE, held_out, dtype)
+        for shard in shards:
+            shard["sha256"] = file_sha256(staging / shard["file"])
         tokenizer.save_pretrained(staging / TOKENIZER_DIR)
         manifest = {
             "format": FORMAT,
@@ -281,6 +253,7 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
             "held_out": {
                 "file": HELD_OUT_FILE,
                 "blocks": held,
+                "sha256": file_sha256(staging / HELD_OUT_FILE),
                 "split": "the first blocks of the stream" if data_args.streaming else f"random, seed {seed}",
             },
             "train": {"shards": shards, "blocks": sum(shard["blocks"] for shard in shards)},
@@ -333,20 +306,7 @@ def write_stream_shards(
 
 
 # What decides the blocks a preparation holds: a prepared folder is reused for a run only if these are the same
-SOURCE_FIELDS = (
-    "dataset_name",
-    "dataset_config",
-    "dataset_split",
-    "train_files",
-    "text_column",
-    "skip_records_without_text",
-    "streaming",
-    "tokenizer",
-    "tokenizer_vocab_size",
-    "max_seq_length",
-    "eval_blocks",
-    "num_proc",
-)
+SOURCE_FIELDS = (*PREPARED_SOURCE_FIELDS, "tokenizer", "max_seq_length")
 
 
 def prepared_once(data_args: DataArguments, folder: str | Path, seed: int) -> DataArguments:

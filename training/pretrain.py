@@ -68,7 +68,7 @@ from .prepared import PreparedBlocks, prepared_once
 from .reporting import (
     MetricsLogCallback,
     TrainingSpeedCallback,
-    comparison_table,
+    comparison_report,
     load_log_history,
     plot_comparison,
 )
@@ -115,6 +115,7 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
     from it without replaying what was read before."""
 
     resume_from: str | None = None  # the checkpoint train() resumes from: where the data position is read
+    data_fingerprint: dict | None = None  # what identifies the training data (data.data_fingerprint), in every position
     distillation: DistillationLoss | None = None  # --teacher: the loss is the distance to the teacher's outputs
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -133,7 +134,9 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
             state = TrainerState.load_from_json(os.path.join(self.resume_from, TRAINER_STATE_NAME))
             micro_batches = state.global_step * args.gradient_accumulation_steps
             position = read_position(self.resume_from, args.process_index)
-            states = resumed_reader_states(position, self.resume_from, readers, micro_batches, streamed)
+            states = resumed_reader_states(
+                position, self.resume_from, readers, micro_batches, streamed, self.data_fingerprint
+            )
             self.data_positions.start_at(micro_batches, states)
         shards, total = getattr(self.train_dataset, "num_shards", None), readers.world_size * readers.per_process
         if streamed and shards is not None and shards < total and total > 1 and self.is_world_process_zero():
@@ -225,7 +228,9 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
 
     def save_checkpoint_extras(self, checkpoint: str) -> None:
         position = Path(checkpoint) / DATA_POSITION_FILE.format(rank=self.args.process_index)
-        positions = self.data_positions.to_json()
+        positions = self.data_positions.to_json(
+            self.state.global_step, self.args.gradient_accumulation_steps, self.data_fingerprint
+        )
         write_atomically(position, lambda file: file.write(json.dumps(positions) + "\n"))
 
 
@@ -401,6 +406,7 @@ def build_trainer(
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
+    trainer.data_fingerprint = data_module.data_fingerprint(data_args, tokenizer, train_blocks)
     if teacher is not None:
         trainer.distillation = DistillationLoss(teacher.to(trainer.args.device))
     precision = precision_trained(trainer)
@@ -635,7 +641,9 @@ def train_and_report(
         target = run_args.target_eval_loss
         if target is None:
             target = [e["eval_loss"] for e in first if "eval_loss" in e][-1]
-        table = comparison_table(runs, target)
+        table = comparison_report(
+            runs, target, run_args.target_eval_loss is not None, training_args.seed, training_args.data_seed
+        )
         write_atomically(output_dir / "comparison.md", lambda file: file.write(table + "\n"))
         plot_comparison(runs, output_dir / "comparison.png", target_loss=target)
         print(f"\n{table}\nComparison in {output_dir}/comparison.md and comparison.png")

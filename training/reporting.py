@@ -160,6 +160,34 @@ def comparison_table(runs: dict[str, list[dict]], target_loss: float) -> str:
     return "\n".join(rows)
 
 
+def comparison_report(
+    runs: dict[str, list[dict]], target_loss: float, target_given: bool, seed: int, data_seed: int | None = None
+) -> str:
+    """comparison.md of `symbert-pretrain --compare`: the seed and each run's training steps, the target eval loss
+    and where it came from (`target_given`: --target_eval_loss, else the first run's final eval loss), the
+    comparison_table, and what one seed per type can say about noise: nothing, since the seed-to-seed spread is
+    not measured (benchmarks/convergence.py measures it)."""
+    first = next(iter(runs))
+    steps = ", ".join(
+        f"`{name}` {max((e['step'] for e in history if 'step' in e), default=0)}" for name, history in runs.items()
+    )
+    seeds = f"seed {seed}" if data_seed is None else f"seed {seed} (data order from data seed {data_seed})"
+    source = "given by --target_eval_loss" if target_given else f"the first run's (`{first}`) final eval loss"
+    return "\n\n".join(
+        [
+            "# Comparison of attention types",
+            f"One run per type, each with {seeds}: the same seed for every type. Training steps: {steps}.",
+            f"Target eval loss: {target_loss:.4f}, {source}.",
+            comparison_table(runs, target_loss),
+            "Noise: one seed per type, so the seed-to-seed spread is not measured here and no difference in this "
+            "table can be told apart from seed noise. To measure it, `python benchmarks/convergence.py --types "
+            f"{','.join(runs)} --seeds 1,2,3,4,5 -- ARGS` (SymBERT's repository; ARGS: this run's symbert-pretrain "
+            "arguments without --compare) trains each type with several seeds and gives each difference to "
+            f"`{first}` with its 95% confidence interval and the p-value of a paired t-test over the seeds.",
+        ]
+    )
+
+
 def load_log_history(output_dir: str | Path) -> list[dict]:
     """The `log_history` of `output_dir/trainer_state.json`, else of its newest `checkpoint-N` folder."""
     output_dir = Path(output_dir)

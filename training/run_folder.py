@@ -36,6 +36,7 @@ from ..cli import UserError
 from ..files import write_failure
 from ..loading_symbert import BUNDLE_FILES
 from .arguments import DataArguments, ModelArguments, RunArguments
+from .blocks import load_position
 from .compat import overwrite_requested, rotate_checkpoints_in
 from .reporting import plot_losses, write_metrics
 from .summary import TrainingSummary
@@ -99,7 +100,7 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
         CONFIG_NAME: read_json,
         **checkpoint_parts(checkpoint),
         **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
-        **{name: read_json for name in positions},  # where each process's data stands (training/blocks.py)
+        **{name: load_position for name in positions},  # where each process's data stands (training/blocks.py)
     }
     for name, load in parts.items():
         path = checkpoint / name
@@ -117,6 +118,9 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     step = state.get("global_step") if isinstance(state, dict) else None
     if named and step != int(named.group(1)):  # a resume would go on from another step's state with these weights
         return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)}"
+    for name in positions:  # (a position of an older version names no step)
+        if load_position(checkpoint / name).get("step", step) != step:
+            return f"{name} is at step {load_position(checkpoint / name)['step']}, not {step}"
     return None
 
 

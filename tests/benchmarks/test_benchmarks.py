@@ -382,7 +382,14 @@ def test_convergence_factor_compares_the_loss_at_a_step_both_studies_evaluated(t
     long.write_text(json.dumps(record))
     assert_one_line(
         convergence_factor.main, [f"d16={short}", f"d64={long}", "--loss_at_step", "100"],
-        "study d64: symmetric seed 2 has no eval loss at step 100", capsys,
+        f"study d64: {long}: eval_loss_curves['symmetric seed 2']['100'] is \"4.1\", not a finite number", capsys,
+    )  # fmt: skip
+    del record["eval_loss_curves"]["symmetric seed 2"]["100"]
+    long.write_text(json.dumps(record))
+    assert_one_line(
+        convergence_factor.main, [f"d16={short}", f"d64={long}", "--loss_at_step", "100"],
+        "study d64: symmetric seed 2 has no eval loss at step 100 (its curve in {b} covers steps 50 to 150;", capsys,
+        b=long,
     )  # fmt: skip
     no_curves = study_record(tmp_path / "c.json", {"original": [1, 2], "symmetric": [1, 1]})
     assert_one_line(
@@ -443,7 +450,7 @@ def study_pretrain_args(output_dir, corpus, *extra):
     return run_args(corpus, output_dir, *extra, **tiny, **not_given)
 
 
-def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
+def test_convergence_end_to_end_then_summary_only(tmp_path, corpus, capsys):
     pretrain_args = study_pretrain_args(tmp_path / "runs", corpus, "--max_steps", "2", "--save_strategy", "no")
     summary = tmp_path / "summary"
     convergence.main(
@@ -502,6 +509,19 @@ def test_convergence_end_to_end_then_summary_only(tmp_path, corpus):
     assert run_scores["training_summary_sha256"] == summary_sha256
     assert record["summary"][1]["top1"]["per_seed"] == [run_scores["model"]["accuracy"]]
     assert record["run"]["runs"] == {"trained": 2, "resumed": 0, "reused": 0}
+
+    # a finished run's trainer_state.json with a NaN eval loss (json would read it): one line naming the file,
+    # before any summary is written
+    state_file = folder / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    next(entry for entry in state["log_history"] if "eval_loss" in entry)["eval_loss"] = float("nan")
+    state_file.write_text(json.dumps(state))
+    damaged = tmp_path / "damaged"
+    argv = ["--types", "original,symmetric", "--seeds", "3", "--summarize_only", "--summary_dir", str(damaged)]
+    message = f"the Trainer state {state_file} is not a readable JSON file (NaN is not a number JSON allows"
+    capsys.readouterr()  # the training's progress bars
+    assert_one_line(convergence.main, [*argv, "--", *pretrain_args, "--max_steps", "1"], message, capsys)
+    assert not damaged.exists()
 
 
 # Child process: a convergence study SIGKILLed right after checkpoint-STEP of the run in a folder named TYPE is saved.

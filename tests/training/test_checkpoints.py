@@ -24,9 +24,11 @@ from transformers import PreTrainedTokenizerBase, modeling_utils
 from conftest import run_args
 from symbert.cli import UserError
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
+from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
+from test_data_resume import resume_args, resume_from, two_file_corpus  # noqa: F401  (a fixture)
 from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 
 pytestmark = pytest.mark.heavy
@@ -193,6 +195,8 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         ("truncated data position", r"data_position_rank0\.json is unreadable \(JSONDecodeError"),
         ("a NaN weight", r"model\.safetensors holds a NaN value in bert\.encoder\.layer\.1\.output\.dense\.bias"),
         ("a state of another step", r"trainer_state\.json says global_step 4, not 8"),
+        ("a damaged data position", r"data_position_rank0\.json is unreadable \(ValueError: micro_batches 'x' is not"),
+        ("a position of another step", r"data_position_rank0\.json is at step 4, not 8"),
     ],
 )
 def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):
@@ -210,6 +214,13 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
         safetensors.torch.save_file(weights, newest / "model.safetensors", metadata={"format": "pt"})
     elif damage == "a state of another step":  # checkpoint-4's state copied over checkpoint-8's
         shutil.copyfile(output_dir / "checkpoint-4" / "trainer_state.json", newest / "trainer_state.json")
+    elif damage in ("a damaged data position", "a position of another step"):  # JSON that reads
+        position = newest / "data_position_rank0.json"
+        values = json.loads(position.read_text())
+        values.update(
+            {"micro_batches": "x"} if damage == "a damaged data position" else {"step": 4, "micro_batches": 4}
+        )
+        position.write_text(json.dumps(values))
     elif damage == "truncated data position":
         position = newest / "data_position_rank0.json"
         os.truncate(position, position.stat().st_size // 2)
@@ -721,3 +732,23 @@ def test_the_hub_token_is_in_no_file_of_the_run(corpus, tmp_path):
     files = [path for path in output_dir.rglob("*") if path.is_file()]
     assert any(path.name == "training_args.bin" for path in files)
     assert [path for path in files if secret.encode() in path.read_bytes()] == []
+
+
+@pytest.mark.parametrize("streaming", ["true", "false"], ids=["stream", "map"])
+def test_a_resume_on_changed_data_is_refused_naming_the_file(two_file_corpus, tmp_path, streaming):  # noqa: F811
+    corpus = tmp_path / "corpus"
+    shutil.copytree(two_file_corpus, corpus)
+    extra = ("--streaming", streaming, "--max_steps", "4", "--save_steps", "2", "--eval_steps", "2")
+    straight = tmp_path / "straight"
+    pretrain(*parse_arguments(resume_args(corpus, straight, *extra)))
+    saved = json.loads((straight / "checkpoint-2" / DATA_POSITION_FILE.format(rank=0)).read_text())["data"]
+    assert list(saved["files"]) == ["0: part0.txt", "1: part1.txt"] and saved["block_length"] == 32
+    text = (corpus / "part1.txt").read_text()
+    (corpus / "part1.txt").write_text(text.replace("the", "a", 1))  # one word of the second file
+    resumed = tmp_path / "resumed"
+    with pytest.raises(
+        UserError,
+        match=r"Cannot resume from .*checkpoint-2: the training data are not those it was "
+        r"trained on \(files is .*'1: part1.txt'.* there but .* here.*--overwrite_output_dir true",
+    ):
+        resume_from(straight, 2, resumed, resume_args(corpus, resumed, *extra))

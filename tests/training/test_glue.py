@@ -553,6 +553,8 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
     output_dir = tmp_path / "out"
     load_reports, logger = Records(), logging.getLogger("transformers.modeling_utils")
     logger.addHandler(load_reports)
+    everything = Records()  # all transformers logs: no tensor-parallel plan report after a pair's quiet load
+    logging.getLogger("transformers").addHandler(everything)
     verbosity, disabled = transformers.logging.get_verbosity(), logger.disabled
     # transformers' defaults, whatever a test before this one set (a server's logging.config disables loggers)
     transformers.logging.set_verbosity_warning()
@@ -561,12 +563,14 @@ def test_whole_suite_on_a_tiny_model(assets, tmp_path, capsys, recwarn):
         glue.main(suite_args(assets, output_dir, "--tasks", EIGHT_TASKS + ",wnli", "--seeds", "1"))
     finally:
         logger.removeHandler(load_reports)
+        logging.getLogger("transformers").removeHandler(everything)
         transformers.logging.set_verbosity(verbosity)
         logger.disabled = disabled
     # 9 pairs, one load report (the classifier head newly initialised), no pin_memory warning on a CPU
     assert len(load_reports.records) == 1 or (verbosity > logging.WARNING and not load_reports.records), verbosity
     assert all("classifier.weight" in report.getMessage() for report in load_reports.records)
-    assert logger.level == logging.NOTSET
+    assert logger.level == logging.NOTSET and not logger.filters
+    assert not [record for record in everything.records if "were not sharded" in record.getMessage()]
     assert glue.has_accelerator() or not [w for w in recwarn if "pin_memory" in str(w.message)]
     results = json.loads((output_dir / "glue_results.json").read_text())
 

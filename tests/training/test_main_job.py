@@ -4,6 +4,8 @@ on exactly the Trainer's eval masks."""
 import json
 import math
 import os
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +13,7 @@ import torch
 
 from conftest import run_args, tiny_corpus, tiny_sentences
 from symbert.training import data
+from symbert.training.arguments import parse_arguments
 from symbert.training.evaluation import FILL_MASK_SENTENCES, masked_token_scores, saved_model_scores, unigram_baseline
 from symbert.training.pretrain import main, set_torch_threads
 
@@ -135,3 +138,21 @@ def test_the_main_job_uses_the_shipped_tokenizer_whatever_the_cache(tmp_path, mo
     assert not (tmp_path / "empty-cache").exists()  # nothing trained, nothing cached
     text = (data.SHIPPED_WORDPIECE.parent / "SOURCE.md").read_text()
     assert data.SHIPPED_WORDPIECE.name in text
+
+
+@pytest.mark.heavy
+def test_the_steps_a_pass_the_docs_state_are_the_recipes(tmp_path):
+    """docs/pretraining.md states the main job's blocks and steps a pass; they follow from the recipe, the embedded
+    corpus and the shipped tokenizer, and this test fails when one of those changes them (refresh the sentence)."""
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "pretraining.md").read_text().split())
+    stated = re.search(r"gives ([\d,]+) training blocks of (\d+) tokens, (\d+) steps of (\d+) blocks a pass", docs)
+    assert stated, "docs/pretraining.md no longer states the cpu-demo recipe's blocks and steps a pass"
+    _, _, data_args, training_args = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path / "run")])
+    train, _ = data.load_blocks(data_args, data.load_tokenizer(data_args), seed=training_args.seed)
+    batch = training_args.per_device_train_batch_size
+    assert [int(stated[1].replace(",", "")), int(stated[2]), int(stated[3]), int(stated[4])] == [
+        len(train),
+        data_args.max_seq_length,
+        len(train) // batch,
+        batch,
+    ]

@@ -133,6 +133,33 @@ def edit_manifest(folder, field, value):
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
+def set_manifest(folder, file, field, value):
+    """Set `field` of the shard named `file` (a training shard or the held-out one) in the folder's manifest."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for shard in [*manifest["train"]["shards"], manifest["held_out"]]:
+        if shard["file"] == file:
+            shard[field] = value
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def edit_top(folder, edit):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def swap_shard(folder):
+    """Same size, other blocks: the held-out blocks' bytes in place of the training shard's first ones."""
+    train, held_out = (folder / "train-00000.bin").read_bytes(), (folder / "held_out.bin").read_bytes()
+    (folder / "train-00000.bin").write_bytes(held_out + train[len(held_out) :])
+
+
+def link_shard(folder):
+    outside = folder.parent / "outside.bin"
+    (folder / "train-00000.bin").rename(outside)
+    (folder / "train-00000.bin").symlink_to(outside)
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
@@ -148,6 +175,25 @@ def edit_manifest(folder, field, value):
             r"shard '\.\./\.\./etc/passwd' is not a file",
         ),
         (lambda folder: edit_manifest(folder, "blocks", "10"), r"has '10' blocks, not a count"),
+        (swap_shard, r"train-00000.bin is not the shard that was prepared \(its sha256 differs"),
+        (link_shard, r"train-00000.bin is a link; a prepared folder holds its shards itself"),
+        (
+            lambda folder: edit_top(folder, lambda m: m["train"]["shards"].append(dict(m["train"]["shards"][0]))),
+            r"train-00000.bin is listed more than once",
+        ),
+        (lambda folder: edit_manifest(folder, "file", "held_out.bin"), r"held_out.bin is listed more than once"),
+        (lambda folder: edit_top(folder, lambda m: m.update(dtype="int16")), r"dtype 'int16' is not one of uint16"),
+        (lambda folder: edit_top(folder, lambda m: m.update(block_length=32.0)), r"block_length 32.0 is not a"),
+        (lambda folder: edit_top(folder, lambda m: m.pop("tokenizer")), r"it names no tokenizer fingerprint"),
+        (lambda folder: edit_top(folder, lambda m: m.update(train={})), r"it lists no training shard"),
+        (lambda folder: edit_top(folder, lambda m: m.pop("held_out")), r"it names no held-out file"),
+        (lambda folder: edit_top(folder, lambda m: m["held_out"].pop("sha256")), r"'held_out.bin' has no sha256"),
+        (lambda folder: (folder / "manifest.json").write_text("[" * 100_000), r"RecursionError"),
+        (lambda folder: (folder / "manifest.json").write_text("[1, 2]"), r"holds a list, not an object"),
+        (
+            lambda folder: (folder / "tokenizer" / "tokenizer.json").write_text('{"model": 3}'),
+            r"tokenizer is not a tokenizer that loads \(.*\); the prepared folder is damaged",
+        ),
     ],
     ids=[
         "no manifest",
@@ -156,16 +202,84 @@ def edit_manifest(folder, field, value):
         "missing held-out",
         "path out of the folder",
         "typed count",
+        "swapped shard",
+        "linked shard",
+        "shard listed twice",
+        "held-out file as a shard",
+        "signed ids",
+        "float length",
+        "no tokenizer",
+        "no shards",
+        "no held-out",
+        "no digest",
+        "deeply nested",
+        "not an object",
+        "corrupt tokenizer",
     ],
 )
 def test_a_damaged_folder_is_one_line(corpus, prepared_folder, tmp_path, damage, message):
     folder = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(prepared_folder), str(folder)], check=True)
     damage(folder)
+    args = [arg for arg in blocks_run_args(corpus, folder, tmp_path / "run") if arg != "--tokenizer"]
+    args.remove(str(corpus / "tokenizer"))  # the folder's own tokenizer, as a user would leave it
     with pytest.raises(UserError, match=message) as error:
-        data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
+        data_args = parse_arguments(args)[2]
         data.load_blocks(data_args, data.load_tokenizer(data_args))
     assert "\n" not in str(error.value)
+
+
+def test_the_held_out_file_is_the_one_the_manifest_names(corpus, prepared_folder, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(prepared_folder, folder)
+    (folder / "held_out.bin").rename(folder / "other.bin")
+    set_manifest(folder, "held_out.bin", "file", "other.bin")
+    data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
+    _, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args))
+    expected = np.fromfile(folder / "other.bin", dtype=np.uint16).reshape(-1, 32)
+    assert held_out["input_ids"] == expected.tolist()
+
+
+def test_a_folder_of_version_1_is_read_by_size_with_a_notice(corpus, prepared_folder, tmp_path, capsys):
+    folder = tmp_path / "copy"
+    shutil.copytree(prepared_folder, folder)
+
+    def version_1(manifest):
+        manifest["version"] = 1
+        for shard in [*manifest["train"]["shards"], manifest["held_out"]]:
+            del shard["sha256"]
+
+    edit_top(folder, version_1)
+    data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
+    train, _ = data.load_blocks(data_args, data.load_tokenizer(data_args))
+    assert len(train) == json.loads((prepared_folder / "manifest.json").read_text())["train"]["blocks"]
+    assert "prepared by an older symbert-prepare-data: its shards are checked by size only" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("train_files", "other.txt"), ("eval_blocks", "9"), ("streaming", "true"), ("dataset_name", "wikitext")],
+)
+def test_a_data_option_beside_blocks_dir_that_contradicts_it_is_refused(
+    corpus, prepared_folder, tmp_path, option, value
+):
+    args = [*blocks_run_args(corpus, prepared_folder, tmp_path / "run"), f"--{option}", value]
+    prepared_value = json.loads((prepared_folder / "manifest.json").read_text())["data_arguments"][option]
+    with pytest.raises(
+        UserError,
+        match=rf"^--{option} .* was given with --blocks_dir .*prepared with {option}="
+        rf"{re.escape(repr(prepared_value))} .*leave out --{option}",
+    ):
+        parse_arguments(args)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_blocks_dir_run_records_the_data_it_was_prepared_from(corpus, prepared_folder, tmp_path):
+    """The same value as the preparation is no conflict; a value the command line left out is the folder's."""
+    args = [*blocks_run_args(corpus, prepared_folder, tmp_path / "run"), "--eval_blocks", "8"]
+    data_args = parse_arguments(args)[2]
+    assert data_args.train_files == [str(corpus / "train.txt")] and data_args.eval_blocks == 8
+    assert data_args.blocks_dir == str(prepared_folder)
 
 
 @pytest.mark.parametrize("name", ["train-00000.bin", "held_out.bin"])
@@ -178,6 +292,7 @@ def test_an_id_past_the_tokenizer_is_refused(corpus, prepared_folder, tmp_path, 
     ids = np.fromfile(folder / name, dtype=np.uint16)
     ids[32 + 5] = vocab_size + 3  # block 1
     ids.tofile(folder / name)
+    set_manifest(folder, name, "sha256", prepared.file_sha256(folder / name))  # as a faulty preparation would write it
     data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run", "--pad_vocab_to_multiple_of", "64"))[
         2
     ]

@@ -24,6 +24,7 @@ from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import data
 from symbert.training.arguments import DataArguments, model_config, parse_arguments
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
+from symbert.training.reporting import comparison_report, comparison_table
 from symbert.training.run_folder import STAGING_DIR, checkpoint_problem
 from test_parameter_counts import EXPECTED
 
@@ -391,11 +392,49 @@ def test_two_process_ddp(corpus, tmp_path, launcher):
     )
 
 
+def test_the_comparison_names_its_seed_steps_target_and_noise():
+    """comparison.md says what a reader needs to weigh it: the seed, each run's steps, the target and its source,
+    and that one seed per type cannot tell a difference from seed noise (pointing at the multi-seed study)."""
+    runs = {
+        "original": [
+            {"eval_loss": 3.0, "step": 10},
+            {"eval_loss": 2.51234, "step": 20},
+            {"train_runtime": 1.0, "step": 20},
+        ],
+        "symmetric": [{"eval_loss": 2.8, "step": 10}, {"eval_loss": 2.4, "step": 20}, {"loss": 2.5, "step": 25}],
+    }
+    report = comparison_report(runs, 2.51234, target_given=False, seed=7, data_seed=42)
+    assert "One run per type, each with seed 7 (data order from data seed 42): the same seed for every type." in report
+    assert "Training steps: `original` 20, `symmetric` 25." in report  # each run's last step
+    assert "Target eval loss: 2.5123, the first run's (`original`) final eval loss." in report
+    assert comparison_table(runs, 2.51234) in report  # the table and its columns as they were
+    assert "| symmetric | 2.4000 | 2.4000 | 20 |" in report and "| original | 2.5123 | 2.5123 | 20 |" in report
+    assert "one seed per type, so the seed-to-seed spread is not measured here and no difference in this table can be " \
+        "told apart from seed noise" in " ".join(report.split())  # fmt: skip
+    assert "`python benchmarks/convergence.py --types original,symmetric --seeds 1,2,3,4,5 -- ARGS`" in report
+    given = comparison_report(runs, 2.45, target_given=True, seed=7)
+    assert (
+        "each with seed 7: the same seed" in given and "Target eval loss: 2.4500, given by --target_eval_loss." in given
+    )
+    assert "| symmetric | 2.4000 | 2.4000 | 20 |" in given and "| original | 2.5123 | 2.5123 | not reached |" in given
+
+
 @pytest.mark.heavy
 def test_comparison_mode(corpus, tmp_path, capsys):
     main(run_args(corpus, tmp_path, "--compare", "original,symmetric", "--max_steps", "4", "--save_steps", "100"))
     table = (tmp_path / "comparison.md").read_text()
     assert "original" in table and "symmetric" in table
+    # the seed and steps each run recorded, the target taken from original's final eval loss, and the noise note
+    summaries = {
+        kind: json.loads((tmp_path / kind / "training_summary.json").read_text()) for kind in ("original", "symmetric")
+    }
+    seed = summaries["original"]["training_arguments"]["seed"]
+    assert f"each with seed {seed} (data order from data seed 42): the same seed for every type" in table
+    assert "Training steps: `original` 4, `symmetric` 4." in table
+    assert [summary["steps"] for summary in summaries.values()] == [4, 4]
+    target = eval_losses(tmp_path / "original")[-1][1]
+    assert f"Target eval loss: {target:.4f}, the first run's (`original`) final eval loss." in table
+    assert f"| original | {target:.4f} |" in table and "no difference in this table can be told apart" in table
     assert (tmp_path / "comparison.png").stat().st_size > 1000
     for kind in ("original", "symmetric"):
         assert json.loads((tmp_path / kind / "config.json").read_text())["attention_type"] == kind
