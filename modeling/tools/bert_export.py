@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 import transformers
-from safetensors import SafetensorError
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from .. import modeling_symbert
@@ -26,6 +25,7 @@ from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..configuration_symbert import SymBertConfig
 from ..files import write_failure
 from ..modeling_symbert import BERT_CLASSES
+from . import check_config_against_weights, check_output, created_parents, load_checked
 
 BOUND = 1e-5  # largest relative error ‖a - b‖ / ‖a‖ of an output tensor allowed
 CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on
@@ -92,13 +92,8 @@ def load_symbert(model: str) -> PreTrainedModel:
     name = (config.architectures or ["SymBertModel"])[0]
     if name not in BERT_CLASSES:
         raise UserError(f"{model!r} holds a {name!r}; the export supports {', '.join(BERT_CLASSES)}.")
-    try:
-        loaded = getattr(modeling_symbert, name).from_pretrained(model).float()
-    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
-        raise UserError(f"Cannot load {model!r}: {' '.join(str(error).split())}") from error
-    if bad := [name for name, tensor in loaded.state_dict().items() if not torch.isfinite(tensor).all()]:
-        raise UserError(f"{model!r} holds non-finite weights ({', '.join(bad[:3])}); nothing was written.")
-    return loaded
+    check_config_against_weights(model, config.to_dict())  # before building what the config asks for
+    return load_checked(getattr(modeling_symbert, name), model).float()
 
 
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt")
@@ -108,11 +103,7 @@ def export_to_bert(model: str, output: str | Path) -> float:
     """Write `model`'s BERT export to `output` (which must not exist or be an empty folder) and return the largest
     relative difference of the written folder's outputs from the SymBERT model's on `check_inputs`, both evaluated in
     float64."""
-    output = Path(output)
-    if output.is_symlink() or (output.exists() and not (output.is_dir() and not any(output.iterdir()))):
-        raise UserError(f"output={str(output)!r} exists and is not an empty folder; choose a new path.")
-    if blocked := next((p for p in output.absolute().parents if p.exists() and not p.is_dir()), None):
-        raise UserError(f"output={str(output)!r} lies inside {str(blocked)!r}, which is a file; choose a new path.")
+    output = check_output(output, "output", "new folder")
     symbert = load_symbert(model)
     try:
         bert = symbert.to_bert()
@@ -129,7 +120,12 @@ def export_to_bert(model: str, output: str | Path) -> float:
             ) from None
         print(f"notice: {model!r} holds no tokenizer: the export is written without one.")
         tokenizer = None
-    output.parent.mkdir(parents=True, exist_ok=True)
+    with created_parents(output.parent):
+        return _write_export(model, symbert, bert, tokenizer, output)
+
+
+def _write_export(model: str, symbert: PreTrainedModel, bert: PreTrainedModel, tokenizer, output: Path) -> float:
+    """The export written in a hidden sibling of `output`, loaded back and measured, then renamed to `output`."""
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".to-bert.tmp", dir=output.parent))
     try:
         staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the output folder's mode

@@ -11,10 +11,12 @@ onnxruntime on a padded batch of a different size and length than the export exa
 import warnings
 
 import torch
+import transformers
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import atomic_write_path
+from . import check_config_against_weights, check_output, created_parents, load_checked
 
 HEADS = {"model": AutoModel, "sequence-classification": AutoModelForSequenceClassification}
 OUTPUT_NAMES = {"model": ["last_hidden_state", "pooler_output"], "sequence-classification": ["logits"]}
@@ -105,22 +107,23 @@ def run(argv: list[str]) -> None:
     )
     parser.add_argument("--dynamo", action="store_true", help="use the torch.export-based exporter")
     args = parser.parse_args(argv)
+    transformers.utils.logging.disable_progress_bar()  # the weights' loading bar: a refusal is one line on stderr
     if not args.output.endswith(".onnx"):
         raise UserError(f"output={args.output!r} must end with .onnx")
+    output = check_output(args.output, "output", "file")
     if error := missing_local_path(args.model_dir):
         raise error
 
     try:  # SymBERT's classes are the installed ones: nothing from the folder is run
         config = AutoConfig.from_pretrained(args.model_dir, trust_remote_code=False)
-    except ValueError as error:
+    except (OSError, ValueError) as error:
         raise UserError(f"{args.model_dir!r} is not a SymBERT model folder ({' '.join(str(error).split())})") from None
     if config.model_type != "symbert":
         raise UserError(f"{args.model_dir!r} is a {config.model_type!r} model, not a SymBERT one")
-    model = HEADS[args.head].from_pretrained(args.model_dir)
-    if bad := [name for name, tensor in model.state_dict().items() if not torch.isfinite(tensor).all()]:
-        raise UserError(f"{args.model_dir!r} holds non-finite weights ({', '.join(bad[:3])}); nothing was written.")
+    check_config_against_weights(args.model_dir, config.to_dict())  # before building what the config asks for
+    model = load_checked(HEADS[args.head], args.model_dir)
     # exported and checked beside OUTPUT, which is replaced only by an export that passes: a failed one leaves it
-    with atomic_write_path(args.output) as exported:
+    with created_parents(output.parent), atomic_write_path(output) as exported:
         export_onnx(model, str(exported), OUTPUT_NAMES[args.head], dynamo=args.dynamo)
         difference = max_difference(model, str(exported))
         if not difference <= TOLERANCE:  # NaN too

@@ -15,17 +15,16 @@ Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat m
 
 import csv
 import json
-import pickle
 from functools import partial
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from ..attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import write_atomically
+from . import READ_ERRORS, check_config_against_weights, check_output, created_parents, unreadable, weights_files
 
 
 def supported() -> list[str]:
@@ -67,30 +66,17 @@ def checkpoint_folder(model: str) -> Path:
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     """Every tensor of the folder's *.safetensors files, or else of its pytorch_model*.bin files. A file that cannot
     be read (cut short by an interrupted save or download, or not a weights file at all) is a UserError naming it."""
-    files, load = sorted(folder.glob("*.safetensors")), load_file
-    if not files:
-        files, load = sorted(folder.glob("pytorch_model*.bin")), partial(torch.load, weights_only=True)
+    files = weights_files(folder)
     if not files:
         raise UserError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
+    load = load_file if files[0].suffix == ".safetensors" else partial(torch.load, weights_only=True)
     state = {}
     for file in files:
         try:
             state.update(load(file))
-        except (SafetensorError, OSError, EOFError, RuntimeError, pickle.UnpicklingError) as error:
-            raise UserError(
-                f"{file}: its weights cannot be read ({read_error(error)}); the file is truncated or corrupt: save or "
-                "download the model again."
-            ) from None
+        except READ_ERRORS as error:
+            raise unreadable(file, error) from None
     return state
-
-
-def read_error(error: Exception) -> str:
-    """The gist of a weights file's read error: its first line, up to the first sentence's end when that is long
-    (torch's corrupt-zip message runs to several sentences of advice), or the error's type when it says nothing."""
-    detail = (str(error).strip().splitlines() or [""])[0]
-    if len(detail) > 120 and ". " in detail:
-        detail = detail.split(". ", 1)[0]
-    return detail or type(error).__name__
 
 
 def read_config(path: Path) -> dict:
@@ -119,6 +105,7 @@ def analyse(model: str) -> tuple[torch.Tensor, str]:
     for key in ("num_hidden_layers", "num_attention_heads"):
         if type(config.get(key)) is not int or config[key] < 1:
             raise UserError(f"{folder / 'config.json'}: {key}={config.get(key)!r}; allowed: a positive integer")
+    check_config_against_weights(folder, config)  # the table is layers × heads: of the weights, not just the config
     layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
     if SYMBERT_SELF_ATTENTION_CLASSES[attention_type].symmetric_by_construction:
         return torch.ones(layers, heads), attention_type
@@ -150,8 +137,13 @@ def write_outputs(shares: torch.Tensor, title: str, output_dir: Path) -> tuple[P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    output_dir.mkdir(parents=True, exist_ok=True)
     csv_path, png_path = output_dir / "symmetry.csv", output_dir / "symmetry.png"
+    with created_parents(output_dir):
+        write_files(shares, title, csv_path, png_path, plt)
+    return csv_path, png_path
+
+
+def write_files(shares: torch.Tensor, title: str, csv_path: Path, png_path: Path, plt) -> None:
     cells = [(layer, head, value) for layer, row in enumerate(shares.tolist()) for head, value in enumerate(row)]
 
     def write_csv(file):
@@ -176,7 +168,6 @@ def write_outputs(shares: torch.Tensor, title: str, output_dir: Path) -> tuple[P
     figure.tight_layout()
     write_atomically(png_path, lambda file: figure.savefig(file, format="png", dpi=120), binary=True)
     plt.close(figure)
-    return csv_path, png_path
 
 
 def run(argv: list[str]) -> None:
@@ -189,6 +180,10 @@ def run(argv: list[str]) -> None:
         if error := missing_local_path(args.model):
             raise error
         raise UserError(f"pass --output_dir for the Hub model {args.model!r}")
+    if args.output_dir:  # the model folder itself (the default) is the user's, link or not
+        check_output(output_dir, "--output_dir", "folder")
+    for name in ("symmetry.csv", "symmetry.png"):  # replaced when they are files
+        check_output(output_dir / name, "output", "file")
 
     shares, attention_type = analyse(args.model)
     note = (

@@ -308,7 +308,7 @@ def test_bad_models_and_outputs_are_refused_by_name_and_nothing_is_written(saved
         export_to_bert(str(saved), tmp_path / "a-file" / "out")
     (tmp_path / "empty").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "empty")
-    with pytest.raises(UserError, match="exists and is not an empty folder"):
+    with pytest.raises(UserError, match="link' is a symbolic link; allowed: a new or empty folder, not a link"):
         export_to_bert(str(saved), tmp_path / "link")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "damaged", "empty", "link", "nan"]
     assert os.listdir(tmp_path / "empty") == []
