@@ -20,7 +20,7 @@ from transformers import AutoConfig
 
 from symbert import SymBertConfig, SymBertModel
 from symbert.cli import UserError, command_parser, run_command
-from symbert.loading_symbert import _attention_error, _layer_inputs, calibration_sequences
+from symbert.loading_symbert import attention_error, calibration_sequences, layer_inputs
 from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
 
 
@@ -42,7 +42,7 @@ def measure(argv):
     _, held_out_texts = calibration_texts(None, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
     held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
-    inputs = _layer_inputs(bert, held_out)
+    inputs = layer_inputs(bert, held_out)
     rows = []
     for folder in args.models:
         try:
@@ -50,7 +50,7 @@ def measure(argv):
         except (OSError, ValueError) as error:
             raise UserError(f"--models {folder!r}: cannot load it as a SymBERT model ({error}).") from error
         errors = [
-            _attention_error(layer.attention.self, bert_layer.attention.self, inputs[index])
+            attention_error(layer.attention.self, bert_layer.attention.self, inputs[index])
             for index, (layer, bert_layer) in enumerate(zip(model.encoder.layer, bert.encoder.layer))
         ]
         name = str(folder).replace(str(Path.home()), "~")

@@ -62,6 +62,7 @@ from symbert.training.arguments import (
     parse_arguments,
     unknown_name_message,
 )
+from symbert.training.comparison_reuse import finished_comparison_run
 from symbert.training.compat import overwrite_requested
 from symbert.training.evaluation import held_out_scores, saved_model_scores
 from symbert.training.prepared import prepared_once
@@ -71,7 +72,6 @@ from symbert.training.reporting import (
     new_figure,
     save_figure,
 )
-from symbert.training.run_folder import finished_comparison_run
 from symbert.training.summary import TrainingSummary
 
 SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens

@@ -15,6 +15,7 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
+from . import modeling_symbert
 from .attention_symbert import (
     ATTENTION_TYPES,
     SymBertSelfAttention,
@@ -30,7 +31,7 @@ from .modeling_symbert import (
     SymBertForSequenceClassification,
     SymBertForTokenClassification,
     SymBertModel,
-    SymBertPreTrainedModel,
+    SymBertPreTrainedModel,  # noqa: F401  (exported through modeling_symbert.__all__)
 )
 
 # The config's default: BERT's own self-attention, the type every other is compared with and a plain BERT's type
@@ -51,19 +52,13 @@ for auto_class, model_class in AUTO_CLASSES.items():
     auto_class.register(SymBertConfig, model_class, exist_ok=True)
     model_class.register_for_auto_class(auto_class.__name__)
 
-__all__ = [
+__all__ = [  # the model classes as modeling_symbert.py lists them, and what configures and extends them
+    *modeling_symbert.__all__,
     "ATTENTION_TYPES",
     "BERT_ATTENTION_TYPE",
     "PAIRWISE_INITS",
     "SIZE_PRESETS",
     "SymBertConfig",
-    "SymBertForMaskedLM",
-    "SymBertForMultipleChoice",
-    "SymBertForQuestionAnswering",
-    "SymBertForSequenceClassification",
-    "SymBertForTokenClassification",
-    "SymBertModel",
-    "SymBertPreTrainedModel",
     "SymBertSelfAttention",
     "attention_class",
     "register_attention",

@@ -4,10 +4,13 @@ errors, for every command: the tools, training and the release."""
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from .cli import UserError
 
 
 @contextmanager
@@ -50,6 +53,21 @@ def write_failure(error: BaseException) -> OSError | None:
 # sentence-transformers modules that hold no weights: a model made from a sentence-embedding BERT reuses them as they are
 WEIGHT_FREE_MODULES = ("sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize")
 SENTENCE_TRANSFORMERS_CONFIGS = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def write_error(error: OSError, path: Path, what: str, kept: str = "") -> UserError:
+    """A write that failed (OSError: a full disk, a read-only folder...), as one line naming the path, the error and the
+    free space on its disk; `kept`, what else the failure left as it was (" and the checkpoints are kept")."""
+    folder = next((parent for parent in [path, *path.parents] if parent.is_dir()), Path("."))
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**30:.2f} GiB free on its disk"
+    except OSError:
+        free = "free space unknown"
+    reason = error.strerror or str(error) or type(error).__name__
+    return UserError(
+        f"Cannot write {what}: {path}: {reason} ({free}); nothing in place was replaced{kept}: free some space (or "
+        "fix the cause) and run the same command again to finish."
+    )
 
 
 def sentence_transformers_files(source: str | Path) -> dict[str, Path]:

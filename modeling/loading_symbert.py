@@ -39,7 +39,7 @@ TRANSFORMERS_V5 = int(transformers.__version__.split(".")[0]) >= 5
 BUNDLE_FILES = ("modeling_symbert.py", "attention_symbert.py", "loading_symbert.py", "configuration_symbert.py")
 
 
-def _convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
+def convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
     """Let each self-attention module set its new tensors from BERT's (read from the checkpoint's safetensors);
     the sorted names of those it converted."""
     modules = {name: m for name, m in model.named_modules() if isinstance(m, SymBertSelfAttention)}
@@ -73,7 +73,7 @@ def _bert_attention_tensors(name_or_path, subfolder=""):
     return tensors
 
 
-def _mismatched(loading_info, model=None, name_or_path=None, kwargs=None):
+def mismatched_tensors(loading_info, model=None, name_or_path=None, kwargs=None):
     """Sorted (name, checkpoint shape, model shape) of the reshaped tensors. transformers 4 gives only the names: the
     shapes are then read from the model and the checkpoint's headers where they can be (else None)."""
     items = sorted(
@@ -98,19 +98,19 @@ def _checkpoint_names(name, prefix):
     return [name, f"{prefix}.{name}"]
 
 
-def _weights_source(name_or_path):
+def weights_source(name_or_path):
     return "the state_dict passed to from_pretrained" if name_or_path is None else repr(str(name_or_path))
 
 
-def _holds_part_of_the_model(model, loading_info):
+def holds_part_of_the_model(model, loading_info):
     """Whether the checkpoint gave the model any tensor outside self-attention. One that gave none (transformers'
     `state_dict={}`, or a file of unrelated tensors) is not a checkpoint of another attention type: it loads as in
     transformers, every weight initialised and reported missing."""
-    absent = set(loading_info["missing_keys"]) | {name for name, *_ in _mismatched(loading_info)}
+    absent = set(loading_info["missing_keys"]) | {name for name, *_ in mismatched_tensors(loading_info)}
     return any(name not in absent for name in model.state_dict() if ATTENTION_MARKER not in name)
 
 
-def _check_attention_tensors(attention_type, loading_info, source):
+def check_attention_tensors(attention_type, loading_info, source):
     """A checkpoint of another attention type loads with its attention tensors missing, unexpected or reshaped."""
 
     def attention_tensors(names):
@@ -118,7 +118,7 @@ def _check_attention_tensors(attention_type, loading_info, source):
 
     missing = attention_tensors(loading_info["missing_keys"])
     unexpected = attention_tensors(loading_info["unexpected_keys"])
-    reshaped = attention_tensors(name for name, *_ in _mismatched(loading_info))
+    reshaped = attention_tensors(name for name, *_ in mismatched_tensors(loading_info))
     if missing or unexpected or reshaped:
         raise ValueError(
             f"The weights of {source} do not match attention_type={attention_type!r} of its config: in every "
@@ -213,7 +213,7 @@ def _checkpoint_tensors(name_or_path, kwargs):
     return tensors
 
 
-def _model_skeleton(cls, name_or_path, kwargs):
+def model_skeleton(cls, name_or_path, kwargs):
     """The model `cls` on the meta device (no memory, no initialisation cost), from the config `from_pretrained`
     would use; None when that config cannot be read without downloading."""
     config = kwargs.get("config")
@@ -227,7 +227,7 @@ def _model_skeleton(cls, name_or_path, kwargs):
         return None
 
 
-def _integer_weights_message(name_or_path, kwargs, model):
+def integer_weights_message(name_or_path, kwargs, model):
     """A message naming the checkpoint's integer (or bool) tensors that would fill floating-point weights of `model`
     (transformers 5 casts them, so the logits are useless; transformers 4 fails while copying them); None when
     there are none. Quantised checkpoints (a quantization_config) and GGUF files are loaded by transformers'
@@ -247,13 +247,13 @@ def _integer_weights_message(name_or_path, kwargs, model):
         return None
     shown = ", ".join(sorted(integer)[:5]) + (f" and {len(integer) - 5} more" if len(integer) > 5 else "")
     return (
-        f"The weights of {_weights_source(name_or_path)} include integer tensors: {shown}. The model's weights are "
+        f"The weights of {weights_source(name_or_path)} include integer tensors: {shown}. The model's weights are "
         "floating point (float32, float16 or bfloat16): save the checkpoint in one of those dtypes, or load a "
         "quantised checkpoint with its quantization_config."
     )
 
 
-def _warn_if_other_code(name_or_path, subfolder):
+def warn_if_other_code(name_or_path, subfolder):
     """Log one warning when the folder's copies of the bundle's files (`BUNDLE_FILES`) differ from the code that is
     loading it: after `import symbert`, transformers' Auto classes map model_type 'symbert' to the installed classes
     (under transformers 5 even with trust_remote_code=True), so the folder's own code does not run."""
@@ -318,7 +318,7 @@ def missing_local_path_message(path):
     return None
 
 
-def _embedded_calibration_texts(count=256):
+def embedded_calibration_texts(count=256):
     """`count` lines spread evenly over the embedded corpus of the installed symbert package, or None where this code
     runs without it (a model folder's copy of this file, loaded as remote code). Found by importlib, not imported:
     this file imports only torch, transformers and its own folder."""
@@ -345,7 +345,7 @@ def calibration_sequences(tokenizer, texts, max_length=128):
     return [torch.tensor([tokenizer(text, truncation=True, max_length=max_length)["input_ids"]]) for text in texts]
 
 
-def _layer_inputs(bert_model, sequences):
+def layer_inputs(bert_model, sequences):
     """Per layer, the inputs BERT's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]."""
     encoder_owner = getattr(bert_model, "bert", bert_model)
     inputs = [[] for _ in encoder_owner.encoder.layer]
@@ -357,7 +357,7 @@ def _layer_inputs(bert_model, sequences):
     return inputs
 
 
-def _attention_error(module, bert_attention, inputs):
+def attention_error(module, bert_attention, inputs):
     """‖module(x) − BERT's self-attention(x)‖ / ‖BERT's‖ over every token of `inputs` (one layer's sequences)."""
     difference = reference = 0.0
     with torch.no_grad():
@@ -379,7 +379,7 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     held_out = held_out or fitting
     bert_layers = getattr(bert_model, "bert", bert_model).encoder.layer
     modules = [layer.attention.self for layer in getattr(model, "bert", model).encoder.layer]
-    fit_inputs, held_out_inputs = _layer_inputs(bert_model, fitting), _layer_inputs(bert_model, held_out)
+    fit_inputs, held_out_inputs = layer_inputs(bert_model, fitting), layer_inputs(bert_model, held_out)
     training = model.training
     model.eval()
     bert_model.eval()
@@ -388,10 +388,10 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
         bert_attention = bert_layer.attention.self
         tensors = {name: tensor.detach().double() for name, tensor in bert_attention.state_dict().items()}
         inputs = torch.cat([hidden[0] for hidden in fit_inputs[index]]).double()
-        copy_error = _attention_error(module, bert_attention, held_out_inputs[index])
+        copy_error = attention_error(module, bert_attention, held_out_inputs[index])
         before = copy.deepcopy(module.state_dict())
         fitted = module.fit_bert(tensors, inputs)
-        fit_error = _attention_error(module, bert_attention, held_out_inputs[index])
+        fit_error = attention_error(module, bert_attention, held_out_inputs[index])
         kept = "fit" if fit_error <= copy_error else "copy"
         if kept == "copy":
             module.load_state_dict(before)
@@ -405,7 +405,7 @@ def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_te
     """`fit_attention_to_bert` for `from_bert`: BERT's encoder and tokenizer loaded from its checkpoint, `calibration_texts`
     a list of texts or "embedded" (the installed package's corpus). Returns its rows, or None where "embedded" cannot
     be had (no corpus, or a checkpoint without a tokenizer): the model then stays the copy, with a warning."""
-    texts = _embedded_calibration_texts() if calibration_texts == "embedded" else calibration_texts
+    texts = embedded_calibration_texts() if calibration_texts == "embedded" else calibration_texts
     if texts is None:
         logger.warning("from_bert: the embedded corpus is not installed here; the attention is copied, not fitted.")
         return None

@@ -75,17 +75,17 @@ from .attention_symbert import (
 from .configuration_symbert import SymBertConfig
 from .loading_symbert import (
     TRANSFORMERS_V5,
-    _check_attention_tensors,
-    _convert_bert_attention,
-    _holds_part_of_the_model,
-    _integer_weights_message,
-    _mismatched,
-    _model_skeleton,
-    _warn_if_other_code,
-    _weights_source,
+    check_attention_tensors,
+    convert_bert_attention,
     file_not_folder_message,
     fit_from_bert_checkpoint,
+    holds_part_of_the_model,
+    integer_weights_message,
+    mismatched_tensors,
     missing_local_path_message,
+    model_skeleton,
+    warn_if_other_code,
+    weights_source,
 )
 
 logger = logging.get_logger(__name__)
@@ -356,9 +356,9 @@ class SymBertPreTrainedModel(PreTrainedModel):
         if name_or_path is not None:
             if message := missing_local_path_message(name_or_path) or file_not_folder_message(name_or_path):
                 raise ValueError(message)
-            _warn_if_other_code(name_or_path, kwargs.get("subfolder"))
+            warn_if_other_code(name_or_path, kwargs.get("subfolder"))
         if kwargs.get("state_dict") is not None:  # before transformers 5 takes their dtype for the model's
-            if message := _integer_weights_message(name_or_path, kwargs, _model_skeleton(cls, name_or_path, kwargs)):
+            if message := integer_weights_message(name_or_path, kwargs, model_skeleton(cls, name_or_path, kwargs)):
                 raise ValueError(message)
         return_loading_info = kwargs.pop("output_loading_info", False)
         allow_new_shapes = kwargs.pop("ignore_mismatched_sizes", False)
@@ -373,20 +373,20 @@ class SymBertPreTrainedModel(PreTrainedModel):
             where = ", ".join(files) or f"the *.safetensors weights of {name_or_path!r}"
             raise OSError(f"Cannot read {where}: the file is truncated or corrupt ({error}).") from error
         except RuntimeError as error:  # transformers 4 fails to copy integer tensors into the parameters
-            if message := _integer_weights_message(name_or_path, kwargs, _model_skeleton(cls, name_or_path, kwargs)):
+            if message := integer_weights_message(name_or_path, kwargs, model_skeleton(cls, name_or_path, kwargs)):
                 raise ValueError(message) from error
             raise
-        if message := _integer_weights_message(name_or_path, kwargs, model):  # transformers 5 casts them
+        if message := integer_weights_message(name_or_path, kwargs, model):  # transformers 5 casts them
             raise ValueError(message)
-        if same_attention and _holds_part_of_the_model(model, loading_info):
-            _check_attention_tensors(model.config.attention_type, loading_info, _weights_source(name_or_path))
+        if same_attention and holds_part_of_the_model(model, loading_info):
+            check_attention_tensors(model.config.attention_type, loading_info, weights_source(name_or_path))
         if loading_info["mismatched_keys"] and not allow_new_shapes:
             shapes = "; ".join(
                 f"{name}: {list(saved)} in the checkpoint, {list(wanted)} in the model" if saved else name
-                for name, saved, wanted in _mismatched(loading_info, model, name_or_path, kwargs)
+                for name, saved, wanted in mismatched_tensors(loading_info, model, name_or_path, kwargs)
             )
             # RuntimeError: what transformers itself raises for tensors of another shape (4.x and 5.x)
-            source = _weights_source(name_or_path)
+            source = weights_source(name_or_path)
             raise RuntimeError(
                 f"{source[0].upper()}{source[1:]} has tensors of another shape than the model: {shapes}. Fix the "
                 "config, or pass ignore_mismatched_sizes=True to initialise them anew."
@@ -412,9 +412,9 @@ class SymBertPreTrainedModel(PreTrainedModel):
         subfolder = kwargs.get("subfolder") or ""
         kwargs.update(ignore_mismatched_sizes=True, output_loading_info=True)
         model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
-        new_parameters = set(loading_info["missing_keys"]) | {name for name, *_ in _mismatched(loading_info)}
+        new_parameters = set(loading_info["missing_keys"]) | {name for name, *_ in mismatched_tensors(loading_info)}
         new_parameters = {name for name in new_parameters if name in dict(model.named_parameters())}
-        converted = set(_convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters))
+        converted = set(convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters))
         model.bert_fit_report = None
         if calibration_texts is not None:
             model.bert_fit_report = fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts)
@@ -749,18 +749,13 @@ def _check_inputs_embeds_dtype(inputs_embeds, dtype):
         raise ValueError(
             f"inputs_embeds has dtype {inputs_embeds.dtype}; it must be floating point, the model's {dtype}."
         )
-    if torch.promote_types(inputs_embeds.dtype, dtype) != dtype and not _autocast_enabled(inputs_embeds.device.type):
+    if torch.promote_types(inputs_embeds.dtype, dtype) != dtype and not torch.is_autocast_enabled(
+        inputs_embeds.device.type
+    ):
         raise ValueError(
             f"inputs_embeds has dtype {inputs_embeds.dtype}, the model {dtype}: pass inputs_embeds.to({dtype}), "
             "or run the model under torch.autocast."
         )
-
-
-def _autocast_enabled(device_type):
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4 takes no device type
-        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
 
 
 def _check_class_labels(labels, shape, layout, num_classes, size_name):

@@ -277,28 +277,12 @@ def parse_arguments(
 
 
 def settle_attention_type(run_args: RunArguments, model_args: ModelArguments, named: set[str]) -> ModelArguments:
-    """One attention type per run: an attention_type in --config_overrides becomes the run's when neither
-    --attention_type nor --compare is given; otherwise it must equal the type (each compared type), or the run is
-    refused naming both."""
+    """An attention_type in --config_overrides becomes the run's when neither --attention_type nor --compare names
+    one; where both name one, model_config checks that they agree (for each compared type)."""
     overridden = config_overrides(model_args).get("attention_type")
-    if overridden is None:
+    if overridden is None or run_args.compare or "attention_type" in named:
         return model_args
-    if run_args.compare:
-        for kind in run_args.compare.split(","):
-            if kind != overridden:
-                raise UserError(
-                    f"config_overrides sets attention_type={overridden!r} but --compare trains {kind!r}; with "
-                    "--compare, leave attention_type out of --config_overrides."
-                )
-        return replace(model_args, attention_type=overridden)
-    if "attention_type" not in named:
-        return replace(model_args, attention_type=overridden)
-    if overridden != model_args.attention_type:
-        raise UserError(
-            f"config_overrides sets attention_type={overridden!r} but --attention_type is "
-            f"{model_args.attention_type!r}; name the type once (--attention_type), or the same in both."
-        )
-    return model_args
+    return replace(model_args, attention_type=overridden)
 
 
 def argument_names(argv: list[str]) -> set[str]:
@@ -433,7 +417,9 @@ def check_arguments(
     check_output_dir(training_args.output_dir)
     for kind in run_args.compare.split(",") if run_args.compare else ():  # each type trains into OUTPUT_DIR/<type>
         check_output_dir(Path(training_args.output_dir) / kind)
-    config = model_config(model_args)  # validates the size and overrides before any data is read
+    # validates the size and overrides, for each type trained, before any data is read
+    kinds = run_args.compare.split(",") if run_args.compare else [model_args.attention_type]
+    config = [model_config(replace(model_args, attention_type=kind)) for kind in kinds][0]
     if data_args.max_seq_length > config.max_position_embeddings:
         raise UserError(
             f"max_seq_length={data_args.max_seq_length} is above the model's max_position_embeddings="
@@ -575,7 +561,8 @@ def model_config(model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase 
     if overrides.get("attention_type", model_args.attention_type) != model_args.attention_type:
         raise UserError(
             f"config_overrides sets attention_type={overrides['attention_type']!r} but the run trains "
-            f"attention_type={model_args.attention_type!r}; name the type once, or the same in both."
+            f"attention_type={model_args.attention_type!r} (--attention_type, or a type of --compare); name the type "
+            "once (leave attention_type out of --config_overrides), or the same in both."
         )
     known = list(SymBertConfig().to_dict())
     for key in overrides:

@@ -13,10 +13,10 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import SymBertConfig, SymBertForMaskedLM
 from ..tools.fresh_load import load_in_fresh_process
-from . import data as data_module
 from .arguments import DataArguments
 from .blocks import Readers, StreamTrained
-from .data import prediction_cap
+from .data import load_run_data
+from .masking import ResumableMLMCollator, prediction_cap
 from .prepared import PreparedBlocks
 from .summary import TrainingSummary
 
@@ -55,7 +55,7 @@ class HeldOut:
     tokenizer: PreTrainedTokenizerBase
     train_blocks: Dataset | StreamTrained | PreparedBlocks
     eval_blocks: Dataset
-    collator: data_module.ResumableMLMCollator
+    collator: ResumableMLMCollator
     batch_size: int
 
 
@@ -100,18 +100,13 @@ def saved_model_scores(output_dir: str | Path) -> dict:
     arguments = summary.training_arguments
     seed, batch_size = arguments["seed"], arguments["per_device_eval_batch_size"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
-    train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=seed, report_skipped=False)
-    collator = data_module.ResumableMLMCollator(
-        tokenizer,
-        mlm_probability=data_args.mlm_probability,
-        mask_seed=seed,
-        max_predictions_per_seq=prediction_cap(SymBertConfig.from_pretrained(output_dir)),
-    )
+    cap = prediction_cap(SymBertConfig.from_pretrained(output_dir))
+    data = load_run_data(data_args, tokenizer, seed, max_predictions_per_seq=cap, report_skipped=False)
     model = SymBertForMaskedLM.from_pretrained(output_dir)
     micro_batches = summary.steps * arguments["gradient_accumulation_steps"]
     readers = Readers(summary.world_size, workers=arguments["dataloader_num_workers"])
-    train_blocks = baseline_blocks(train_blocks, micro_batches, summary.per_device_train_batch_size, readers)
-    return held_out_scores(model, HeldOut(tokenizer, train_blocks, eval_blocks, collator, batch_size))
+    train_blocks = baseline_blocks(data.train_blocks, micro_batches, summary.per_device_train_batch_size, readers)
+    return held_out_scores(model, HeldOut(tokenizer, train_blocks, data.eval_blocks, data.collator, batch_size))
 
 
 def print_run_report(output_dir: str | Path, log_history: list[dict], comparison: dict) -> None:

@@ -25,10 +25,11 @@ from filelock import FileLock, Timeout
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..cli import UserError, run_command
-from . import data as data_module
+from ..files import write_error
 from .arguments import DataArguments, parse_arguments
+from .block_cutting import cut_blocks
 from .blocks import stream_for_reader
-from .data import tokenizer_fingerprint
+from .corpus_files import describe_source
 from .manifest import (
     FORMAT,
     HELD_OUT_FILE,
@@ -39,7 +40,7 @@ from .manifest import (
     file_sha256,
     read_manifest,
 )
-from .run_folder import write_error
+from .tokenizer import corpus_tokenizer, keep_token_type_ids, tokenizer_fingerprint
 
 WRITE_ROWS = 65_536  # blocks gathered per write: bounded memory for any corpus
 
@@ -154,10 +155,11 @@ def load_prepared(
     return train, Dataset.from_dict({"input_ids": held_out.tolist()}), manifest
 
 
-def prepared_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
-    """The tokenizer of a --blocks_dir run: the folder's own, or the one named if it is the same."""
+def folder_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
+    """The tokenizer of a --blocks_dir run: the folder's own, or the one named (load_prepared checks that it is the
+    folder's)."""
     if data_args.tokenizer is not None:
-        return data_module.load_tokenizer(data_args)
+        return corpus_tokenizer(data_args)
     folder = Path(data_args.blocks_dir) / TOKENIZER_DIR
     read_manifest(data_args.blocks_dir)
     try:
@@ -169,7 +171,7 @@ def prepared_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
             f"{folder} is not a tokenizer that loads ({type(error).__name__}: {reason}); the prepared folder is "
             "damaged: prepare it again."
         ) from None
-    return data_module.keep_token_type_ids(tokenizer)
+    return keep_token_type_ids(tokenizer)
 
 
 def write_blocks(path: Path, blocks: Dataset | IterableDataset, dtype: np.dtype) -> int:
@@ -222,8 +224,8 @@ def check_new_folder(output_dir: Path) -> None:
 
 
 def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> dict:
-    tokenizer = data_module.load_tokenizer(data_args)
-    train, held_out = data_module.load_blocks(data_args, tokenizer, seed=seed)
+    tokenizer = corpus_tokenizer(data_args)
+    train, held_out = cut_blocks(data_args, tokenizer, seed=seed)
     dtype, length = token_dtype(len(tokenizer)), data_args.max_seq_length
     staging = output_dir.with_name(f".{output_dir.name}.prepare.tmp")  # a killed preparation's is removed here
     shutil.rmtree(staging, ignore_errors=True)
@@ -247,7 +249,7 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
                 "fingerprint": tokenizer_fingerprint(tokenizer),
                 "vocab_size": len(tokenizer),
             },
-            "source": data_module.describe_source(data_args),
+            "source": describe_source(data_args),
             "seed": seed,
             "data_arguments": asdict(data_args),
             "held_out": {

@@ -26,9 +26,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-from datasets import Dataset, IterableDataset
+from datasets import IterableDataset
 from transformers import (
-    PreTrainedTokenizerBase,
     Trainer,
     TrainerCallback,
     TrainerState,
@@ -41,7 +40,6 @@ from transformers.trainer_utils import get_last_checkpoint
 from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import Interrupted, UserError, run_command
 from ..files import write_atomically
-from . import data as data_module
 from .arguments import DataArguments, ModelArguments, RunArguments, config_overrides, model_config, parse_arguments
 from .blocks import (
     DATA_POSITION_FILE,
@@ -53,8 +51,10 @@ from .blocks import (
     read_position,
     resumed_reader_states,
 )
+from .checkpoint_checks import check_checkpoint_matches
+from .comparison_reuse import finished_comparison_run
 from .compat import overwrite_requested
-from .data import prediction_cap
+from .data import RunData, data_fingerprint, load_run_data, load_tokenizer
 from .distillation import (
     DistillationLoss,
     carried_files,
@@ -64,7 +64,8 @@ from .distillation import (
     made_from_record,
 )
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
-from .prepared import PreparedBlocks, prepared_once
+from .masking import prediction_cap
+from .prepared import prepared_once
 from .reporting import (
     MetricsLogCallback,
     TrainingSpeedCallback,
@@ -77,8 +78,6 @@ from .run_folder import (
     STAGING_DIR,
     AtomicCheckpoints,
     RemoveStaleCheckpoints,
-    check_checkpoint_matches,
-    finished_comparison_run,
     last_complete_checkpoint,
     on_main_process,
     output_folder_lock,
@@ -127,7 +126,7 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         args = self.args
         readers = Readers(args.world_size, args.process_index, args.dataloader_num_workers)
-        streamed = isinstance(self.train_dataset, data_module.IterableDataset)
+        streamed = isinstance(self.train_dataset, IterableDataset)
         blocks_per_pass = None if streamed else len(self.train_dataset)
         self.data_positions = PositionTracker(readers, blocks_per_pass, self._train_batch_size)
         if self.resume_from is not None:
@@ -322,14 +321,11 @@ def pretrain_in_locked_folder(
 
 @dataclass
 class PretrainingSetup:
-    """What a run trains: its Trainer, and the tokenizer, data and collator it was built with."""
+    """What a run trains: its Trainer, and the data (tokenizer, blocks, collator) it was built with."""
 
     trainer: SymBertPretrainingTrainer
     model: SymBertForMaskedLM  # as built (the Trainer may hold a wrapped or compiled one)
-    tokenizer: PreTrainedTokenizerBase
-    train_blocks: Dataset | IterableDataset | PreparedBlocks
-    eval_blocks: Dataset
-    collator: data_module.ResumableMLMCollator
+    data: RunData
     precision: str  # what the forward and backward run in, as accelerate applies it
     carried: dict[str, Path] = field(
         default_factory=dict
@@ -342,9 +338,10 @@ class PretrainingSetup:
             return TrainedRun(trainer.state.log_history)
         micro_batches = trainer.state.global_step * trainer.args.gradient_accumulation_steps
         readers = Readers(trainer.args.world_size, workers=trainer.args.dataloader_num_workers)
-        train_blocks = baseline_blocks(self.train_blocks, micro_batches, trainer._train_batch_size, readers)
+        data = self.data
+        train_blocks = baseline_blocks(data.train_blocks, micro_batches, trainer._train_batch_size, readers)
         held_out = HeldOut(
-            self.tokenizer, train_blocks, self.eval_blocks, self.collator, trainer.args.per_device_eval_batch_size
+            data.tokenizer, train_blocks, data.eval_blocks, data.collator, trainer.args.per_device_eval_batch_size
         )
         return TrainedRun(trainer.state.log_history, self.model, held_out)
 
@@ -360,7 +357,7 @@ def build_trainer(
     the precision the device trains in, before anything is trained."""
     set_seed(training_args.seed)
     with training_args.main_process_first(desc="tokenizer and data"):
-        tokenizer = data_module.load_tokenizer(data_args)
+        tokenizer = load_tokenizer(data_args)
         if model_args.init_from is None:
             config = model_config(model_args, tokenizer)
         else:
@@ -372,19 +369,13 @@ def build_trainer(
                 )
         # the teacher is checked against the config before the data or any weights are read
         teacher = load_teacher(model_args.teacher, config) if model_args.teacher is not None else None
-        train_blocks, eval_blocks = data_module.load_blocks(data_args, tokenizer, seed=training_args.seed)
+        data = load_run_data(data_args, tokenizer, training_args.seed, max_predictions_per_seq=prediction_cap(config))
     if resume:
         check_checkpoint_matches(resume, config)
     if model_args.paper_weight_decay:  # recorded in the summary's training arguments as the decay trained with
         factor = attention_class(config.attention_type).paper_weight_decay_factor
         training_args = replace(training_args, weight_decay=training_args.weight_decay * factor)
-    training_args = data_order_arguments(training_args, train_blocks)
-    collator = data_module.ResumableMLMCollator(
-        tokenizer,
-        mlm_probability=data_args.mlm_probability,
-        mask_seed=training_args.seed,
-        max_predictions_per_seq=prediction_cap(config),
-    )
+    training_args = data_order_arguments(training_args, data.train_blocks)
     tokens_per_step = (
         training_args.per_device_train_batch_size
         * training_args.gradient_accumulation_steps
@@ -400,13 +391,13 @@ def build_trainer(
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
-        train_dataset=train_blocks,
-        eval_dataset=eval_blocks,
-        data_collator=collator,
+        train_dataset=data.train_blocks,
+        eval_dataset=data.eval_blocks,
+        data_collator=data.collator,
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
-    trainer.data_fingerprint = data_module.data_fingerprint(data_args, tokenizer, train_blocks)
+    trainer.data_fingerprint = data_fingerprint(data_args, tokenizer, data.train_blocks)
     if teacher is not None:
         trainer.distillation = DistillationLoss(teacher.to(trainer.args.device))
     precision = precision_trained(trainer)
@@ -417,7 +408,7 @@ def build_trainer(
             "--precision checks that)."
         )
     carried = carried_files(model_args.init_from)
-    return PretrainingSetup(trainer, model, tokenizer, train_blocks, eval_blocks, collator, precision, carried)
+    return PretrainingSetup(trainer, model, data, precision, carried)
 
 
 def train_or_finish(setup: PretrainingSetup, resume: str | None, data_args: DataArguments) -> tuple[float, float]:
@@ -446,7 +437,7 @@ def train_or_finish(setup: PretrainingSetup, resume: str | None, data_args: Data
         raise UserError(divergence_message(trainer.args, evals[-1].get("step"), final_eval_loss))
     attention_type = setup.model.config.attention_type
     if trainer.is_world_process_zero():
-        if skipped := data_module.skipped_in_stream_message(data_args):
+        if skipped := setup.data.skipped.message():
             print(skipped)
         print(f"{attention_type}: final eval loss {final_eval_loss:.4f}")
     # model, code, tokenizer, state, plot, what it keeps of --init_from: staged, then moved

@@ -5,38 +5,27 @@ folder holds a finished run to reuse (its training summary: training/summary.py)
 
 import json
 import os
-import pickletools
 import re
 import shutil
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import TypeVar
 
-import safetensors
-import safetensors.torch
 import torch
-from accelerate.utils.constants import FSDP_MODEL_NAME
-from accelerate.utils.constants import OPTIMIZER_NAME as FSDP_OPTIMIZER_NAME  # optimizer.bin, optimizer_0/
 from filelock import FileLock, Timeout
 from transformers import Trainer, TrainerCallback, TrainerState, TrainingArguments
 from transformers.trainer import (
-    OPTIMIZER_NAME,
-    SCHEDULER_NAME,
-    TRAINER_STATE_NAME,
-    safe_globals,  # defined there in 4.x, re-exported there in 5.x
+    TRAINER_STATE_NAME,  # defined there in 4.x, re-exported there in 5.x
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
-from .. import SymBertConfig
 from ..cli import UserError
-from ..files import write_failure
+from ..files import write_error, write_failure
 from ..loading_symbert import BUNDLE_FILES
-from .arguments import DataArguments, ModelArguments, RunArguments
-from .blocks import load_position
+from .arguments import RunArguments
+from .checkpoint_checks import checkpoint_problem
 from .compat import overwrite_requested, rotate_checkpoints_in
 from .reporting import plot_losses, write_metrics
 from .summary import TrainingSummary
@@ -47,6 +36,7 @@ STAGING_DIR = ".checkpoint-in-progress"  # not "checkpoint-*": neither resume no
 FINAL_STAGING_DIR = ".final-model-in-progress"  # the final model, before it is moved into the output folder
 
 
+KEPT = " and the checkpoints are kept"  # what a failed write of the run folder leaves as it was
 LOCK_FILE = ".pretrain.lock"
 
 _T = TypeVar("_T")
@@ -84,169 +74,6 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
             return str(checkpoint)
         print(f"Skipping {checkpoint}: {problem} (a run killed while saving it, a damaged file, or a diverged run).")
     return None
-
-
-def checkpoint_problem(checkpoint: str | Path) -> str | None:
-    """Why `checkpoint` cannot be resumed from (a part missing or unreadable, weights with a NaN or inf), or None when every part loads as the
-    Trainer will load it: JSON, safetensors, and torch.load(weights_only=True), so nothing unpickles code. The model
-    and optimizer parts are those of the engine that wrote it (checkpoint_parts): the Trainer's own, FSDP's or
-    DeepSpeed's; the parts that only torch's or DeepSpeed's own loaders read (which unpickle objects) are checked as
-    far as can be without unpickling them."""
-    checkpoint = Path(checkpoint)
-    rng_states = sorted(path.name for path in checkpoint.glob("rng_state*.pth")) or ["rng_state.pth"]
-    positions = sorted(path.name for path in checkpoint.glob("data_position_rank*.json"))  # none before they existed
-    parts = {
-        TRAINER_STATE_NAME: read_json,
-        CONFIG_NAME: read_json,
-        **checkpoint_parts(checkpoint),
-        **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
-        **{name: load_position for name in positions},  # where each process's data stands (training/blocks.py)
-    }
-    for name, load in parts.items():
-        path = checkpoint / name
-        if not (path.is_dir() if name.endswith("/") else path.is_file()):
-            return f"{name} is missing"
-        try:
-            load(path)
-        except NonFiniteWeight as error:
-            return f"{name} holds {error}"
-        except Exception as error:  # whatever a damaged file raises: name the file and say why
-            reason = " ".join(str(error).split())[:200]
-            return f"{name} is unreadable ({type(error).__name__}: {reason})"
-    state = read_json(checkpoint / TRAINER_STATE_NAME)
-    named = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", checkpoint.name)
-    step = state.get("global_step") if isinstance(state, dict) else None
-    if named and step != int(named.group(1)):  # a resume would go on from another step's state with these weights
-        return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)}"
-    for name in positions:  # (a position of an older version names no step)
-        if load_position(checkpoint / name).get("step", step) != step:
-            return f"{name} is at step {load_position(checkpoint / name)['step']}, not {step}"
-    return None
-
-
-def checkpoint_parts(checkpoint: Path) -> dict[str, Callable[[Path], object]]:
-    """{name: check} of the weights, optimizer and scheduler of `checkpoint` (a folder's name ends with /), as the
-    engine that saved it writes them:
-
-    - the Trainer (DDP or one process): model.safetensors, optimizer.pt, scheduler.pt;
-    - FSDP with full state dicts: pytorch_model_fsdp.bin (what a resume loads) and optimizer.bin, both written by
-      the first process, with model.safetensors and scheduler.pt;
-    - FSDP with sharded state dicts: the folders pytorch_model_fsdp_0/ and optimizer_0/ of torch's distributed
-      checkpoint (DCP), with scheduler.pt; no model.safetensors;
-    - DeepSpeed: global_stepN/ (its model, optimizer and scheduler states, one optimizer file per process) named by
-      the file `latest`; model.safetensors except under ZeRO-3 without gathered weights, and scheduler.pt only when
-      DeepSpeed does not hold the scheduler, so each is checked when it is there."""
-    if (checkpoint / "latest").exists() or any(checkpoint.glob("global_step*")):
-        optional = [name for name in (SAFE_WEIGHTS_NAME, SCHEDULER_NAME) if (checkpoint / name).exists()]
-        return {"latest": check_deepspeed_checkpoint, **{name: TRAINER_PARTS[name] for name in optional}}
-    if any(checkpoint.glob(f"{FSDP_MODEL_NAME}*")):
-        if (checkpoint / f"{FSDP_MODEL_NAME}_0").is_dir():
-            folders = (f"{FSDP_MODEL_NAME}_0/", f"{FSDP_OPTIMIZER_NAME}_0/")
-            return {**dict.fromkeys(folders, check_distributed_checkpoint), SCHEDULER_NAME: load_state}
-        return {
-            SAFE_WEIGHTS_NAME: load_finite_weights,
-            f"{FSDP_MODEL_NAME}.bin": load_state,
-            f"{FSDP_OPTIMIZER_NAME}.bin": load_state,
-            SCHEDULER_NAME: load_state,
-        }
-    return dict(TRAINER_PARTS)
-
-
-class NonFiniteWeight(ValueError):
-    """A weights file that reads, but holds a NaN or infinite value: a run resumed from it trains NaNs."""
-
-
-def load_finite_weights(path: Path) -> None:
-    """Load a safetensors weights file; raises NonFiniteWeight naming the first tensor with a NaN or inf."""
-    for name, tensor in safetensors.torch.load_file(path).items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            kind = "NaN" if torch.isnan(tensor).any() else "infinite"
-            raise NonFiniteWeight(f"a {kind} value in {name}")
-
-
-def read_json(path: Path) -> object:
-    return json.loads(path.read_text())
-
-
-def load_state(path: Path) -> None:
-    with safe_globals():  # RNG states hold numpy arrays, which the Trainer allows the same way
-        torch.load(path, map_location="cpu", weights_only=True)
-
-
-TRAINER_PARTS = {SAFE_WEIGHTS_NAME: load_finite_weights, OPTIMIZER_NAME: load_state, SCHEDULER_NAME: load_state}
-
-
-def check_distributed_checkpoint(folder: Path) -> None:
-    """A folder of torch.distributed.checkpoint: its .metadata is a pickle that torch loads with plain pickle.load,
-    so it is only parsed here (pickletools reads its opcodes, it executes none): it must be whole, and every data
-    file it names (__R_K.distcp, written by process R) must be there and not empty."""
-    metadata = folder / ".metadata"
-    if not metadata.is_file():
-        raise FileNotFoundError(".metadata is missing")
-    try:
-        strings = [arg for _, arg, _ in pickletools.genops(metadata.read_bytes()) if isinstance(arg, str)]
-    except ValueError as error:  # a truncated file ends before its STOP opcode
-        raise ValueError(f".metadata is not a whole pickle ({error})") from None
-    data_files = {name for name in strings if re.fullmatch(r"__\d+_\d+\.distcp", name)}
-    if not data_files:
-        raise ValueError(".metadata names no data file")
-    for name in sorted(data_files):
-        if not (folder / name).is_file() or (folder / name).stat().st_size == 0:
-            raise FileNotFoundError(f"{name} is missing or empty")
-
-
-def check_deepspeed_checkpoint(latest: Path) -> None:
-    """DeepSpeed's `latest` names the folder of its states (global_stepN); that folder holds its model states and one
-    optimizer-state file per process (zero_pp_rank_R_...optim_states.pt, R from 0). DeepSpeed loads them with
-    weights_only=False, so they are not unpickled here: each must be a whole torch.save archive (a zip whose every
-    member passes its CRC check)."""
-    tag = latest.read_text().strip()
-    folder = latest.parent / tag
-    if not tag or not folder.is_dir():
-        raise FileNotFoundError(f"it names {tag!r}, which is not a folder of the checkpoint")
-    states = sorted(folder.glob("*.pt"))
-    if not any(path.name.endswith("model_states.pt") for path in states):
-        raise FileNotFoundError(f"{tag}/ holds no model states (*model_states.pt)")
-    ranks = sorted(
-        int(match.group(1))
-        for path in states
-        if path.name.endswith("optim_states.pt") and (match := re.search(r"zero_pp_rank_(\d+)_", path.name))
-    )
-    if not ranks or ranks != list(range(len(ranks))):
-        raise FileNotFoundError(f"{tag}/ holds optimizer states of processes {ranks}, not of 0 to N-1")
-    for path in states:
-        with zipfile.ZipFile(path) as archive:
-            if (damaged := archive.testzip()) is not None:
-                raise ValueError(f"{tag}/{path.name}: {damaged} fails its CRC check")
-
-
-# Config fields that say how a config was saved, not what model it describes (use_cache: a decoder's runtime flag,
-# which the Trainer turns off while it trains): a resumed run may differ in these only
-BOOKKEEPING_CONFIG_FIELDS = frozenset(
-    {"architectures", "auto_map", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "model_type"}
-    | {"use_cache"}
-)
-
-
-def check_checkpoint_matches(checkpoint: str | Path, config: SymBertConfig) -> None:
-    """A resumed run must train the same model as the checkpoint: every field of its config but the bookkeeping ones
-    (activation, sizes, dropout, attention type, initialisation, ...) as this run's; each that differs is named, with
-    both values, before anything is trained."""
-    try:
-        saved = SymBertConfig.from_pretrained(checkpoint).to_dict()
-    except (OSError, ValueError) as error:  # a config this version cannot read, or one its checks refuse
-        raise UserError(f"Cannot resume from {checkpoint}: its {CONFIG_NAME} cannot be read ({error}).") from None
-    ours = config.to_dict()
-    differences = [
-        f"its {name} is {saved.get(name)!r} but this run's is {ours.get(name)!r}"
-        for name in sorted(set(saved) | set(ours), key=lambda name: (name != "attention_type", name))
-        if name not in BOOKKEEPING_CONFIG_FIELDS and saved.get(name) != ours.get(name)
-    ]
-    if differences:
-        raise UserError(
-            f"Cannot resume from {checkpoint}: {'; '.join(differences)}. Use the same arguments as the interrupted "
-            "run, or another output_dir."
-        )
 
 
 # What a run writes into its output folder, besides checkpoint-N folders: --overwrite_output_dir deletes these and
@@ -366,135 +193,12 @@ def remove_path(path: Path) -> None:
         path.unlink()
 
 
-def write_error(error: OSError, path: Path, what: str) -> UserError:
-    """A write that failed (OSError: a full disk, a read-only folder...), as one line naming the path, the error and the
-    free space on its disk."""
-    folder = next((parent for parent in [path, *path.parents] if parent.is_dir()), Path("."))
-    try:
-        free = f"{shutil.disk_usage(folder).free / 2**30:.2f} GiB free on its disk"
-    except OSError:
-        free = "free space unknown"
-    reason = error.strerror or str(error) or type(error).__name__
-    return UserError(
-        f"Cannot write {what}: {path}: {reason} ({free}); nothing in place was replaced and the checkpoints are kept: "
-        "free some space (or fix the cause) and run the same command again to finish."
-    )
-
-
 def training_finished_at(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
     """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
     checkpoint's own state gives."""
     state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
     last_step = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
     return last_step > 0 and state["global_step"] >= last_step
-
-
-# Training arguments that change what a run trains: a finished run of a comparison is reused only if they are the same
-COMPARED_TRAINING_ARGUMENTS = (
-    "max_steps",
-    "num_train_epochs",
-    "learning_rate",
-    "lr_scheduler_type",
-    "warmup_steps",
-    "warmup_ratio",
-    "weight_decay",
-    "adam_beta1",
-    "adam_beta2",
-    "adam_epsilon",
-    "max_grad_norm",
-    "optim",
-    "per_device_train_batch_size",
-    "per_device_eval_batch_size",
-    "gradient_accumulation_steps",
-    "eval_steps",
-    "seed",
-    "data_seed",
-    "bf16",
-    "fp16",
-)
-# Compared arguments that a version of transformers no longer has (5.x: warmup_ratio, a float --warmup_steps below 1
-# now), with the value that changes nothing: a run of a version that lacks one counts as having that value
-VANISHED_TRAINING_ARGUMENTS = {"warmup_ratio": 0.0}
-
-
-def compared_training_arguments(arguments: dict) -> dict:
-    """The COMPARED_TRAINING_ARGUMENTS of `arguments` (a TrainingArguments' to_dict, or a summary's record of one);
-    one that this or that version of transformers lacks has the value that changes nothing."""
-    return {
-        name: arguments[name] if name in arguments else VANISHED_TRAINING_ARGUMENTS.get(name)
-        for name in COMPARED_TRAINING_ARGUMENTS
-    }
-
-
-def reused_run_problem(output_dir: Path) -> str | None:
-    """Why the finished run in `output_dir` cannot be reused by a comparison (its weights or its log history missing
-    or unreadable), or None."""
-    state, weights = output_dir / TRAINER_STATE_NAME, output_dir / SAFE_WEIGHTS_NAME
-    if not weights.is_file():
-        return f"its weights ({SAFE_WEIGHTS_NAME}) are missing"
-    try:
-        with safetensors.safe_open(weights, framework="pt") as file:
-            file.keys()
-    except Exception as error:  # whatever a damaged file raises: name the file and say why
-        return f"its {SAFE_WEIGHTS_NAME} is unreadable ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
-    try:
-        history = json.loads(state.read_text())["log_history"]
-        if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
-            raise TypeError("log_history is not a list of records")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        return f"its {TRAINER_STATE_NAME} is missing or unreadable ({type(error).__name__}: {error})"
-    return None
-
-
-def finished_comparison_run(
-    run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
-) -> bool:
-    """Whether the output folder of one type of a comparison holds a finished run of the same settings (to reuse);
-    False with --overwrite_output_dir or without training_summary.json. A finished run of other settings is refused,
-    naming each that differs with both values."""
-    output_dir = Path(training_args.output_dir)
-    if overwrite_requested(run_args, training_args) or not (output_dir / TrainingSummary.FILE_NAME).is_file():
-        return False
-    try:
-        summary = TrainingSummary.read(output_dir)
-        recorded = {"model_arguments": summary.model_arguments, "data_arguments": summary.data_arguments}
-        recorded["run_arguments"] = summary.run_arguments
-        if missing := [name for name, value in recorded.items() if value is None]:
-            raise UserError(f"{output_dir / TrainingSummary.FILE_NAME} lacks {', '.join(map(repr, missing))}.")
-    except UserError as error:
-        raise UserError(
-            f"{error} Delete it, or pass --overwrite_output_dir true to train every type of the comparison again."
-        ) from None
-    saved = {
-        **{f"{group}.{k}": v for group, arguments in recorded.items() for k, v in arguments.items()},
-        **compared_training_arguments(summary.training_arguments),
-    }
-    arguments = json.loads(json.dumps(training_args.to_dict(), default=str))
-    current = {
-        **{f"model_arguments.{k}": v for k, v in asdict(model_args).items()},
-        **{f"data_arguments.{k}": v for k, v in asdict(data_args).items()},
-        # the list of types compared and the target may change between the runs of a comparison
-        **{f"run_arguments.{k}": v for k, v in asdict(run_args).items() if k not in ("compare", "target_eval_loss")},
-        **compared_training_arguments(arguments),
-    }
-    differences = [
-        f"{name} is {saved.get(name)!r} there but {value!r} here"
-        for name, value in current.items()
-        if name != "run_arguments.overwrite_output_dir" and saved.get(name) != value
-    ]
-    if differences:
-        raise UserError(
-            f"{training_args.output_dir} holds a finished run of other settings than this comparison: "
-            f"{'; '.join(differences)}. Pass --overwrite_output_dir true to train every type again, or choose another "
-            "--output_dir."
-        )
-    if problem := reused_run_problem(Path(training_args.output_dir)):
-        raise UserError(
-            f"{training_args.output_dir} holds a finished run of this comparison, but {problem}, so its results "
-            "cannot be reused; pass --overwrite_output_dir true to train every type again, or move that folder away "
-            "to train this type again."
-        )
-    return True
 
 
 def on_main_process(training_args: TrainingArguments, decide: Callable[[], _T]) -> _T:
@@ -554,7 +258,7 @@ class AtomicCheckpoints:
             shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
             if (failed := write_failure(error)) is None:
                 raise
-            raise write_error(failed, Path(failed.filename or staged), f"checkpoint {name}") from None
+            raise write_error(failed, Path(failed.filename or staged), f"checkpoint {name}", KEPT) from None
         finally:
             self.staging = False
         self.accelerator.wait_for_everyone()
@@ -615,7 +319,7 @@ def save_final_model(trainer: Trainer, title: str, carried: dict[str, Path] | No
             shutil.rmtree(staging, ignore_errors=True)  # what was staged: the space it takes is given back
             if (failed := write_failure(error)) is None:
                 raise
-            raise write_error(failed, Path(failed.filename or staging), "the final model") from None
+            raise write_error(failed, Path(failed.filename or staging), "the final model", KEPT) from None
 
     on_main_process(trainer.args, install)
     if trainer.args.push_to_hub:  # as the Trainer's save_model() does
@@ -640,4 +344,4 @@ def write_summary(summary: TrainingSummary, output_dir: str | Path) -> None:
     try:
         summary.write(output_dir)
     except OSError as error:
-        raise write_error(error, Path(output_dir) / TrainingSummary.FILE_NAME, "the training summary") from None
+        raise write_error(error, Path(output_dir) / TrainingSummary.FILE_NAME, "the training summary", KEPT) from None

@@ -26,7 +26,7 @@ from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import model_card_license, sentence_transformers_files
-from ..loading_symbert import _embedded_calibration_texts, calibration_sequences
+from ..loading_symbert import calibration_sequences, embedded_calibration_texts
 
 DEFAULT_TEXTS = 320  # from the embedded corpus: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
 HEAD_CLASSES = {"BertForMaskedLM": "SymBertForMaskedLM", "BertForPreTraining": "SymBertForMaskedLM"}
@@ -55,7 +55,7 @@ def parse_command_line(argv):
 def calibration_texts(files, held_out):
     """(texts to fit on, held-out texts): the files' non-empty lines, or lines of the embedded corpus."""
     if files is None:
-        texts = _embedded_calibration_texts(DEFAULT_TEXTS)
+        texts = embedded_calibration_texts(DEFAULT_TEXTS)
         if texts is None:
             raise UserError("The embedded corpus is missing from this installation: give --calibration_files.")
     else:

@@ -117,7 +117,8 @@ def save(root):
     import gzip
     from itertools import islice
 
-    from symbert.training.data import EMBEDDED_CORPUS, train_wordpiece
+    from symbert.training.corpus_files import EMBEDDED_CORPUS
+    from symbert.training.tokenizer import train_wordpiece
 
     with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as corpus:
         trained = train_wordpiece(list(islice(corpus, 2000)), 1024)

@@ -20,7 +20,8 @@ from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, pushing, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
-from symbert.training import data, glue, glue_scoring, glue_sweep
+from symbert.training import glue, glue_scoring, glue_sweep
+from symbert.training.tokenizer import train_wordpiece
 from test_release import BASE_SCORES, NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
 
@@ -43,7 +44,7 @@ def run(tmp_path_factory):
     """A faked 4-step symbert-pretrain output with checkpoints 2 and 3 (batch 4 × 32 tokens), released as a dry run."""
     root = tmp_path_factory.mktemp("cards")
     lines = tiny_sentences(200, WORDS, longest=20)
-    folder = fake_run(root / "runs" / "tiny-original", data.train_wordpiece(lines, vocab_size=120), root / "unpickled")
+    folder = fake_run(root / "runs" / "tiny-original", train_wordpiece(lines, vocab_size=120), root / "unpickled")
     for step, log in CHECKPOINT_LOGS.items():
         checkpoint = shutil.copytree(folder / "checkpoint-1", folder / f"checkpoint-{step}")
         (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": log}))

@@ -37,7 +37,7 @@ from symbert import SymBertForMaskedLM, SymBertModel
 from symbert.hub_cards.release import release_command
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import bert_export
-from symbert.training import data
+from symbert.training.tokenizer import train_wordpiece
 from test_hub_loading import HEADS
 from test_release import NAMESPACE, WORDS, write_results
 from test_release_safety import fake_run
@@ -67,7 +67,7 @@ def staged(tmp_path_factory):
     """A dry run of a faked pre-training run whose checkpoint-1 has other weights than the final model."""
     root = tmp_path_factory.mktemp("hub-http")
     lines = [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(5 + i % 9)) + "." for i in range(120)]
-    tokenizer = data.train_wordpiece(lines, vocab_size=120)
+    tokenizer = train_wordpiece(lines, vocab_size=120)
     run = fake_run(root / "runs" / "tiny-original", tokenizer, marker=root / "unpickled")
     torch.manual_seed(1)
     SymBertForMaskedLM(SymBertForMaskedLM.config_class.from_pretrained(run)).save_pretrained(run / "checkpoint-1")

@@ -20,20 +20,21 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import tiny_sentences
 from huggingface_hub import HfApi
 from safetensors.torch import load_file, save_file
+from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 from transformers import TrainingArguments
 
-from conftest import tiny_sentences
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation, values
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
 from symbert.tools import bert_export
-from symbert.training import data, glue_data, glue_scoring
+from symbert.training import glue_data, glue_scoring
 from symbert.training.reporting import write_metrics
-from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
+from symbert.training.tokenizer import train_wordpiece
 
 RUNTIME = 4000.0  # seconds, as the summary records it
 
@@ -121,7 +122,7 @@ def pickles(folder):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("release-safety")
-    tokenizer = data.train_wordpiece(tiny_sentences(200, WORDS, longest=20), vocab_size=120)
+    tokenizer = train_wordpiece(tiny_sentences(200, WORDS, longest=20), vocab_size=120)
     marker = root / "unpickled"
     folder = fake_run(root / "runs" / "tiny-original", tokenizer, marker)
     write_results(folder, root / "glue" / "glue_results.json")

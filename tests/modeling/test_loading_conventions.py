@@ -179,7 +179,7 @@ def test_classifier_of_another_size_raises_transformers_runtime_error(attention_
         tmp_path / "symbert", num_labels=5, ignore_mismatched_sizes=True, output_loading_info=True
     )
     assert model.classifier.out_features == 5
-    assert sorted(name for name, *_ in modeling._mismatched(info)) == ["classifier.bias", "classifier.weight"]
+    assert sorted(name for name, *_ in modeling.mismatched_tensors(info)) == ["classifier.bias", "classifier.weight"]
 
 
 # ---------------------------------------------------------------- a folder whose code differs from the running code

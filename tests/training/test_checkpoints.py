@@ -25,9 +25,10 @@ from conftest import run_args
 from symbert.cli import UserError
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
+from symbert.training.checkpoint_checks import checkpoint_problem
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
-from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, checkpoint_problem, resume_checkpoint
+from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, resume_checkpoint
 from test_data_resume import resume_args, resume_from, two_file_corpus  # noqa: F401  (a fixture)
 from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 

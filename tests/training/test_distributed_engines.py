@@ -23,7 +23,7 @@ from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training.arguments import model_config, parse_arguments
-from symbert.training.run_folder import checkpoint_problem
+from symbert.training.checkpoint_checks import checkpoint_problem
 from test_pretrain import LAUNCHERS
 
 ACCELERATE_DIR = Path(__file__).parents[2] / "training" / "accelerate"

@@ -25,8 +25,9 @@ from conftest import run_args, tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
 from symbert.hub_cards.release import release_command
-from symbert.training import data, glue, glue_data, glue_scoring, glue_sweep, pretrain
+from symbert.training import glue, glue_data, glue_scoring, glue_sweep, pretrain
 from symbert.training.glue_data import load_task
+from symbert.training.tokenizer import train_wordpiece
 from test_release_safety import fake_run
 
 WORDS = "the a cat dog sat ran on under house river old new big small red blue said saw went came".split()
@@ -117,7 +118,7 @@ def assets(tmp_path_factory):
     """A tiny pairwise SymBERT with a WordPiece tokenizer, and GLUE-shaped TSV data for every task."""
     root = tmp_path_factory.mktemp("glue")
     rng = random.Random(1)
-    tokenizer = data.train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
+    tokenizer = train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
     config = tiny_config("pairwise", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
     SymBertForMaskedLM(config).save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
@@ -395,7 +396,7 @@ def test_a_task_from_another_hub_dataset_is_swept_and_published_from_its_table_r
         return toy_data
 
     monkeypatch.setattr(glue_data, "load_dataset", load_dataset)
-    tokenizer = data.train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
+    tokenizer = train_wordpiece([sentence(rng) for _ in range(200)], vocab_size=120)
     model = fake_run(tmp_path / "runs" / "tiny-original", tokenizer, tmp_path / "unpickled")
     output = tmp_path / "glue"
     glue.main(["--model", str(model), "--tasks", "toy", "--seeds", "1,2", "--output_dir", str(output), *FAST])

@@ -13,9 +13,10 @@ import torch
 
 from conftest import run_args, tiny_corpus, tiny_sentences
 from symbert.training import data
-from symbert.training.arguments import parse_arguments
+from symbert.training.arguments import DataArguments, parse_arguments
 from symbert.training.evaluation import FILL_MASK_SENTENCES, masked_token_scores, saved_model_scores, unigram_baseline
 from symbert.training.pretrain import main, set_torch_threads
+from symbert.training.tokenizer import SHIPPED_WORDPIECE
 
 
 def test_unigram_baseline_by_hand():
@@ -114,7 +115,7 @@ def test_torch_threads_are_the_machines_cores_whatever_its_load(monkeypatch, loa
 def test_the_report_scores_what_training_built(tmp_path, monkeypatch):
     """The end-of-run report takes the tokenizer, blocks and masks that training built: the corpus is read and
     tokenised once (only the fill-mask check loads the saved folder, in a fresh process)."""
-    calls = {"load_tokenizer": 0, "load_blocks": 0}
+    calls = {"corpus_tokenizer": 0, "load_blocks": 0}
     for name in calls:
         original = getattr(data, name)
 
@@ -124,20 +125,20 @@ def test_the_report_scores_what_training_built(tmp_path, monkeypatch):
 
         monkeypatch.setattr(data, name, counted)
     train_main_job(tmp_path)
-    assert calls == {"load_tokenizer": 1, "load_blocks": 1}
+    assert calls == {"corpus_tokenizer": 1, "load_blocks": 1}
 
 
 def test_the_main_job_uses_the_shipped_tokenizer_whatever_the_cache(tmp_path, monkeypatch):
     """The default vocabulary is the shipped tokenizer (training one is not reproducible: tokenizers' WordPiece
     trainer breaks ties in no fixed order), so every machine gets the same ids and the documented figures."""
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "empty-cache"))
-    tokenizer = data.load_tokenizer(data.DataArguments())
-    shipped = json.loads((data.SHIPPED_WORDPIECE / "tokenizer.json").read_text())["model"]["vocab"]
-    assert tokenizer.get_vocab() == shipped and len(shipped) == data.DataArguments().tokenizer_vocab_size
+    tokenizer = data.load_tokenizer(DataArguments())
+    shipped = json.loads((SHIPPED_WORDPIECE / "tokenizer.json").read_text())["model"]["vocab"]
+    assert tokenizer.get_vocab() == shipped and len(shipped) == DataArguments().tokenizer_vocab_size
     assert tokenizer("The old man walked slowly.")["input_ids"][0] == tokenizer.cls_token_id
     assert not (tmp_path / "empty-cache").exists()  # nothing trained, nothing cached
-    text = (data.SHIPPED_WORDPIECE.parent / "SOURCE.md").read_text()
-    assert data.SHIPPED_WORDPIECE.name in text
+    text = (SHIPPED_WORDPIECE.parent / "SOURCE.md").read_text()
+    assert SHIPPED_WORDPIECE.name in text
 
 
 @pytest.mark.heavy

@@ -19,6 +19,7 @@ from symbert.cli import UserError
 from symbert.training import data, prepared
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
+from symbert.training.tokenizer import train_wordpiece
 from test_data_resume import resume_args, two_file_corpus  # noqa: F401  (a fixture)
 from test_pretrain import assert_same_training
 
@@ -119,7 +120,7 @@ def test_a_folder_that_does_not_match_the_run_is_refused(corpus, prepared_folder
 
 def test_another_tokenizer_is_refused_naming_both(corpus, prepared_folder, tmp_path):
     other = tmp_path / "other-tokenizer"
-    data.train_wordpiece(["completely different words here"] * 50, vocab_size=120).save_pretrained(other)
+    train_wordpiece(["completely different words here"] * 50, vocab_size=120).save_pretrained(other)
     args = blocks_run_args(corpus, prepared_folder, tmp_path / "run")
     args[args.index("--tokenizer") + 1] = str(other)
     fingerprint = json.loads((prepared_folder / "manifest.json").read_text())["tokenizer"]["fingerprint"]

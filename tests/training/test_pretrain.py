@@ -21,11 +21,13 @@ from transformers.testing_utils import CaptureLogger
 from conftest import CORPUS_WORDS, file_names, run_args, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
-from symbert.training import data
+from symbert.training import corpus_files, data
 from symbert.training.arguments import DataArguments, model_config, parse_arguments
+from symbert.training.checkpoint_checks import checkpoint_problem
+from symbert.training.masking import ResumableMLMCollator, cap_predictions
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
 from symbert.training.reporting import comparison_report, comparison_table
-from symbert.training.run_folder import STAGING_DIR, checkpoint_problem
+from symbert.training.run_folder import STAGING_DIR
 from test_parameter_counts import EXPECTED
 
 
@@ -196,13 +198,13 @@ def test_blocks_concatenate_texts_and_hold_out_eval(corpus, tmp_path):
 
 def test_masking_is_berts_and_seeded_by_content(corpus):
     tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, "unused"))[2])
-    collator = data.ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=1)
+    collator = ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=1)
     generator = torch.Generator().manual_seed(0)
     blocks = [{"input_ids": ids.tolist()} for ids in torch.randint(5, len(tokenizer), (64, 128), generator=generator)]
     batch = collator(blocks)
     again = collator(blocks)
     assert torch.equal(batch["input_ids"], again["input_ids"]) and torch.equal(batch["labels"], again["labels"])
-    other_seed = data.ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=2)(blocks)
+    other_seed = ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=2)(blocks)
     assert not torch.equal(other_seed["labels"], batch["labels"])
 
     original = torch.tensor([b["input_ids"] for b in blocks])
@@ -220,7 +222,7 @@ def test_block_collation_equals_the_tokenizers_padding_and_special_token_mask(co
     """Blocks of one length are collated without tokenizer.pad and get_special_tokens_mask: the same batch as
     DataCollatorForLanguageModeling's own collation, masks included, for blocks with special tokens in them."""
     tokenizer = data.load_tokenizer(parse_arguments(run_args(corpus, "unused"))[2])
-    collator = data.ResumableMLMCollator(tokenizer, mlm_probability=0.3, mask_seed=7)
+    collator = ResumableMLMCollator(tokenizer, mlm_probability=0.3, mask_seed=7)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, len(tokenizer), (16, 32), generator=generator)  # special ids (0-4) among them
     blocks = [{"input_ids": row.tolist()} for row in ids]
@@ -251,9 +253,7 @@ def test_masking_cap_unmasks_random_extras_and_leaves_batches_within_it_alone(co
     original = torch.tensor([b["input_ids"] for b in blocks])
 
     def collate(cap):
-        return data.ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=1, max_predictions_per_seq=cap)(
-            blocks
-        )
+        return ResumableMLMCollator(tokenizer, mlm_probability=0.15, mask_seed=1, max_predictions_per_seq=cap)(blocks)
 
     uncapped = collate(None)
     masked = uncapped["labels"] != -100
@@ -277,11 +277,11 @@ def test_masking_cap_draws_nothing_at_the_cap():
     batch = {"input_ids": torch.tensor([[5, 4, 7, 4]]), "labels": torch.tensor([[-100, 6, -100, 8]])}
     generator = torch.Generator().manual_seed(3)
     state = generator.get_state()
-    data.cap_predictions(batch, 2, generator)
+    cap_predictions(batch, 2, generator)
     assert torch.equal(batch["labels"], torch.tensor([[-100, 6, -100, 8]])) and torch.equal(
         generator.get_state(), state
     )
-    data.cap_predictions(batch, 1, generator)
+    cap_predictions(batch, 1, generator)
     assert (batch["labels"] != -100).sum() == 1
     assert batch["input_ids"].tolist() in ([[5, 6, 7, 4]], [[5, 4, 7, 8]])  # the unmasked one holds its label's id
 
@@ -501,11 +501,11 @@ def test_an_interrupted_comparison_resumes_and_reuses_the_finished_types(corpus,
 
 def test_embedded_corpus_ships_with_its_provenance(tmp_path):
     data_args = parse_arguments(["--recipe", "cpu-demo", "--output_dir", str(tmp_path)])[2]
-    assert data.uses_embedded_corpus(data_args)
-    texts = data.load_texts(data_args)
+    assert corpus_files.uses_embedded_corpus(data_args)
+    texts = corpus_files.load_texts(data_args)
     assert len(texts) == 15_143 and texts.column_names == ["text"]
-    assert data.EMBEDDED_CORPUS.stat().st_size <= 5 * 2**20
-    assert "public domain" in (data.EMBEDDED_CORPUS.parent / "SOURCE.md").read_text().lower()
+    assert corpus_files.EMBEDDED_CORPUS.stat().st_size <= 5 * 2**20
+    assert "public domain" in (corpus_files.EMBEDDED_CORPUS.parent / "SOURCE.md").read_text().lower()
 
 
 @pytest.mark.heavy

@@ -20,7 +20,7 @@ from transformers import TrainingArguments
 from conftest import train_tokenizer
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
-from symbert.training import data, evaluation
+from symbert.training import block_cutting, corpus_files, data, evaluation
 from symbert.training.arguments import (
     LAUNCHER_PRECISION_VARIABLE,
     argument_names,
@@ -29,6 +29,7 @@ from symbert.training.arguments import (
     parse_arguments,
     precision_for,
 )
+from symbert.training.masking import ResumableMLMCollator
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain
 
 WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()
@@ -349,7 +350,7 @@ def test_padded_vocabulary_run_never_inputs_the_extra_ids(tmp_path, tokenizer_di
     summary = json.loads((output_dir / "training_summary.json").read_text())
     assert summary["model_arguments"]["pad_vocab_to_multiple_of"] == 64
     # the collator's random replacements come from the tokenizer's ids, never the padding's
-    collator = data.ResumableMLMCollator(tokenizer, mlm_probability=0.9)
+    collator = ResumableMLMCollator(tokenizer, mlm_probability=0.9)
     batch = collator([{"input_ids": [5] * 64}] * 64)
     assert batch["input_ids"].max() < len(tokenizer) and (batch["input_ids"] > 5).sum() > 200
 
@@ -472,11 +473,11 @@ LATE_PROBLEMS = {
 def test_problem_past_the_checked_start_is_named_when_read(tmp_path, tokenizer_dir, monkeypatch, name, streaming):
     """Only the first CHECKED_BYTES of a file are checked up front (big corpora are not read twice); a problem further
     on is found when datasets reads the file, and reported with the file and line all the same."""
-    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    monkeypatch.setattr(corpus_files, "CHECKED_BYTES", 256)
     build, message = LATE_PROBLEMS[name]
     path = tmp_path / name
     path.write_bytes(build(sentences(400)))
-    assert data.file_problem(path, "text", limit=256) is None  # not visible in the checked start
+    assert corpus_files.file_problem(path, "text", limit=256) is None  # not visible in the checked start
     streaming = ["--streaming", str(streaming).lower()]
     data_args = parse_arguments(args(tmp_path / "run", "--train_files", str(path), *streaming))[2]
     tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
@@ -493,7 +494,7 @@ def test_non_string_texts_in_a_stream_are_named(tmp_path, tokenizer_dir, monkeyp
         yield from ({"text": s} for s in sentences(30))
         yield {"text": [1, 2]}
 
-    monkeypatch.setattr(data, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
+    monkeypatch.setattr(block_cutting, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
     data_args = parse_arguments(args(tmp_path, "--streaming", "true", tokenizer=tokenizer_dir))[2]
     tokenizer = data.load_tokenizer(data_args)
     with pytest.raises(UserError, match=r"text_column 'text' of .* holds values of type list, not strings"):
@@ -505,7 +506,7 @@ def test_a_bad_record_past_what_a_stream_trained_on_leaves_a_finished_run(tmp_pa
     """A streamed corpus with a non-string text past the part training reads: the run finishes, records itself
     finished and reports (no exit 2 after the summary); the report's unigram baseline counts the tokens of exactly the
     blocks that training read, nothing further."""
-    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    monkeypatch.setattr(corpus_files, "CHECKED_BYTES", 256)
     texts = sentences(1500)
     texts[1200] = [1, 2]  # past the first 1,000 texts: the stream's first batch, all that the 8 blocks trained need
     corpus = tmp_path / "late_list.jsonl"
@@ -541,7 +542,7 @@ def test_a_bad_record_past_what_a_stream_trained_on_leaves_a_finished_run(tmp_pa
 def test_missing_corpus_file_is_a_user_error_and_a_file_not_found(tmp_path, tokenizer_dir):
     data_args = parse_arguments(args(tmp_path, "--train_files", str(tmp_path / "nope.txt"), tokenizer=tokenizer_dir))[2]
     with pytest.raises(UserError, match="train_files not found: .*nope.txt") as error:
-        data.load_texts(data_args)
+        corpus_files.load_texts(data_args)
     assert isinstance(error.value, FileNotFoundError)
 
 
@@ -610,7 +611,10 @@ def test_bare_command_defaults_fit_the_embedded_corpus(tmp_path, monkeypatch):
     """`symbert-pretrain` with no arguments: 512-token blocks of the embedded corpus, 200 of them held out."""
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
     data_args = parse_arguments([])[2]
-    assert data.uses_embedded_corpus(data_args) and (data_args.max_seq_length, data_args.eval_blocks) == (512, 200)
+    assert corpus_files.uses_embedded_corpus(data_args) and (data_args.max_seq_length, data_args.eval_blocks) == (
+        512,
+        200,
+    )
     train, held_out = data.load_blocks(data_args, data.load_tokenizer(data_args))
     assert len(held_out) == 200 and len(train) > 2000
 
@@ -672,15 +676,15 @@ def test_unknown_recipe_name_is_a_user_error(tmp_path, capsys, monkeypatch):
     [
         (
             ["--attention_type", "original", "--config_overrides", '{"attention_type": "pairwise"}'],
-            "config_overrides sets attention_type='pairwise' but --attention_type is 'original'",
+            "config_overrides sets attention_type='pairwise' but the run trains attention_type='original' (--attention_type",
         ),
         (
             ["--attention_type", "symmetric", "--config_overrides", '{"attention_type": "pairwise"}'],
-            "config_overrides sets attention_type='pairwise' but --attention_type is 'symmetric'",
+            "config_overrides sets attention_type='pairwise' but the run trains attention_type='symmetric' (--attention_type",
         ),
         (
             ["--compare", "pairwise,original", "--config_overrides", '{"attention_type": "pairwise"}'],
-            "config_overrides sets attention_type='pairwise' but --compare trains 'original'",
+            "config_overrides sets attention_type='pairwise' but the run trains attention_type='original' (--attention_type",
         ),
     ],
 )
@@ -805,7 +809,7 @@ RECORDS_WITHOUT_TEXT = {
 def test_records_without_text_are_an_error_naming_file_line_and_field(
     tmp_path, tokenizer_dir, monkeypatch, name, streaming
 ):
-    monkeypatch.setattr(data, "CHECKED_BYTES", 256)
+    monkeypatch.setattr(corpus_files, "CHECKED_BYTES", 256)
     write, message = RECORDS_WITHOUT_TEXT[name]
     path = tmp_path / name
     write(path)
@@ -829,16 +833,16 @@ def test_records_without_text_in_a_stream_are_named_or_counted(tmp_path, tokeniz
         for index, text in enumerate(sentences(300)):
             yield {"text": None if index % 3 == 2 else text}
 
-    monkeypatch.setattr(data, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
+    monkeypatch.setattr(block_cutting, "load_texts", lambda data_args: IterableDataset.from_generator(rows))
     data_args = parse_arguments(args(tmp_path, "--streaming", "true", tokenizer=tokenizer_dir))[2]
     tokenizer = data.load_tokenizer(data_args)
     with pytest.raises(UserError, match=r"the embedded corpus has record 3 without a text in field 'text'"):
         train, _ = data.load_blocks(data_args, tokenizer)
         list(train)
     data_args = replace(data_args, skip_records_without_text=True)
-    train, held_out = data.load_blocks(data_args, tokenizer)
-    list(train), list(train), list(held_out)  # read more than once: each record counted once
-    assert data.skipped_in_stream_message(data_args) == (
+    run_data = data.load_run_data(data_args, tokenizer, seed=0)
+    list(run_data.train_blocks), list(run_data.train_blocks), list(run_data.eval_blocks)  # each record counted once
+    assert run_data.skipped.message() == (
         "Skipped 100 records of the embedded corpus without a text in field 'text' (--skip_records_without_text "
         "true), of the records the stream was read to."
     )

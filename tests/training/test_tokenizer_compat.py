@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 
 from conftest import tiny_config
 from symbert import SymBertForMaskedLM
-from symbert.training import data
+from symbert.training import corpus_files, data
 from symbert.training.arguments import DataArguments
 
 # classes that transformers 4.x (as BertTokenizerFast, from tokenizer.json) and 5.x both have; 5.x's
@@ -33,9 +33,9 @@ GENERIC_TOKENIZER = getattr(transformers, "TokenizersBackend", transformers.PreT
 def small_corpus(tmp_path, monkeypatch):
     """The embedded corpus's first 2000 lines as the embedded corpus, and a private tokenizer cache."""
     corpus = tmp_path / "corpus.txt.gz"
-    with gzip.open(data.EMBEDDED_CORPUS, "rt", encoding="utf-8") as source, gzip.open(corpus, "wt") as target:
+    with gzip.open(corpus_files.EMBEDDED_CORPUS, "rt", encoding="utf-8") as source, gzip.open(corpus, "wt") as target:
         target.writelines(islice(source, 2000))
-    monkeypatch.setattr(data, "EMBEDDED_CORPUS", corpus)
+    monkeypatch.setattr(corpus_files, "EMBEDDED_CORPUS", corpus)
     monkeypatch.setenv("SYMBERT_CACHE", str(tmp_path / "cache"))
 
 
