@@ -3,7 +3,7 @@
 `ForMaskedLMLoss` (which first copies the logits to fp32). Off the CPU the range check is a device-side assert (a few
 small kernels, no host sync); on the CPU it reads the ids' minimum and maximum back.
 
-    python benchmarks/ablation.py --device cuda --size small --tokens_per_batch 16384 --output benchmarks/results/ablation-cuda
+    python benchmarks/ablation.py --device cuda --size small --tokens_per_batch 16384 --output benchmarks/results/throughput-cuda/ablation-h200
 """
 
 import argparse
@@ -12,9 +12,17 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-from machine import describe_machine  # benchmarks/machine.py
+from report import Stopwatch, header, markdown_table  # benchmarks/report.py
 from throughput import check_at_least_one, check_device, check_seq_len  # benchmarks/throughput.py
-from throughput_timing import PRECISIONS, autocast, build_models, mlm_batch, timed  # benchmarks/throughput_timing.py
+from throughput_timing import (  # benchmarks/throughput_timing.py
+    BERT,
+    PRECISIONS,
+    autocast,
+    build_models,
+    mlm_batch,
+    reference_type,
+    timed,
+)
 from transformers.loss.loss_utils import ForMaskedLMLoss
 
 import symbert.modeling_symbert as modeling
@@ -48,8 +56,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(argv: list[str] | None) -> None:
     args = parse_command_line(argv)
-    device, vocab_size = torch.device(args.device), 30522
-    models, optimizers = build_models(args.size, ["original"], vocab_size, "sdpa", device)
+    device, vocab_size, reference = torch.device(args.device), 30522, reference_type()
+    stopwatch = Stopwatch()
+    models, optimizers = build_models(args.size, [reference], vocab_size, "sdpa", device)
     input_ids, labels = mlm_batch(args.tokens_per_batch // args.seq_len, args.seq_len, vocab_size, device)
 
     def shipped(model: torch.nn.Module) -> torch.Tensor:
@@ -60,10 +69,10 @@ def measure(argv: list[str] | None) -> None:
 
     range_check = "read back on the CPU" if device.type == "cpu" else "device-side assert"
     variants = {
-        "bert": ("bert", shipped, True),
-        "original": ("original", shipped, True),
-        f"original without the id range check ({range_check})": ("original", shipped, False),
-        "original with ForMaskedLMLoss (fp32 logits copy)": ("original", fp32_copy_loss, True),
+        BERT: (BERT, shipped, True),
+        reference: (reference, shipped, True),
+        f"{reference} without the id range check ({range_check})": (reference, shipped, False),
+        f"{reference} with ForMaskedLMLoss (fp32 logits copy)": (reference, fp32_copy_loss, True),
     }
 
     def step(name: str) -> None:
@@ -86,16 +95,18 @@ def measure(argv: list[str] | None) -> None:
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             times[name].append(timed(lambda: step(name), 3, device))
-    bert = statistics.median(times["bert"])
-    lines = ["| variant | train tok/s | ratio to BERT |", "| --- | ---: | ---: |"]
+    bert = statistics.median(times[BERT])
+    rows = []
     for name in variants:
         median = statistics.median(times[name])
-        lines.append(f"| {name} | {input_ids.numel() / median:,.0f} | {bert / median:.3f} |")
+        rows.append([name, f"{input_ids.numel() / median:,.0f}", f"{bert / median:.3f}"])
     command = " ".join(["python", "benchmarks/ablation.py", *argv])
     report = (
-        f"# Ablation: `original` against BERT ({args.size}, seq {args.seq_len}, {args.precision}, sdpa, "
-        f"{args.tokens_per_batch} tokens per batch)\n\nCommand: `{command}`\n\nMachine: {describe_machine()}. "
-        f"Median of {args.rounds} interleaved rounds of 3 training steps.\n\n" + "\n".join(lines) + "\n"
+        f"# Ablation: `{reference}` against BERT ({args.size}, seq {args.seq_len}, {args.precision}, sdpa, "
+        f"{args.tokens_per_batch} tokens per batch)\n\n{header(stopwatch.facts(command))}\n\n"
+        f"Median of {args.rounds} interleaved rounds of 3 training steps.\n\n"
+        + markdown_table(["variant", "train tok/s", "ratio to BERT"], rows)
+        + "\n"
     )
     print(report)
     if args.output:

@@ -9,13 +9,11 @@ Per model: the mean cosine of mean-pooled last hidden states to BERT's, and per 
 attention output against BERT's on the inputs BERT's layer sees (each layer alone). Writes OUTPUT.md and OUTPUT.json.
 """
 
-import os
 import shlex
 import sys
-import time
 from pathlib import Path
 
-from machine import run_line, write_report  # benchmarks/machine.py
+from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
 from transformers import AutoConfig
 
 from symbert import SymBertConfig, SymBertModel
@@ -38,7 +36,7 @@ def measure(argv):
             raise UserError(f"--models {folder!r}: cannot load it as a SymBERT model ({error}).") from error
         if not isinstance(config, SymBertConfig):
             raise UserError(f"--models {folder!r} is a {config.model_type!r} model, not a SymBERT one.")
-    start, load_before = time.perf_counter(), os.getloadavg()
+    stopwatch = Stopwatch()
     _, held_out_texts = calibration_texts(None, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
     held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
@@ -57,25 +55,25 @@ def measure(argv):
         rows.append({"model": name, "attention_type": model.config.attention_type,
                      "mean_cosine": mean_cosine(model, bert, held_out), "layer_errors": errors})  # fmt: skip
         print(f"{name}: mean cosine {rows[-1]['mean_cosine']:.4f}", flush=True)
-    wall, load_after = time.perf_counter() - start, os.getloadavg()
     command = shlex.join(["python", "benchmarks/agreement.py", *argv]).replace(str(Path.home()), "~")
-    table = ["| model | type | mean cosine | " + " | ".join(f"layer {i}" for i in range(config.num_hidden_layers)) + " |",
-             "|---|---|---:|" + "---:|" * config.num_hidden_layers]  # fmt: skip
-    for r in rows:
-        errors = " | ".join(f"{e:.3f}" for e in r["layer_errors"])
-        table.append(f"| `{r['model']}` | `{r['attention_type']}` | {r['mean_cosine']:.4f} | {errors} |")
+    facts = stopwatch.facts(command)
+    table = markdown_table(
+        ["model", "type", "mean cosine", *(f"layer {i}" for i in range(config.num_hidden_layers))],
+        [[f"`{r['model']}`", f"`{r['attention_type']}`", f"{r['mean_cosine']:.4f}", *(f"{e:.3f}" for e in r["layer_errors"])]
+         for r in rows],
+        ["---", "---", *["---:"] * (1 + config.num_hidden_layers)],
+    )  # fmt: skip
     report = "\n\n".join(
         [
             "# Agreement with BERT",
-            f"Command: `{command}`",
-            run_line(wall, load_before, load_after),
+            header(facts),
             f"BERT: {args.bert.replace(str(Path.home()), '~')}. {len(held_out)} held-out lines of the embedded corpus. "
             "Mean cosine of mean-pooled last hidden states to BERT's; per layer, the relative error of the attention "
             "output against BERT's on BERT's inputs to that layer.",
-            "\n".join(table),
+            table,
         ]
     )
-    write_report(args.output, report, {"command": command, "wall_seconds": wall, "rows": rows})
+    write_report(args.output, report, {**facts, "rows": rows})
     print(report)
 
 

@@ -2,7 +2,7 @@
 the seeds, how soon each leaves the unigram plateau and reaches the reference type's final eval loss.
 
     python benchmarks/convergence.py --seeds 1,2,3,4,5 --parallel 2 --plateau_margin 1.0 \
-        --summary_dir benchmarks/results/convergence-cpu -- --recipe cpu-demo --output_dir outputs/convergence \
+        --summary_dir benchmarks/results/convergence/cpu-d16-books -- --recipe cpu-demo --output_dir outputs/convergence \
         --max_steps 1200 --lr_scheduler_type constant_with_warmup --eval_steps 50 --eval_blocks 400
 
 Everything after `--` goes to `symbert-pretrain` (a recipe and its overrides). `--types` takes attention types,
@@ -39,7 +39,6 @@ import os
 import shlex
 import stat
 import statistics
-import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from itertools import zip_longest
@@ -49,6 +48,7 @@ from pathlib import Path
 import matplotlib
 import torch
 from machine import describe_machine  # benchmarks/machine.py
+from report import Stopwatch, load_text, markdown_table  # benchmarks/report.py
 from scipy import stats
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -578,23 +578,16 @@ def format_difference(difference, fmt, num_seeds):
 
 
 def markdown_tables(rows, num_seeds):
-    header = "| attention type | " + " | ".join(title for title, _ in METRICS.values()) + " |"
-    rule = "| --- |" + " ---: |" * len(METRICS)
-    absolute = [header, rule] + [
-        f"| {row['attention_type']} | "
-        + " | ".join(format_mean_std(row[metric], fmt, num_seeds) for metric, (_, fmt) in METRICS.items())
-        + " |"
-        for row in rows
-    ]
-    paired = [header, rule] + [
-        f"| {row['attention_type']} | "
-        + " | ".join(
-            format_difference(row[metric]["vs_reference"], fmt, num_seeds) for metric, (_, fmt) in METRICS.items()
-        )
-        + " |"
-        for row in rows[1:]
-    ]
-    return "\n".join(absolute), "\n".join(paired)
+    """The mean ± std table of every row, and the paired table of every row but the reference's."""
+
+    def table(table_rows, cell):
+        cells = [[row["attention_type"], *(cell(row[metric], fmt) for metric, (_, fmt) in METRICS.items())]
+                 for row in table_rows]  # fmt: skip
+        return markdown_table(["attention type", *(title for title, _ in METRICS.values())], cells)
+
+    absolute = table(rows, lambda entry, fmt: format_mean_std(entry, fmt, num_seeds))
+    paired = table(rows[1:], lambda entry, fmt: format_difference(entry["vs_reference"], fmt, num_seeds))
+    return absolute, paired
 
 
 def plot_mean_and_spread(ax, index, label, steps, per_step):
@@ -644,10 +637,11 @@ def run_facts(run, args, num_runs, train_minutes, rebuilt_by):
         if counts["reused"]:
             session += f" and reused {counts['reused']} finished by an earlier one"
         rebuilt = f" {session}; the wall time and load are its own.{rebuilt}"
+    code = f"Code: commit {run['commit']}. " if "commit" in run else ""  # absent from records of older versions
+    date = f" Date {run['date']}." if "date" in run else ""
     return (
-        f"Machine: {run['machine']}. Wall time {run['wall_seconds'] / 60:.1f} min; {loops}; load average (1, 5, 15 "
-        f"min) {tuple(round(x, 2) for x in run['load_average_start'])} at the start, "
-        f"{tuple(round(x, 2) for x in run['load_average_end'])} at the end.{rebuilt}"
+        f"{code}Machine: {run['machine']}.{date} Wall time {run['wall_seconds'] / 60:.1f} min; {loops}; load average "
+        f"(1, 5, 15 min) {load_text(run['load_average_start'], run['load_average_end'])}.{rebuilt}"
     )
 
 
@@ -682,8 +676,7 @@ def run_study(argv):
     args, run_args, model_args, data_args, training_args = parse_command_line(argv)
     summary_dir = Path(args.summary_dir or training_args.output_dir)
     run_record_path = Path(training_args.output_dir) / RUN_RECORD
-    load_before = os.getloadavg()
-    start = time.perf_counter()
+    stopwatch = Stopwatch()
     results, counts = run_all(args, run_args, model_args, data_args, training_args)
     summary_dir.mkdir(parents=True, exist_ok=True)
     rebuilt_by = "with --summarize_only" if args.summarize_only else None
@@ -693,12 +686,8 @@ def run_study(argv):
         run = read_run_record(run_record_path)
     else:
         run = {
-            "command": shlex.join(["python", "benchmarks/convergence.py", *argv]),
+            **stopwatch.facts(shlex.join(["python", "benchmarks/convergence.py", *argv])),
             "parallel": args.parallel,
-            "machine": describe_machine(),
-            "wall_seconds": time.perf_counter() - start,
-            "load_average_start": load_before,
-            "load_average_end": os.getloadavg(),
             "runs": counts,
         }
         write_atomically(run_record_path, lambda file: json.dump(run, file, indent=2))

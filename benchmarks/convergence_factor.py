@@ -5,8 +5,8 @@ it), whether the two have the same sign, and the change between the studies: (ef
 interval and the p-value of Welch's t-test over the per-seed differences (the studies' seeds are not paired with each
 other: the data differ).
 
-    python benchmarks/convergence_factor.py books=benchmarks/results/convergence-cpu-d64/convergence.json \
-        python_docs=benchmarks/results/convergence-cpu-d64-python-docs/convergence.json
+    python benchmarks/convergence_factor.py books=benchmarks/results/convergence/cpu-d64-books/convergence.json \
+        python_docs=benchmarks/results/convergence/cpu-d64-python-docs/convergence.json
 
 A step metric compares the seeds that reach it; "step to reach the target" is each study's own target (the
 reference's final loss there), so across studies of different lengths compare its sign, not its size, and add
@@ -28,6 +28,7 @@ from convergence import (  # benchmarks/convergence.py
     read_json_file,
     whole_number,
 )
+from report import markdown_table  # benchmarks/report.py
 from scipy import stats
 
 from symbert.cli import UserError, command_parser, run_command
@@ -38,7 +39,7 @@ def parse_study(text: str) -> tuple[str, dict]:
     label, separator, path = text.partition("=")
     if not separator or not label or not path:
         raise UserError(
-            f"study {text!r}: give it as LABEL=PATH, e.g. books=benchmarks/results/convergence-cpu/convergence.json"
+            f"study {text!r}: give it as LABEL=PATH, e.g. books=benchmarks/results/convergence/cpu-d16-books/convergence.json"
         )
     return label, read_study(label, path)
 
@@ -177,11 +178,9 @@ def comparison_table(studies: list[tuple[str, dict]], loss_at_step: int | None =
     shared = [name for name in rows_a if name in rows_b and name != reference]
     if not shared:
         raise UserError(f"the studies {label_a} and {label_b} have no attention type in common besides {reference!r}")
-    lines = [
-        f"| type | metric | {label_a}: vs `{reference}` | {label_b}: vs `{reference}` | sign | "
-        f"change ({label_b} − {label_a}) |",
-        "|---|---|---|---|---|---|",
-    ]
+    titles = ["type", "metric", f"{label_a}: vs `{reference}`", f"{label_b}: vs `{reference}`", "sign"]
+    titles.append(f"change ({label_b} − {label_a})")
+    lines = []
     for name in shared:
         for metric, (title, fmt) in metrics.items():
             first = per_seed_differences(rows_a[name], rows_a[reference], metric)
@@ -195,11 +194,9 @@ def comparison_table(studies: list[tuple[str, dict]], loss_at_step: int | None =
                 format_difference(effect, fmt, len(rows[name][metric]["per_seed"]))
                 for effect, rows in zip(effects, (rows_a, rows_b))
             ]
-            lines.append(
-                f"| `{name}` | {title} | {effect_texts[0]} | {effect_texts[1]} | {sign_verdict(effects)} | "
-                f"{format_difference(change, fmt, change['seeds'] if change else 0)} |"
-            )
-    return "\n".join(lines)
+            change_text = format_difference(change, fmt, change["seeds"] if change else 0)
+            lines.append([f"`{name}`", title, *effect_texts, sign_verdict(effects), change_text])
+    return markdown_table(titles, lines, "---")
 
 
 def compare(argv: list[str]) -> None:

@@ -10,13 +10,11 @@ of the embedded corpus (the same split as `symbert-convert`). Writes OUTPUT.md a
 machine, the load and the wall time.
 """
 
-import os
 import shlex
 import sys
-import time
 from pathlib import Path
 
-from machine import run_line, write_report  # benchmarks/machine.py
+from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
 
 from symbert import ATTENTION_TYPES, attention_class
 from symbert.attention_symbert import SymBertSelfAttention
@@ -37,7 +35,7 @@ def measure(argv):
     ]
     if not types:
         raise UserError("None of --types has a fit to BERT's attention.")
-    start, load_before = time.perf_counter(), os.getloadavg()
+    stopwatch = Stopwatch()
     fit_texts, held_out_texts = calibration_texts(None, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
     held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
@@ -59,37 +57,40 @@ def measure(argv):
             }
         )
         print(f"{kind}: cosine copy {rows[-1]['copy_cosine']:.4f}, fit {rows[-1]['fit_cosine']:.4f}", flush=True)
-    wall, load_after = time.perf_counter() - start, os.getloadavg()
     command = shlex.join(["python", "benchmarks/conversion.py", *argv]).replace(str(Path.home()), "~")
-    write(args, command, config, rows, len(fit_texts), len(held_out), wall, load_before, load_after)
+    write(args, stopwatch.facts(command), config, rows, len(fit_texts), len(held_out))
 
 
-def write(args, command, config, rows, fit_count, held_out_count, wall, load_before, load_after):
+def write(args, facts, config, rows, fit_count, held_out_count):
     layers = config.num_hidden_layers
-    header = "| type | mean cosine, copy | mean cosine, fit | " + " | ".join(
-        f"layer {i} copy / fit" for i in range(layers)
+    table = markdown_table(
+        ["type", "mean cosine, copy", "mean cosine, fit", *(f"layer {i} copy / fit" for i in range(layers))],
+        [
+            [
+                f"`{r['attention_type']}`",
+                f"{r['copy_cosine']:.4f}",
+                f"{r['fit_cosine']:.4f}",
+                *(
+                    f"{c:.3f} / {f:.3f}{'' if k == 'fit' else ' (copy kept)'}"
+                    for c, f, k in zip(r["copy_errors"], r["fit_errors"], r["kept"])
+                ),
+            ]
+            for r in rows
+        ],
     )
-    table = [header + " |", "|---|---:|---:|" + "---:|" * layers]
-    for r in rows:
-        cells = " | ".join(
-            f"{c:.3f} / {f:.3f}{'' if k == 'fit' else ' (copy kept)'}"
-            for c, f, k in zip(r["copy_errors"], r["fit_errors"], r["kept"])
-        )
-        table.append(f"| `{r['attention_type']}` | {r['copy_cosine']:.4f} | {r['fit_cosine']:.4f} | {cells} |")
     report = "\n\n".join(
         [
             "# Conversion from a pretrained BERT: the copy against the fit",
-            f"Command: `{command}`",
-            run_line(wall, load_before, load_after),
+            header(facts),
             f"BERT: {config.num_hidden_layers} layers × {config.hidden_size}, {config.num_attention_heads} heads "
             f"({args.bert.replace(str(Path.home()), '~')}). Calibration: {fit_count} lines of the embedded corpus (a "
             f"quarter of them held out to choose fit or copy per layer); {held_out_count} other lines held out for the "
             "figures. Mean cosine: of mean-pooled last hidden states to BERT's, over the held-out lines (1 = BERT's "
             "own). Layers: relative error ‖attention output − BERT's‖ / ‖BERT's‖ on held-out text, copy / fit.",
-            "\n".join(table),
+            table,
         ]
     )
-    write_report(args.output, report, {"command": command, "wall_seconds": wall, "rows": rows})
+    write_report(args.output, report, {**facts, "rows": rows})
     print(report)
 
 

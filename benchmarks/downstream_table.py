@@ -13,10 +13,9 @@ compared silently. Writes OUTPUT.md and OUTPUT.json.
 import json
 import math
 import shlex
-import sys
 from pathlib import Path
 
-from machine import write_report  # benchmarks/machine.py
+from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
 
 from symbert.cli import UserError, command_parser, run_command
 from symbert.hub_cards.plan import protocol_differences
@@ -47,14 +46,17 @@ def table(argv):
     parser.add_argument("--reference", required=True, help="the label of the row the gaps are measured to")
     parser.add_argument("--output", required=True, help="results path without suffix")
     args = parser.parse_args(argv)
+    stopwatch = Stopwatch()
     rows = dict(read_row(item) for item in args.rows)
     if args.reference not in rows:
         raise UserError(f"--reference {args.reference!r} is none of the rows' labels: {', '.join(rows)}.")
     reference = rows[args.reference]
     tasks = list(dict.fromkeys(task for results in rows.values() for task in results["aggregates"]["tasks"]))
-    header = "| model | " + " | ".join(f"{task}: mean (std), seeds | gap to {args.reference}" for task in tasks) + " |"
-    lines = [header, "|---|" + "---:|---:|" * len(tasks)]
-    record = {"command": shlex.join(["python", *sys.argv]), "reference": args.reference, "rows": {}, "tasks": {}}
+    titles = ["model"] + [
+        title for task in tasks for title in (f"{task}: mean (std), seeds", f"gap to {args.reference}")
+    ]
+    table_rows = []
+    record = {"reference": args.reference, "rows": {}, "tasks": {}}
     for label, results in rows.items():
         record["rows"][label] = {}
         for task, aggregate in results["aggregates"]["tasks"].items():
@@ -76,7 +78,7 @@ def table(argv):
                 if entry["not_comparable"]:
                     gap += f" ({'; '.join(entry['not_comparable'])})"
                 cells += [f"{entry['mean']:.2f} ({entry['std']:.2f}), {len(entry['scores'])}", gap]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        table_rows.append([label, *cells])
     for task in tasks:
         baseline = next(
             (r["aggregates"]["tasks"][task].get("baseline") for r in rows.values() if task in r["aggregates"]["tasks"]),
@@ -87,10 +89,10 @@ def table(argv):
     bases = "; ".join(
         f"{task}: majority {b['majority']:.2f}, chance {b['chance']:.2f}" for task, b in record["tasks"].items()
     )
-    report = "\n".join(
-        [f"```bash\n{record['command']}\n```", "", *lines, "", f"Baselines on the same dev sets: {bases}."]
-    )
-    write_report(args.output, report, record)
+    facts = stopwatch.facts(shlex.join(["python", "benchmarks/downstream_table.py", *argv]))
+    table_text = markdown_table(titles, table_rows)
+    report = "\n\n".join([header(facts), table_text, f"Baselines on the same dev sets: {bases}."])
+    write_report(args.output, report, {**facts, **record})
     print(report)
 
 

@@ -12,22 +12,18 @@ SymBERT type, same sizes, 2 labels, fused AdamW) is warmed up, then the models a
 """
 
 import argparse
-import json
-import os
 import shlex
 import statistics
 import time
 from pathlib import Path
 
 import torch
-import transformers
-from machine import describe_machine  # benchmarks/machine.py
-from throughput_timing import BERT, PRECISIONS, autocast, synchronize
+from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
+from throughput_timing import BERT, PRECISIONS, autocast, headline_types, synchronize  # benchmarks/throughput_timing.py
 from transformers import BertConfig, BertForSequenceClassification
 
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForSequenceClassification
 from symbert.cli import UserError, command_parser, run_command
-from symbert.files import write_atomically
 from symbert.training.arguments import check_output_dir
 
 VOCAB_SIZE = 30522
@@ -40,7 +36,7 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size", default="base", choices=list(SIZE_PRESETS))
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--attn_implementation", default="sdpa", choices=("eager", "sdpa"))
-    parser.add_argument("--types", nargs="+", default=["original", "symmetric"], choices=ATTENTION_TYPES)
+    parser.add_argument("--types", nargs="+", default=list(headline_types()), choices=ATTENTION_TYPES)
     parser.add_argument("--batch_size", type=int, default=32, help="pairs per batch (symbert-glue's default)")
     parser.add_argument("--min_length", type=int, default=16, help="shortest pair, in tokens")
     parser.add_argument("--max_length", type=int, default=128, help="longest pair (symbert-glue's max_seq_length)")
@@ -103,7 +99,7 @@ def build_models(args: argparse.Namespace, device: torch.device) -> dict[str, to
 def measure(argv: list[str] | None) -> None:
     args = parse_command_line(argv)
     device = torch.device(args.device)
-    load_before, start = os.getloadavg(), time.perf_counter()
+    stopwatch = Stopwatch()
     batches = glue_shaped_batches(args, device)
     models = build_models(args, device)
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=2e-5, fused=True) for name, model in models.items()}
@@ -148,51 +144,42 @@ def measure(argv: list[str] | None) -> None:
         row["vs_bert"] = row["real_tokens_per_second"] / bert_rate
     all_real = sum(int(batch["attention_mask"].sum()) for batch in batches)
     all_padded = sum(batch["input_ids"].numel() for batch in batches)
-    wall_seconds, load_after = time.perf_counter() - start, os.getloadavg()
     command = shlex.join(["python", "benchmarks/finetune_throughput.py", *(argv or [])])
-    write_results(args, command, rows, 1 - all_real / all_padded, wall_seconds, load_before, load_after)
+    write_results(args, stopwatch.facts(command), rows, 1 - all_real / all_padded)
 
 
-def write_results(args, command, rows, padding_share, wall_seconds, load_before, load_after) -> None:
-    table = [
-        "| model | train tokens/s (real) | train tokens/s (padded) | vs BERT |",
-        "| --- | ---: | ---: | ---: |",
-        *(
-            f"| {r['model']} | {r['real_tokens_per_second']:,.0f} | {r['padded_tokens_per_second']:,.0f} | "
-            f"{r['vs_bert']:.3f} |"
+def write_results(args: argparse.Namespace, facts: dict, rows: list[dict], padding_share: float) -> None:
+    table = markdown_table(
+        ["model", "train tokens/s (real)", "train tokens/s (padded)", "vs BERT"],
+        [
+            [
+                r["model"],
+                f"{r['real_tokens_per_second']:,.0f}",
+                f"{r['padded_tokens_per_second']:,.0f}",
+                f"{r['vs_bert']:.3f}",
+            ]
             for r in rows
-        ),
-    ]
+        ],
+    )
     report = "\n\n".join(
         [
             f"# Fine-tuning throughput on GLUE-shaped batches ({args.device})",
-            f"Command: `{command}`",
-            f"Machine: {describe_machine()}; transformers {transformers.__version__}. Wall time "
-            f"{wall_seconds / 60:.1f} min. Load average (1, 5, 15 min): {tuple(round(x, 2) for x in load_before)} at "
-            f"the start, {tuple(round(x, 2) for x in load_after)} at the end.",
+            header(facts),
             f"Size {args.size}, {args.precision}, {args.attn_implementation}; {args.batches} batches of "
             f"{args.batch_size} pairs of {args.min_length}-{args.max_length} tokens (uniform), each padded to its "
             f"longest ({padding_share:.0%} of the tokens are padding); sequence classification, 2 labels, fused "
             f"AdamW. Median of {args.rounds} interleaved rounds of {args.steps_per_round} steps after "
             f"{args.warmup} warm-up steps; `real` counts the unpadded tokens.",
-            "\n".join(table),
+            table,
         ]
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(args.output.with_suffix(".md"), lambda file: file.write(report + "\n"))
     record = {
-        "command": command,
-        "machine": describe_machine(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        **facts,
         "settings": {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()},
         "padding_share": padding_share,
-        "wall_seconds": wall_seconds,
-        "load_average_start": load_before,
-        "load_average_end": load_after,
         "rows": rows,
     }
-    write_atomically(args.output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    write_report(args.output, report, record)
     print(report)
 
 

@@ -1,4 +1,4 @@
-"""Every GPU figure of docs/performance.md and docs/scale.md from one command, within a wall-clock budget.
+"""Every GPU figure of docs/speed.md and docs/scale.md from one command, within a wall-clock budget.
 
     python benchmarks/gpu_check.py --output benchmarks/results/gpu-check              # one GPU, at most 9 minutes
     python benchmarks/gpu_check.py --dry_run --budget 240 --output /tmp/gpu-check     # the CPU rehearsal of the tests
@@ -29,7 +29,6 @@ every part on the CPU with tiny shapes, so that the command cannot rot between t
 """
 
 import argparse
-import datetime
 import json
 import os
 import shlex
@@ -43,9 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import transformers
-from machine import describe_machine  # benchmarks/machine.py
-from throughput_timing import flash_attention_available, matmul_flops_per_second, training_flops_per_token
+from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
+from throughput_timing import (  # benchmarks/throughput_timing.py
+    flash_attention_available,
+    headline_types,
+    matmul_flops_per_second,
+    reference_type,
+    training_flops_per_token,
+)
 
 from symbert import ATTENTION_TYPES, SymBertConfig
 from symbert.cli import UserError, command_parser, run_command
@@ -53,9 +57,10 @@ from symbert.files import write_atomically
 from symbert.training.arguments import RECIPES_DIR, check_output_dir
 
 BENCHMARKS = Path(__file__).resolve().parent
-# the compiled part's first process: BERT's own attention and paper 1's headline type. On an H100 each compiled model
-# takes about 50 s to compile (training and inference graphs), so the rest run last, in what the budget leaves.
-FIRST_COMPILED_TYPES = ("original", "symmetric")
+# the compiled part's first process: BERT's own attention and the first type registered after it (paper 1's headline
+# type). On an H100 each compiled model takes about 50 s to compile (training and inference graphs), so the rest run
+# last, in what the budget leaves.
+FIRST_COMPILED_TYPES = headline_types()
 PART_NAMES = (
     "throughput-eager",
     "throughput-compiled",
@@ -181,7 +186,7 @@ def plan(args: argparse.Namespace, workdir: Path) -> list[Part]:
     )  # fmt: skip
     chosen = args.types or ATTENTION_TYPES
     others = [kind for kind in chosen if kind not in FIRST_COMPILED_TYPES]
-    first = [kind for kind in chosen if kind in FIRST_COMPILED_TYPES] or ["original"]
+    first = [kind for kind in chosen if kind in FIRST_COMPILED_TYPES] or [reference_type()]
     eager += ["--types", *chosen]
 
     def compiled_types(types: list[str], suffix: str) -> list[str]:
@@ -297,22 +302,16 @@ def shown(command: list[str], args: argparse.Namespace, workdir: Path) -> str:
     return text.replace(str(args.output), "OUTPUT").replace(str(workdir), "WORK")
 
 
-def write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load_before, load_after) -> None:
-    rows = [
-        f"| {part.name} | {part.status} | {part.seconds:.0f} | {'; '.join(shown(c, args, workdir) for c in part.commands)} |"
-        for part in parts
-    ]
+def write_summary(args, facts, parts, recipe, matmul, workdir) -> None:
+    rows = [[part.name, part.status, f"{part.seconds:.0f}", "; ".join(shown(c, args, workdir) for c in part.commands)]
+            for part in parts]  # fmt: skip
     lines = [
         f"# GPU check{' (CPU dry run: no figure here is a measurement)' if args.dry_run else ''}",
-        f"Command: `{shlex.join(['python', 'benchmarks/gpu_check.py', *argv])}`",
-        f"Machine: {describe_machine()}; transformers {transformers.__version__}; Python "
-        f"{sys.version.split()[0]}. Date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}. "
-        f"Wall time {wall_seconds / 60:.1f} min of a {args.budget / 60:.1f}-min budget. Load average (1, 5, 15 min): "
-        f"{tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in load_after)} at the end.",
+        header(facts, [f"a {args.budget / 60:.1f}-min budget"]),
         f"An 8192³ bf16 matrix product on this GPU: {matmul / 1e12:,.0f} TFLOP/s (best of five, warm)."
         if matmul
         else "",
-        "| part | status | seconds | command |\n| --- | --- | ---: | --- |\n" + "\n".join(rows),
+        markdown_table(["part", "status", "seconds", "command"], rows, ["---", "---", "---:", "---"]),
     ]
     if recipe is not None:
         rates = ", ".join(f"{rate:,.0f}" for rate in recipe["logged_rates"])
@@ -327,18 +326,11 @@ def write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load
         )
     for part in parts:
         lines += [f"- {part.name}: {note}" for note in part.notes]
-    report = "\n\n".join(line for line in lines if line) + "\n"
-    write_atomically(args.output / "summary.md", lambda file: file.write(report))
+    report = "\n\n".join(line for line in lines if line)
     record = {
-        "command": shlex.join(["python", "benchmarks/gpu_check.py", *argv]),
-        "machine": describe_machine(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        **facts,
         "dry_run": args.dry_run,
         "budget_seconds": args.budget,
-        "wall_seconds": wall_seconds,
-        "load_average_start": load_before,
-        "load_average_end": load_after,
         "parts": [
             {
                 "name": p.name,
@@ -352,14 +344,14 @@ def write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load
         "recipe": recipe,
         "matmul_bf16_flops_per_second": matmul,
     }
-    write_atomically(args.output / "summary.json", lambda file: json.dump(record, file, indent=2))
+    write_report(args.output / "summary", report, record)
     print(report)
 
 
 def check(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_command_line(argv)
-    start, load_before = time.monotonic(), os.getloadavg()
+    stopwatch, start = Stopwatch(), time.monotonic()
     args.output.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as workdir:
         workdir = Path(workdir)
@@ -382,8 +374,8 @@ def check(argv: list[str] | None) -> None:
                 write_atomically(args.output / "recipe-metrics.json", lambda f: json.dump(recipe, f, indent=2))
             except (ValueError, KeyError, OSError) as error:
                 next(p for p in parts if p.name == "recipe").notes.append(f"no figures: {error}")
-        wall_seconds = time.monotonic() - start
-        write_summary(args, argv, parts, recipe, matmul, workdir, wall_seconds, load_before, os.getloadavg())
+        facts = stopwatch.facts(shlex.join(["python", "benchmarks/gpu_check.py", *argv]))
+        write_summary(args, facts, parts, recipe, matmul, workdir)
 
 
 def main(argv: list[str] | None = None) -> None:

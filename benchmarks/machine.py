@@ -1,26 +1,28 @@
-"""One line naming the machine a benchmark ran on, for the results files; how a CPU benchmark keeps its memory."""
+"""One line naming the machine a benchmark ran on, for the results files (benchmarks/report.py's header); how a CPU
+benchmark keeps its memory."""
 
+import contextlib
 import ctypes
 import ctypes.util
-import datetime
-import json
 import os
 import platform
 import subprocess
-from pathlib import Path
 
 
 def describe_machine():
     import torch  # here, so that keep_freed_memory can be used before torch is imported
 
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as file:
-            cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), cpu)
-    except OSError:
-        pass
     gpu = f"{torch.cuda.get_device_name()} (driver {gpu_driver()}), " if torch.cuda.is_available() else "no GPU, "
-    return f"{gpu}{cpu}, {os.cpu_count()} CPU cores; torch {torch.__version__}"
+    return f"{gpu}{cpu_model()}, {os.cpu_count()} CPU cores; torch {torch.__version__}"
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, or the architecture where it has none."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as file:
+        for line in file:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.machine()
 
 
 def gpu_driver() -> str:
@@ -46,27 +48,3 @@ def keep_freed_memory():
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
-
-
-def run_line(wall_seconds, load_before, load_after):
-    """The results files' line on where and when a run ran: machine, versions, threads, date, wall time, load."""
-    import torch
-    import transformers
-
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    return (
-        f"Machine: {describe_machine()}; transformers {transformers.__version__}; {torch.get_num_threads()} torch "
-        f"threads. Date {date}. Wall time {wall_seconds / 60:.1f} min. Load average (1, 5, 15 min): "
-        f"{tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in load_after)} at the end."
-    )
-
-
-def write_report(output, report, record):
-    """OUTPUT.md (the report) and OUTPUT.json (the record, with the machine), each written atomically."""
-    from symbert.files import write_atomically
-
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(output.with_suffix(".md"), lambda file: file.write(report + "\n"))
-    record = {**record, "machine": describe_machine()}
-    write_atomically(output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))

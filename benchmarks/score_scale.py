@@ -14,10 +14,12 @@ and the weight it puts on its own token.
 import copy
 
 import torch
+from report import markdown_table  # benchmarks/report.py
 
-from symbert import SymBertConfig, SymBertModel
+from symbert import BERT_ATTENTION_TYPE, SymBertConfig, SymBertModel
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 from symbert.cli import command_parser, run_command
+from symbert.configuration_symbert import NO_QUERY_SCALINGS, PAIRWISE_INITS
 
 # (column title, size preset, config overrides): cpu-demo's shape, the same model with the paper's head size, and the
 # paper's small and base models with BERT's initialisation
@@ -29,7 +31,23 @@ SHAPES = (
 )
 # each shape's block length (the recipes' max_seq_length) and how many blocks the measured table averages over
 BLOCKS = ((32, 64), (32, 64), (512, 1), (512, 1))
-SETTINGS = {"pairwise": ({}, {"pairwise_init": "identity"}), "no_query": ({}, {"no_query_scaling": "standard"})}
+# the config's choices of how a type starts or scales its scores: a type gets a row for each other value of those it
+# reads, i.e. those that change its initial_score_moments
+SCORE_CHOICES = {"pairwise_init": PAIRWISE_INITS, "no_query_scaling": NO_QUERY_SCALINGS}
+
+
+def type_settings(attention_type: str) -> list[dict]:
+    """The type's default settings ({}), then each other value of a SCORE_CHOICES field that changes its scores."""
+    moments = SYMBERT_SELF_ATTENTION_CLASSES[attention_type].initial_score_moments
+    default = SymBertConfig(attention_type=attention_type)
+    settings = [{}]
+    for name, values in SCORE_CHOICES.items():
+        for value in values:
+            if value != getattr(default, name) and moments(
+                SymBertConfig(attention_type=attention_type, **{name: value})
+            ) != moments(default):
+                settings.append({name: value})
+    return settings
 
 
 def settings() -> list[tuple[str, str, dict]]:
@@ -37,7 +55,7 @@ def settings() -> list[tuple[str, str, dict]]:
     return [
         (f"`{attention_type}`" + "".join(f", {key}={value}" for key, value in setting.items()), attention_type, setting)
         for attention_type in SYMBERT_SELF_ATTENTION_CLASSES
-        for setting in SETTINGS.get(attention_type, ({},))
+        for setting in type_settings(attention_type)
     ]
 
 
@@ -93,20 +111,16 @@ def cell(moments: dict, reference: dict) -> str:
 def print_table(argv: list[str]) -> None:
     command_parser(__doc__.split("\n\n")[0]).parse_args(argv)  # no options: --help, and a one-line error for any
     table = rows()
-    reference = next(moments for name, moments in table if name == "`original`")
-    print("| type | " + " | ".join(title for title, _, _ in SHAPES) + " |")
-    print("|---|" + "---:|" * len(SHAPES))
-    for name, moments in table:
-        print(f"| {name} | " + " | ".join(cell(m, r) for m, r in zip(moments, reference)) + " |")
+    reference = next(moments for name, moments in table if name == f"`{BERT_ATTENTION_TYPE}`")
+    shape_rows = [[name, *(cell(m, r) for m, r in zip(moments, reference))] for name, moments in table]
+    print(markdown_table(["type", *(title for title, _, _ in SHAPES)], shape_rows))
     print()
     titles = [f"{title.split(':')[0]}, {tokens} tokens" for (title, _, _), (tokens, _) in zip(SHAPES, BLOCKS)]
     print("Attention at initialisation, measured: effective keys per query of the block; weight on its own token")
     print()
-    print("| type | " + " | ".join(titles) + " |")
-    print("|---|" + "---:|" * len(SHAPES))
-    for name, measured in measured_rows():
-        cells = [f"{m['effective_keys']:.1f}; self {m['self_weight']:.2f}" for m in measured]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    measured = [[name, *(f"{m['effective_keys']:.1f}; self {m['self_weight']:.2f}" for m in cells)]
+                for name, cells in measured_rows()]  # fmt: skip
+    print(markdown_table(["type", *titles], measured))
 
 
 def main(argv: list[str] | None = None) -> None:

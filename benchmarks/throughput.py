@@ -40,20 +40,19 @@ by this process's CPU time instead of the wall clock, which the other processes 
 freed, so each step faults ~1 GB of fresh zeroed pages, kernel time that is the same work for every model of a size
 but varied from 1.0 to 3.4 s for one 7-s step of the same model on one machine, with its memory state.
 
-Writes `OUTPUT.md` and `OUTPUT.json` (default benchmarks/results/throughput-DEVICE) with the machine, the command,
+Writes `OUTPUT.md` and `OUTPUT.json` (default benchmarks/results/throughput-DEVICE/throughput) with the machine, the command,
 the load average and the wall time. This file is the command line; the models and their timing are in
 throughput_timing.py, the ratios, targets, tables and output files in throughput_report.py.
 """
 
 import argparse
-import os
 import shlex
-import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 from machine import keep_freed_memory  # benchmarks/machine.py
+from report import Stopwatch  # benchmarks/report.py
 from throughput_report import add_ratios_and_targets, format_checks, format_table, profile_table, write_results
 from throughput_timing import (  # benchmarks/throughput_timing.py
     CLOCKS,
@@ -152,7 +151,9 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
         "--matmul_size", type=int, default=None, help="MFU reference product size (default: 8192 on CUDA, 2048 on CPU)"
     )
     parser.add_argument(
-        "--output", default=None, help="results path without suffix (default: benchmarks/results/throughput-DEVICE)"
+        "--output",
+        default=None,
+        help="results path without suffix (default: benchmarks/results/throughput-DEVICE/throughput)",
     )
     parser.add_argument(
         "--profile",
@@ -201,7 +202,7 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     args.types = [reference] + [kind for kind in dict.fromkeys(args.types) if kind != reference]
     args.modes = [mode for mode in MODES if mode in args.modes]
     args.heads = [head for head in HEADS if head in args.heads]
-    args.output = Path(args.output or f"benchmarks/results/throughput-{args.device}")
+    args.output = Path(args.output or f"benchmarks/results/throughput-{args.device}/throughput")
     check_output_dir(args.output.parent, "output")  # now, not after the measurements
     return args
 
@@ -226,8 +227,7 @@ def measure(argv: list[str] | None) -> None:
 def run(args: argparse.Namespace, argv: list[str] | None) -> None:
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    load_before = os.getloadavg()
-    start = time.perf_counter()
+    stopwatch = Stopwatch()
     rows = []
     command = shlex.join(["python", "benchmarks/throughput.py", *argv])
     for size in args.sizes:
@@ -239,19 +239,17 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> None:
                     print(format_table(setting_rows, cuda), flush=True)
                     rows += setting_rows
                     # each setting's rows are kept as soon as they are measured: a run stopped later keeps them
-                    elapsed, load_now = time.perf_counter() - start, os.getloadavg()
-                    write_results(args, command, rows, None, None, elapsed, load_before, load_now)
+                    write_results(args, stopwatch.facts(command), rows, None, None)
     checks = check_implementations(args, device, args.sizes[0], args.seq_lens[0]) if cuda else None
     profile = None
     if args.profile:
         setting = (args.sizes[-1], args.seq_lens[0], args.precisions[0], args.attn_implementations[0])
         profile = profile_table(profile_steps(args, device, *setting), *setting)
-    wall_seconds = time.perf_counter() - start
-    load_after = os.getloadavg()
-    write_results(args, command, rows, checks, profile, wall_seconds, load_before, load_after)
+    facts = stopwatch.facts(command)
+    write_results(args, facts, rows, checks, profile)
     if checks is not None:
         print(format_checks(checks))
-    print(f"Wall time {wall_seconds / 60:.1f} min. Results in {args.output}.md and .json")
+    print(f"Wall time {facts['wall_seconds'] / 60:.1f} min. Results in {args.output}.md and .json")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,10 @@
 OUTPUT.md and OUTPUT.json files (see throughput.py's docstring)."""
 
 import argparse
-import json
-import os
 import statistics
 
 import torch
-import transformers
-from machine import describe_machine  # benchmarks/machine.py
+from report import header, markdown_table, write_report  # benchmarks/report.py
 from throughput_timing import (  # benchmarks/throughput_timing.py
     BERT,
     CLOCKS,
@@ -22,7 +19,6 @@ from throughput_timing import (  # benchmarks/throughput_timing.py
 )
 
 from symbert import attention_class
-from symbert.files import write_atomically
 
 SPEED_TOLERANCE = 0.02  # target: ratio to original ≥ FLOP ratio − this
 BERT_TARGET = 0.98  # target: original ≥ this × BERT (full head, same mode)
@@ -100,22 +96,21 @@ def profile_table(
     original = next((entry for entry in entries if entry.name == reference), None)
     if original is not None:
         share = shares[reference]
-        lines = [
+        intro = (
             f"If a type's matrix products took `original`'s time over its FLOP ratio r and the rest ({1 - share:.1%} "
             f"of `original`'s step here) were the same work, its ratio to `original` would be 1 / (p / r + 1 − p) "
-            f"with p = {share:.3f}:",
-            "",
-            "| type | FLOP ratio r | that ratio | target (r − 0.02) |",
-            "| --- | ---: | ---: | ---: |",
-        ]
+            f"with p = {share:.3f}:"
+        )
         original_flops = training_flops_per_token(original.config, seq_len)
+        rows = []
         for entry in entries:
             if entry.name in (BERT, reference):
                 continue
             flops = original_flops / training_flops_per_token(entry.config, seq_len)
             bound = 1 / (share / flops + 1 - share)
-            lines.append(f"| {entry.name} | {flops:.3f} | {bound:.3f} | {flops - SPEED_TOLERANCE:.3f} |")
-        tables.append("\n".join(lines))
+            rows.append([entry.name, f"{flops:.3f}", f"{bound:.3f}", f"{flops - SPEED_TOLERANCE:.3f}"])
+        titles = ["type", "FLOP ratio r", "that ratio", "target (r − 0.02)"]
+        tables.append(f"{intro}\n\n{markdown_table(titles, rows)}")
     return "\n\n".join(tables)
 
 
@@ -176,21 +171,18 @@ def format_table(rows: list[dict], cuda: bool = False) -> str:
             15,
             ("target vs BERT (class)", "---", lambda r: target_text(r["train_target"], r["meets_target"])),
         )
-    lines = [
-        "| " + " | ".join(name for name, _, _ in columns) + " |",
-        "| " + " | ".join(align for _, align, _ in columns) + " |",
-    ]
-    for row in rows:
-        lines.append("| " + " | ".join(cell(row) for _, _, cell in columns) + " |")
-    return "\n".join(lines)
+    return markdown_table(
+        [name for name, _, _ in columns],
+        [[cell(row) for _, _, cell in columns] for row in rows],
+        [align for _, align, _ in columns],
+    )
 
 
 def format_checks(checks: list[dict]) -> str:
     columns = list(dict.fromkeys(key for row in checks for key in row if key != "model"))
-    lines = ["| model | " + " | ".join(columns) + " |", "| --- |" + " ---: |" * len(columns)]
-    for row in checks:
-        lines.append(f"| {row['model']} | " + " | ".join(f"{row[c]:.2e}" if c in row else "" for c in columns) + " |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["model", *columns], [[row["model"], *(f"{row[c]:.2e}" if c in row else "" for c in columns)] for row in checks]
+    )
 
 
 def describe_run(args: argparse.Namespace, device: torch.device) -> str:
@@ -252,48 +244,31 @@ def describe_run(args: argparse.Namespace, device: torch.device) -> str:
 
 
 def write_results(
-    args: argparse.Namespace,
-    command: str,
-    rows: list[dict],
-    checks: list[dict] | None,
-    profile: str | None,
-    wall_seconds: float,
-    load_before: tuple[float, float, float],
-    load_after: tuple[float, float, float],
+    args: argparse.Namespace, facts: dict, rows: list[dict], checks: list[dict] | None, profile: str | None
 ) -> None:
-    """OUTPUT.md (the machine, the command, how the numbers were taken, the tables) and OUTPUT.json (the same facts
-    and every row)."""
+    """OUTPUT.md (the header, how the numbers were taken, the tables) and OUTPUT.json (the same facts and every row);
+    `facts`: report.facts of the run so far."""
     cuda = args.device == "cuda"
-    threads = f"{torch.get_num_threads()} torch threads" if not cuda else f"{os.cpu_count()} CPU cores"
     settings = {(r["size"], r["seq_len"], r["precision"], r["attn_implementation"]): r for r in rows}
     recompiled = sum(row["graphs_compiled_while_timed"] for row in settings.values())
-    header = [
+    flash = f"flash-attn {'installed' if flash_attention_available(args.device) else 'not installed'}"
+    parts = [
         f"# Throughput and memory against transformers' BertForMaskedLM ({args.device})",
-        f"Command: `{command}`",
-        f"Machine: {describe_machine()}; transformers {transformers.__version__}; {threads}; "
-        f"flash-attn {'installed' if flash_attention_available(args.device) else 'not installed'}. "
-        f"Wall time {wall_seconds / 60:.1f} min. Load average (1, 5, 15 min): "
-        f"{tuple(round(x, 2) for x in load_before)} at the start, {tuple(round(x, 2) for x in load_after)} at the end.",
+        header(facts, [flash]),
         describe_run(args, torch.device(args.device)),
         format_table(rows, cuda),
     ]
     if recompiled:
-        header.insert(-1, f"**Warning**: {recompiled} graph(s) were compiled during the timed rounds.")
+        parts.insert(-1, f"**Warning**: {recompiled} graph(s) were compiled during the timed rounds.")
     if checks is not None:
-        header += [
+        parts += [
             "## bf16 attention implementations against eager fp32 (relative L2 error of the logits)",
             format_checks(checks),
         ]
     if profile is not None:
-        header += ["## torch.profiler, one training step (self time)", profile]
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    report = "\n\n".join(header) + "\n"
-    write_atomically(args.output.with_suffix(".md"), lambda file: file.write(report))
+        parts += ["## torch.profiler, one training step (self time)", profile]
     record = {
-        "command": command,
-        "machine": describe_machine(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        **facts,
         "threads": torch.get_num_threads() if not cuda else None,
         "clock": args.clock,
         "cpu_memory": "kept" if args.memory_kept else "released",
@@ -304,10 +279,7 @@ def write_results(
         "rounds": args.rounds,
         "steps_per_round": args.steps_per_round,
         "tokens_per_batch": args.tokens_per_batch,
-        "wall_seconds": wall_seconds,
-        "load_average_start": load_before,
-        "load_average_end": load_after,
         "rows": rows,
         "implementation_checks": checks,
     }
-    write_atomically(args.output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+    write_report(args.output, "\n\n".join(parts), record)

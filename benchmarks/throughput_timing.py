@@ -15,7 +15,7 @@ import torch
 import transformers
 from transformers import BertConfig, BertForMaskedLM
 
-from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
+from symbert import BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 
 PRECISIONS = ("fp32", "bf16")
@@ -25,15 +25,16 @@ HEADS = ("full", "sparse")
 BERT = "bert"
 MASK_RATE = 0.15  # labelled positions per sequence, as BERT's pre-training
 PREDICTION_RATE = 0.2  # default max_predictions_per_seq = ceil(0.2 × seq_len)
-# What the attention classes say, for classes that do not say it yet (see reference_type, memory_target_types)
-FALLBACK_REFERENCE = "original"
-FALLBACK_MEMORY_TARGET_TYPES = ("shared", "mhe_add", "mhe_mul")
+# What the attention classes say, for classes that do not say it yet (see reference_type, memory_target_types): BERT's
+# own type, the config's default; and no memory target where no class claims a saving
+FALLBACK_REFERENCE = BERT_ATTENTION_TYPE
+FALLBACK_MEMORY_TARGET_TYPES = ()
 
 
 def reference_type() -> str:
     """The attention type every path's ratios are taken to: BERT's own self-attention, the registered class that sets
     `is_bert_reference = True` in its own body (gqa and symmetric_init subclass `original`'s class but are not BERT).
-    Where no class has the attribute (classes that predate it), `original`."""
+    Where no class has the attribute (classes that predate it), the config's default type (BERT_ATTENTION_TYPE)."""
     classes = SYMBERT_SELF_ATTENTION_CLASSES
     if not any(hasattr(cls, "is_bert_reference") for cls in classes.values()):
         return FALLBACK_REFERENCE
@@ -45,11 +46,18 @@ def reference_type() -> str:
 
 def memory_target_types() -> tuple[str, ...]:
     """The types whose training memory should be below `original`'s: the registered classes with
-    `saves_attention_memory = True`. Where no class has the attribute (classes that predate it), shared and MHE."""
+    `saves_attention_memory = True`. Where no class has the attribute (classes that predate it), none."""
     classes = SYMBERT_SELF_ATTENTION_CLASSES
     if not any(hasattr(cls, "saves_attention_memory") for cls in classes.values()):
         return FALLBACK_MEMORY_TARGET_TYPES
     return tuple(name for name, cls in classes.items() if cls.saves_attention_memory)
+
+
+def headline_types() -> tuple[str, str]:
+    """The two types a short benchmark runs first: the reference (BERT's own) and the first type registered after it
+    (the registry lists the types in the project's order: its first alternative to BERT's attention)."""
+    reference = reference_type()
+    return reference, next(name for name in SYMBERT_SELF_ATTENTION_CLASSES if name != reference)
 
 
 def flash_attention_available(device: str) -> bool:

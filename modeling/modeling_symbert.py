@@ -687,7 +687,7 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             # With the Trainer's num_items_in_batch it averages over all masked tokens of the accumulated, all-device
             # batch, not per micro-batch. Unlike `self.loss_function` it takes the logits in their own dtype, as BERT
             # does: that function's fp32 copy of bf16 logits cost ~1 GB and 2-5% of a training step on an H200
-            # (benchmarks/results/throughput-cuda.md).
+            # (benchmarks/results/throughput-cuda/h200.md).
             logits, targets = _rows_to_score(
                 prediction_scores.view(-1, self.config.vocab_size), labels.view(-1).to(prediction_scores.device)
             )

@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerBase
 from . import corpus_files
 from .arguments import DataArguments
 from .block_cutting import SkippedRecords, cut_blocks
-from .corpus_files import EMBEDDED_CORPUS, describe_source, file_fingerprint, stream_files, uses_embedded_corpus
+from .corpus_files import describe_source, file_fingerprint, uses_embedded_corpus
 from .masking import ResumableMLMCollator
 from .prepared import PreparedBlocks, folder_tokenizer, load_prepared
 from .tokenizer import corpus_tokenizer, tokenizer_fingerprint
@@ -104,6 +104,3 @@ def data_fingerprint(data_args: DataArguments, tokenizer: PreTrainedTokenizerBas
         "block_length": data_args.max_seq_length,
         "training_blocks": None if isinstance(train_blocks, IterableDataset) else len(train_blocks),
     }
-
-
-__all__ = ["EMBEDDED_CORPUS", "stream_files"]  # read from here by benchmarks/data_pipeline.py (to be updated)
