@@ -197,7 +197,7 @@ def plan(args: argparse.Namespace, workdir: Path) -> list[Part]:
 
     recipe = recipe_file(args, workdir)
     blocks, run = workdir / "blocks", workdir / "run"
-    prepare = module("symbert.training.prepared", "--recipe", str(recipe), "--output_dir", str(blocks))
+    prepare = module("symbert.training.prepare_data", "--recipe", str(recipe), "--output_dir", str(blocks))
     prepare += ["--num_proc", str(min(8, os.cpu_count() or 1))]
     pretrain = module("symbert.training.pretrain", "--recipe", str(recipe), "--blocks_dir", str(blocks))
     pretrain += ["--output_dir", str(run)]

@@ -1,14 +1,11 @@
-"""Tokenise once: symbert-prepare-data tokenises and blocks a corpus (local files, a Hub dataset, streamed or not, or
-the embedded corpus) into memory-mapped shards of token ids with a manifest, and symbert-pretrain --blocks_dir DIR
-trains from them with no tokenizer in the data path.
+"""Tokenise once: a corpus (local files, a Hub dataset, streamed or not, or the embedded corpus) tokenised and cut
+into memory-mapped shards of token ids with a manifest (symbert-prepare-data, prepare_data.py), which
+symbert-pretrain --blocks_dir DIR trains from with no tokenizer in the data path.
 
-    symbert-prepare-data --recipe cpu-demo --output_dir data/cpu-demo --num_proc 2
-    symbert-pretrain --recipe cpu-demo --blocks_dir data/cpu-demo --output_dir outputs/from-blocks
-
-It takes symbert-pretrain's data arguments (a recipe's included) and writes into --output_dir: train-NNNNN.bin (blocks
-× block length raw token ids; one shard per process that cut them), held_out.bin (the held-out blocks), tokenizer/ and
-manifest.json (the source, the block length, the tokenizer's fingerprint, the block counts, the held-out split). The
-folder appears whole or not at all: it is written under a temporary name beside it and renamed when complete.
+The folder holds train-NNNNN.bin (blocks × block length raw token ids; one shard per process that cut them),
+held_out.bin (the held-out blocks), tokenizer/ and manifest.json (the source, the block length, the tokenizer's
+fingerprint, the block counts and each shard's sha256, the held-out split: manifest.py). It appears whole or not at
+all: it is written under a temporary name beside it and renamed when complete.
 """
 
 import json
@@ -24,9 +21,9 @@ from datasets import Dataset, IterableDataset
 from filelock import FileLock, Timeout
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from ..cli import UserError, run_command
+from ..cli import UserError
 from ..files import write_error
-from .arguments import DataArguments, parse_arguments
+from .arguments import DataArguments
 from .block_cutting import cut_blocks
 from .blocks import stream_for_reader
 from .corpus_files import describe_source
@@ -334,22 +331,3 @@ def prepared_once(data_args: DataArguments, folder: str | Path, seed: int) -> Da
         manifest = prepare(data_args, folder, seed)
         print(f"Prepared {manifest['train']['blocks']:,} training blocks once, in {folder}")
     return replace(data_args, blocks_dir=str(folder))
-
-
-def main(argv: list[str] | None = None) -> None:
-    run_command(run, argv)
-
-
-def run(argv: list[str]) -> None:
-    _, _, data_args, training_args = parse_arguments(argv, usage=__doc__)
-    if data_args.blocks_dir is not None:
-        raise UserError("symbert-prepare-data writes a blocks folder: pass --output_dir, not --blocks_dir.")
-    manifest = prepare(data_args, training_args.output_dir, seed=training_args.seed)
-    print(
-        f"Prepared {manifest['train']['blocks']:,} training and {manifest['held_out']['blocks']:,} held-out blocks of "
-        f"{manifest['block_length']} tokens from {manifest['source']} in {training_args.output_dir}"
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -328,13 +328,13 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatc
 def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_path):
     driver = (
         "import os, signal, sys\n"
-        "from symbert.training import prepared\n"
+        "from symbert.training import prepare_data, prepared\n"
         "original = prepared.write_blocks\n"
         "def write_then_die(path, *args):\n"
         "    original(path, *args)\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "prepared.write_blocks = write_then_die\n"
-        "prepared.main(sys.argv[1:])\n"
+        "prepare_data.main(sys.argv[1:])\n"
     )
     folder = tmp_path / "blocks"
     killed = subprocess.run([sys.executable, "-c", driver, *run_args(corpus, folder)], capture_output=True)
