@@ -21,7 +21,7 @@ import torch
 import transformers
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
-from huggingface_hub.utils import yaml_dump
+from huggingface_hub.utils import validate_repo_id, yaml_dump
 from packaging.requirements import Requirement
 from transformers import TrainingArguments
 
@@ -255,6 +255,32 @@ def paper_protocol() -> dict:
     }
 
 
+def escaped(value: Any) -> str:
+    """Free text from an input file or option (a data set's description, the hardware, a baseline's label, a
+    teacher's name) as a card shows it: on one line (line breaks and tabs become spaces, so it can end no table row
+    nor start a block), HTML's & < > as entities (no tag, such as <script> or <img onerror=...>, reaches the card) and
+    Markdown's \\ ` [ ] | backslash-escaped (no code span, link or table cell): it reads as written."""
+    text = " ".join(str(value).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`\[\]|])", r"\\\1", text)
+
+
+def code(value: Any) -> str:
+    """A name as a code span (`BertModel`), or escaped text where it could not be one (it holds a backtick, a table
+    bar or a line break): a recorded name is shown as written either way."""
+    text = str(value)
+    return f"`{text}`" if re.fullmatch(r"[^`|\s<>]+( [^`|\s<>]+)*", text) else escaped(text)
+
+
+def is_repo_id(name: str) -> bool:
+    """Whether the Hub accepts `name` as a repository id (huggingface_hub's rules: letters, digits, - _ . only)."""
+    try:
+        validate_repo_id(name)
+    except ValueError:
+        return False
+    return True
+
+
 def shown(value: Any) -> Any:
     """A protocol value for the card: lists joined, a local path by its name only."""
     if isinstance(value, list):
@@ -334,7 +360,7 @@ def glue_table(results: dict, baselines: list[tuple[str, dict]] = ()) -> str:
     and the task's baselines (majority class / chance) with the verdict against them, then the GLUE score."""
     tasks = results["aggregates"]["tasks"]
     glue_only = any(TASKS[name].in_glue_mean for name in tasks if name in TASKS)
-    labels = [label for label, _ in baselines]
+    labels = [escaped(label) for label, _ in baselines]  # --baselines LABEL=FILE: free text in a table header
     rows = [
         "| task | metric | mean ± std (%) | seeds | "
         + "".join(f"{label} (%) | " for label in labels)
@@ -419,14 +445,14 @@ def render(model_name: str, data: ModelCardData, template: Path = TEMPLATE, **te
 
 def files_named(card_text: str) -> list[str]:
     """Relative link and image targets in the card's Markdown: files that must be in the repository."""
-    targets = re.findall(r"\]\(([^)\s]+)\)", card_text)
+    targets = re.findall(r"(?<!\\)\]\(([^)\s]+)\)", card_text)  # an escaped "\]" (`escaped`) ends no link
     return sorted({t.split("#")[0] for t in targets if not re.match(r"[a-z]+://|#|mailto:", t)} - {""})
 
 
 # ---------------------------------------------------------------------------------------------- card values
 
 EMBEDDED_CORPUS_DESCRIPTION = (
-    "the embedded corpus: nine public-domain English books (Project Gutenberg e-texts, 1811–1892), Jane Austen's "
+    "the embedded corpus: nine public-domain English books (Project Gutenberg e-texts, https://www.gutenberg.org, 1811–1892), Jane Austen's "
     "Sense and Sensibility, Pride and Prejudice, Mansfield Park, Emma, Northanger Abbey and Persuasion, Lewis "
     "Carroll's Alice's Adventures in Wonderland, Mark Twain's The Adventures of Tom Sawyer and Arthur Conan Doyle's "
     "The Adventures of Sherlock Holmes, as the symbert package ships them (training/corpus/SOURCE.md there names "
@@ -439,9 +465,9 @@ def dataset_text(data_arguments: dict) -> tuple[str, str | None]:
     DataArguments): a Hub data set, local files, or the embedded corpus."""
     if data_arguments.get("dataset_name"):
         config = f" ({data_arguments['dataset_config']})" if data_arguments.get("dataset_config") else ""
-        return f"{data_arguments['dataset_name']}{config}, split {data_arguments.get('dataset_split')}", data_arguments[
-            "dataset_name"
-        ]
+        name = data_arguments["dataset_name"]
+        hub_id = name if isinstance(name, str) and is_repo_id(name) else None  # the metadata takes Hub ids only
+        return f"{name}{config}, split {data_arguments.get('dataset_split')}", hub_id
     if data_arguments.get("train_files"):
         return "local files: " + ", ".join(Path(f).name for f in data_arguments["train_files"]), None
     return EMBEDDED_CORPUS_DESCRIPTION, None
@@ -541,7 +567,7 @@ class MadeFrom:
         conversion = record.get("conversion")
         name = teacher.get("name") or (conversion or {}).get("bert")
         if base_model is None and isinstance(name, str) and name.count("/") == 1 and not name.startswith((".", "/")):
-            base_model = name
+            base_model = name if is_repo_id(name) else None  # a name the Hub would refuse links nowhere
         return cls(
             teacher=name,
             license=teacher.get("license") or (conversion or {}).get("bert_license"),
@@ -558,11 +584,14 @@ class MadeFrom:
 
     @property
     def teacher_text(self) -> str:
-        name = (
-            f"[{self.base_model}](https://huggingface.co/{self.base_model})" if self.base_model else f"`{self.teacher}`"
-        )
-        licence = f"licence {self.license}" if self.license else "licence not stated in its card"
+        name = f"[{self.base_model}](https://huggingface.co/{self.base_model})" if self.base_model else self.heading
+        licence = f"licence {escaped(self.license)}" if self.license else "licence not stated in its card"
         return f"{name} ({licence})"
+
+    @property
+    def heading(self) -> str:
+        """The teacher's name for the card's "Made from" heading: its Hub id, else its recorded name, escaped."""
+        return self.base_model or code(self.teacher)
 
     @property
     def loss(self) -> str:
@@ -571,7 +600,8 @@ class MadeFrom:
 
     def items(self, training: "Training | None") -> list[str]:
         """The card's "Made from" section, item by item."""
-        items = [f"Teacher: {self.teacher_text}{f', a `{self.architecture}`' if self.architecture else ''}."]
+        architecture = f", a {code(self.architecture)}" if self.architecture else ""
+        items = [f"Teacher: {self.teacher_text}{architecture}."]
         if self.conversion:
             conversion, layers = self.conversion, self.conversion.get("layers") or []
             fitted = sum(row.get("kept") == "fit" for row in layers)
@@ -582,11 +612,11 @@ class MadeFrom:
             )
             cosine = conversion.get("held_out_mean_cosine") or {}
             items.append(
-                f"Conversion (`symbert-convert`): each layer's `{conversion.get('attention_type')}` attention fitted in "
-                f"closed form to the teacher's on the inputs that layer sees ({conversion.get('fit_texts')} texts of "
-                f"{shown(conversion.get('calibration'))}), the fit kept in {fitted} of {len(layers)} layers where it "
+                f"Conversion (`symbert-convert`): each layer's {code(conversion.get('attention_type'))} attention "
+                f"fitted in closed form to the teacher's on the inputs that layer sees ({escaped(conversion.get('fit_texts'))} "
+                f"texts of {escaped(shown(conversion.get('calibration')))}), the fit kept in {fitted} of {len(layers)} layers where it "
                 "beat copying the tensors of the same name. Relative error of the attention output against the "
-                f"teacher's on {conversion.get('held_out_texts')} held-out texts, copied → fitted: {errors}."
+                f"teacher's on {escaped(conversion.get('held_out_texts'))} held-out texts, copied → fitted: {errors}."
             )
             if "copy" in cosine and "fit" in cosine:
                 items.append(
@@ -827,6 +857,8 @@ def card_values(
     config, the repository, the provenance record, for trained models their `Training` and (release cards) their
     glue_results.json, and the plain BERT export on the `bert` branch when there is one."""
     parameters, original = parameter_counts(config)
+    if training is not None:  # --dataset, --hardware or as recorded: free text, shown as written
+        training = replace(training, dataset=escaped(training.dataset), machine=escaped(training.machine))
     values = dict(
         kind=kind,
         repo_id=repo_id,
@@ -863,7 +895,7 @@ def card_values(
             benchmark=results_benchmark(results),
             glue_score_shown=results_benchmark(results) == benchmark_name(),
             glue_table=glue_table(results, baselines),
-            baseline_models=[label for label, _ in baselines],
+            baseline_models=[escaped(label) for label, _ in baselines],
             glue_baselines=glue_baselines_text(results),
             seeds=seeds_text(results),
             protocol=protocol_text(results["protocol"]),

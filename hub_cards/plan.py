@@ -2,7 +2,9 @@
 results (matched by the sha256 of its weights), checkpoints and repository id, checked before anything is staged."""
 
 import json
+import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -18,10 +20,12 @@ from ..cli import UserError
 from ..files import sentence_transformers_files, write_atomically
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
-from ..training.summary import TrainingSummary
+from ..training.glue_data import TASKS
+from ..training.glue_scoring import CORRELATIONS, aggregate, learning_verdict
+from ..training.summary import TrainingSummary, boolean, is_integer, is_number, mapping, number
 from . import card as cards
 from .options import ReleaseOptions
-from .values import check_log_history, check_results
+from .values import check_log_history, check_results, differs, score_ranges
 
 RESULTS_FILE = "glue_results.json"
 GLUE_PLOT = "glue_vs_step.png"
@@ -89,9 +93,26 @@ def regular_file(path: str | Path) -> Path:
     return Path(path)
 
 
+def unique_keys(path: str | Path):
+    """A json.loads object_pairs_hook refusing a key given twice in one object (a task, a seed or a field listed
+    twice): Python's JSON keeps the last silently, so the card would show one of two values."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys):
+            twice = next(key for key in keys if keys.count(key) > 1)
+            raise UserError(
+                f"{path}: the key {twice!r} is given {keys.count(twice)} times in one JSON object; each key (a task, "
+                "a seed, a field) is given once."
+            )
+        return dict(pairs)
+
+    return hook
+
+
 def read_json(path: str | Path) -> Any:
     try:
-        return json.loads(regular_file(path).read_text(encoding="utf-8"))
+        return json.loads(regular_file(path).read_text(encoding="utf-8"), object_pairs_hook=unique_keys(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{path} is not valid JSON ({error}).") from None
     except RecursionError:
@@ -132,7 +153,9 @@ class PretrainingRun:
         for name in REQUIRED_TRAINING_FILES:
             if not os.path.lexists(folder / name):
                 raise UserError(f"{folder} lacks {name}: is it a symbert-pretrain output folder?")
-        return cls(folder, TrainingSummary.read(folder), read_log_history(folder / "trainer_state.json"))
+        summary = TrainingSummary.read(folder)
+        check_training_arguments(folder / TrainingSummary.FILE_NAME, summary.training_arguments)
+        return cls(folder, summary, read_log_history(folder / "trainer_state.json"))
 
     @property
     def training_arguments(self) -> dict:
@@ -176,7 +199,9 @@ class PretrainingRun:
     def data(self, dataset: str | None = None) -> tuple[str, str | None]:
         """(description, Hub dataset id or None) of the pre-training data: `dataset` (--dataset), else as recorded."""
         if dataset:
-            return dataset, dataset if "/" in dataset else None  # Hub ids have a namespace
+            return dataset, dataset if "/" in dataset and cards.is_repo_id(
+                dataset
+            ) else None  # Hub ids have a namespace
         if self.summary.data_arguments is None:
             raise UserError(
                 f"{self.folder}/{TrainingSummary.FILE_NAME} does not record the pre-training data (an older output); "
@@ -209,6 +234,31 @@ class PretrainingRun:
             train_runtime=self.runtime,
             final_eval_loss=summary.final_eval_loss,
         )
+
+
+# The training arguments the card's training table shows, where TrainingSummary's checks (training/summary.py) allow
+# more than a run can have trained with: (low, high, low excluded, integer), as `in_range` reads them
+TRAINING_ARGUMENT_RANGES = {
+    "learning_rate": (0.0, math.inf, True, False),  # 0 never trains; AdamW refuses a negative rate
+    "adam_epsilon": (0.0, math.inf, True, False),
+}
+
+
+def check_training_arguments(path: Path, arguments: dict) -> None:
+    """Refuse training arguments the card would show though no run trained with them: a learning rate or epsilon
+    <= 0, an Adam beta of 1 or more (AdamW refuses them), a scheduler that is not a name."""
+    for key, bounds in TRAINING_ARGUMENT_RANGES.items():
+        in_range(path, f"training_arguments.{key}", arguments[key], *bounds)
+    for key in ("adam_beta1", "adam_beta2"):
+        if not (is_number(arguments[key]) and 0.0 <= arguments[key] < 1.0):
+            raise UserError(f"{path}: training_arguments.{key}={arguments[key]!r} is not a number >= 0 and < 1.")
+    plain_text(
+        path,
+        "training_arguments.lr_scheduler_type",
+        arguments["lr_scheduler_type"],
+        NAME,
+        "a name of letters, digits, _ . -",
+    )
 
 
 def checkpoint_eval_loss(checkpoint: Path, step: int) -> str:
@@ -276,9 +326,161 @@ def read_results_files(paths: list[str | Path], staging_dir: str | Path) -> dict
             continue
         if not isinstance(sha, str) or len(sha) != 64:
             raise UserError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
+        check_listed_once(path, data)
         check_results(path, data)
+        check_shown_results(path, data)
         results[path] = data
     return results
+
+
+# What a card may show of a results file's text as written (in a code span of its protocol line): a name or a path,
+# never Markdown or HTML (no backtick, angle bracket, table bar, link bracket or line break)
+PLAIN_TEXT = re.compile(r"[\w .,:;/+=@~()'-]+")
+PLAIN_TEXT_RULE = "letters, digits, spaces and . , : ; / + = @ ~ ( ) ' -"
+NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # a setting's or key's name: lr_scheduler_type's "linear", "bf16"
+HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+# The ranges of the protocol's numbers the card shows (symbert-glue's pair_protocol): (low, high, low excluded,
+# integer); None is a value the protocol may record (max_steps -1: none; warmup_steps None: a ratio)
+PROTOCOL_RANGES = {
+    "epochs": (0.0, math.inf, True, False),
+    "max_steps": (-1, math.inf, False, True),
+    "learning_rate": (0.0, math.inf, True, False),
+    "warmup_ratio": (0.0, 1.0, False, False),
+    "warmup_steps": (0, math.inf, False, True),
+    "per_device_train_batch_size": (1, math.inf, False, True),
+    "gradient_accumulation_steps": (1, math.inf, False, True),
+    "world_size": (1, math.inf, False, True),
+    "max_length": (1, math.inf, False, True),
+    "weight_decay": (0.0, math.inf, False, False),
+}
+PROTOCOL_NAMES = ("lr_scheduler_type", "precision")
+
+
+def in_range(path: Path, field: str, value: Any, low: float, high: float, low_excluded: bool, integer: bool) -> None:
+    """Refuse `value` unless a finite number (an integer with `integer`) in its range, the range named."""
+    kind = "an integer" if integer else "a finite number"
+    bounds = f"> {low:g}" if low_excluded else f">= {low:g}"
+    bounds += f" and <= {high:g}" if high != math.inf else ""
+    ok = (is_integer(value) if integer else is_number(value)) and math.isfinite(value) and low <= value <= high
+    if not ok or (low_excluded and value == low):
+        raise UserError(f"{path}: {field}={value!r} is not {kind} {bounds}.")
+
+
+def plain_text(
+    path: Path, field: str, value: Any, pattern: re.Pattern = PLAIN_TEXT, rule: str = PLAIN_TEXT_RULE
+) -> str:
+    """`value`, refused unless a string of `pattern` (what a card shows as written): one line naming the value and
+    what is allowed."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise UserError(f"{path}: {field}={value!r} is not plain text for a card: {rule} only.")
+    return value
+
+
+def check_listed_once(path: Path, results: dict) -> None:
+    """Refuse a protocol listing a seed or a task twice, or a task outside the task table, before the aggregates are
+    checked (a seed run twice would make them look wrong instead)."""
+    protocol = mapping(path, "protocol", results.get("protocol"))
+    seeds = protocol.get("seeds")
+    if isinstance(seeds, list) and all(map(is_integer, seeds)) and len(set(seeds)) != len(seeds):
+        raise UserError(f"{path}: protocol.seeds={seeds!r} lists a seed twice; each seed is run once.")
+    tasks = protocol.get("tasks", [])
+    if not isinstance(tasks, list) or any(not isinstance(task, str) or task not in TASKS for task in tasks):
+        raise UserError(
+            f"{path}: protocol.tasks={tasks!r} is not a list of tasks of the task table ({', '.join(TASKS)})."
+        )
+    if len(set(tasks)) != len(tasks):
+        twice = next(task for task in tasks if tasks.count(task) > 1)
+        raise UserError(f"{path}: protocol.tasks={tasks!r} lists {twice!r} twice; each task is listed once.")
+
+
+def check_shown_results(path: Path, results: dict) -> None:
+    """What `check_results` leaves to the release, refused in one line naming the field and what is allowed: the
+    protocol's numbers out of their range (a learning rate <= 0, a batch of 0, ...), its names and texts that are not
+    plain (HTML or Markdown would reach the card), a task or seed listed twice or unknown, scores of seeds the
+    protocol does not list, per-run metrics out of their range or other than the scores (`runs`), baselines and
+    per-seed GLUE scores other than the scores give, and data hashes that are not sha256 digests."""
+    protocol, scores = results["protocol"], results["scores"]
+    for key, value in protocol.items():
+        if not NAME.fullmatch(key):
+            raise UserError(f"{path}: protocol has the key {key!r}, which is not a name: letters, digits, _ . - only.")
+        if key in PROTOCOL_RANGES and value is not None:
+            in_range(path, f"protocol.{key}", value, *PROTOCOL_RANGES[key])
+        elif key in PROTOCOL_NAMES and value is not None:
+            plain_text(path, f"protocol.{key}", value, NAME, "a name of letters, digits, _ . -")
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            where = f"protocol.{key}" + (f"[{i}]" if isinstance(value, list) else "")
+            if isinstance(item, str):
+                plain_text(path, where, item)
+            elif item is not None and not isinstance(item, (bool, int, float)):
+                raise UserError(f"{path}: {where}={item!r} is not a number, name or list of them.")
+    if protocol.get("learning_rate") is None:
+        raise UserError(f"{path}: protocol.learning_rate is missing: the card shows the learning rate it ran with.")
+    seeds = protocol["seeds"]
+    names = {str(seed) for seed in seeds}
+    for name, by_seed in scores.items():
+        if unknown := sorted(set(by_seed) - names):
+            raise UserError(
+                f"{path}: scores.{name} has seed(s) {', '.join(map(repr, unknown))}, which protocol.seeds "
+                f"({seeds!r}) does not list: the card says which seeds its scores are over."
+            )
+    check_runs(path, results)
+    expected = aggregate(scores, seeds)["glue"]
+    stored = results["aggregates"]["glue"]
+    if "per_seed" in stored:
+        per_seed = mapping(path, "aggregates.glue.per_seed", stored["per_seed"])
+        if per_seed.keys() != expected["per_seed"].keys():
+            differs(path, "aggregates.glue.per_seed", per_seed, expected["per_seed"])
+        for seed, value in expected["per_seed"].items():
+            differs(path, f"aggregates.glue.per_seed.{seed}", per_seed[seed], value)
+    ranges = score_ranges()
+    for name, task in results["aggregates"]["tasks"].items():
+        if task.get("baseline") is None:
+            continue  # results of an older symbert-glue: the card says "not recorded"
+        field = f"aggregates.tasks.{name}.baseline"
+        baseline = mapping(path, field, task["baseline"])
+        for key in ("majority", "chance"):  # what the card's columns show: numbers in the score's range
+            number(path, f"{field}.{key}", baseline.get(key), *ranges[name])
+        number(path, f"{field}.margin", baseline.get("margin"), 0.0)
+        boolean(path, f"{field}.did_not_learn", baseline.get("did_not_learn"))
+        if "standard_error" in baseline:  # symbert-glue's record: the margin and verdict follow from it
+            number(path, f"{field}.standard_error", baseline["standard_error"], 0.0)
+            if "n" in baseline:
+                number(path, f"{field}.n", baseline["n"], 1, integer=True)
+            verdict = learning_verdict(task, baseline)
+            for key in ("best", "margin", "did_not_learn"):
+                if key in baseline:
+                    differs(path, f"{field}.{key}", baseline[key], verdict[key])
+        else:  # the verdict the card shows is the mean against the better baseline and the margin it shows
+            best = max(baseline["majority"], baseline["chance"])
+            differs(
+                path, f"{field}.did_not_learn", baseline["did_not_learn"], task["mean"] <= best + baseline["margin"]
+            )
+    for task, digest in mapping(path, "data_sha256", results.get("data_sha256") or {}).items():
+        if digest is not None and not (isinstance(digest, str) and HEX_DIGEST.fullmatch(digest)):
+            raise UserError(f"{path}: data_sha256.{task}={digest!r} is not a sha256 hex digest (64 of 0-9a-f) or null.")
+
+
+def check_runs(path: Path, results: dict) -> None:
+    """The per-run metrics (`runs`: {task: {seed: metrics}}, fractions, as symbert-glue measured them): each in its
+    metric's range (accuracy and F1 in [0, 1], correlations in [-1, 1]), and a run's `score` (percent) the score the
+    file holds for that task and seed, where it holds one."""
+    runs = mapping(path, "runs", results.get("runs") or {})
+    scores = results["scores"]
+    for task, by_seed in runs.items():
+        if task not in TASKS:
+            raise UserError(f"{path}: runs has {task!r}, which is not a task of the task table ({', '.join(TASKS)}).")
+        spec = TASKS[task]
+        for seed, metrics in mapping(path, f"runs.{task}", by_seed).items():
+            for key, value in mapping(path, f"runs.{task}.{seed}", metrics).items():
+                field = f"runs.{task}.{seed}.{key}"
+                if key == "score":
+                    number(path, field, value, *score_ranges()[spec.scores[0].name])
+                    if seed in scores.get(spec.scores[0].name, {}):  # a run the file holds no score of is not shown
+                        differs(path, field, value, scores[spec.scores[0].name][seed])
+                elif key.startswith(CORRELATIONS):  # matthews_correlation, pearson, spearmanr
+                    number(path, field, value, -1.0, 1.0)
+                else:
+                    number(path, field, value, 0.0, 1.0)
 
 
 # what a baseline's protocol may differ in from the model's: where its data were read from

@@ -16,7 +16,8 @@ this project and reproduces the source model's logits (the export without remote
 auto_map, and within 1e-5 relative of the source's outputs on a fixed batch), its card's model-index and its .eval_results/glue.yaml (the
 Hub's current format) parse back into the same GLUE results, the GLUE results name its weights, every file the card
 names is there, its code files are this project's (by sha256), its config.json holds what was staged (the source's: no
-key added, removed or changed) and it holds no pickle. Nothing is pushed unless every model passes.
+key added, removed or changed), the `bert` export's difference from the model that its provenance and both cards state
+is the one measured again, and it holds no pickle. Nothing is pushed unless every model passes.
 
 Nothing is unpickled: the training arguments come from `training_summary.json` ("training_arguments", written by
 `symbert-pretrain`), and no training_args.bin, optimizer or RNG state is staged. Every repository id is checked with
@@ -28,6 +29,7 @@ own; all repositories join the `--collection`.
 The token comes from HF_TOKEN or `hf auth login` and is only ever handed to `HfApi`.
 """
 
+import re
 import sys
 import tempfile
 from importlib.metadata import version
@@ -43,7 +45,7 @@ from .options import ReleaseOptions
 from .plan import GLUE_PLOT, RESULTS_RULE, Stage, Staging, plan_models
 from .pushing import push_or_explain, show
 from .staging import stage_model, stage_tiny_random
-from .validation import validate
+from .validation import gone, validate
 
 
 def parse_arguments(argv: list[str]) -> ReleaseOptions:
@@ -100,12 +102,16 @@ def parse_arguments(argv: list[str]) -> ReleaseOptions:
         label, _, path = item.rpartition("=")
         if not label.strip() or not path:
             parser.error(f"--baselines {item!r} is not LABEL=FILE (a label, '=', a glue_results.json file)")
+        if label.strip() in [known for known, _ in baselines]:
+            parser.error(f"--baselines gives the label {label.strip()!r} twice; each baseline is listed once")
         baselines.append((label.strip(), path))
     if args.base_model is not None:
         try:
             validate_repo_id(args.base_model)
         except ValueError as error:
             parser.error(f"--base_model {args.base_model!r} is not a Hub repository id ({error})")
+    if not TAG.fullmatch(args.tag):  # the cards pin it, in text and in Python code
+        parser.error(f"--tag {args.tag!r} is not a tag name: letters, digits and . _ + - only, e.g. v0.1.0")
     if args.tiny_random == bool(args.models):
         parser.error("give model folders, or --tiny_random (not both)")
     if args.checkpoints and not all(s.strip().isdigit() for s in args.checkpoints.split(",")):
@@ -140,6 +146,21 @@ def parse_arguments(argv: list[str]) -> ReleaseOptions:
         base_model=args.base_model,
         without_results=args.without_results,
     )
+
+
+TAG = re.compile(r"[A-Za-z0-9][\w.+-]*")
+
+
+def check_still_staged(stages: list[Stage]) -> None:
+    """Refuse, in one line naming it, a staged file gone since validation (deleted by hand, or by a run beside this
+    one): the push would fail part way. Nothing staged is touched; a rerun stages it again."""
+    for stage in stages:
+        if missing := gone(stage):
+            raise UserError(
+                f"{stage.folder / missing[0]} was staged and validated but is missing now"
+                + (f" (and {len(missing) - 1} more: {', '.join(missing[1:4])})" if len(missing) > 1 else "")
+                + "; run symbert-release again to stage it anew. Nothing was pushed."
+            )
 
 
 def release(options: ReleaseOptions) -> list[Stage]:
@@ -180,6 +201,7 @@ def release(options: ReleaseOptions) -> list[Stage]:
             "and no file is a pickle."
         )
         if options.push:
+            check_still_staged(stages)
             push_or_explain(stages, HfApi(token=token), options)
         else:
             show(stages, options)

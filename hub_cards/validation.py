@@ -1,27 +1,35 @@
 """Validation of staged folders before any push: each loads in a fresh process and reproduces its source model, its
 files are the ones the card names, its code is the project's, its config is the source's, and nothing is a pickle. A
 `bert` revision (main's plain BERT export) loads without remote code as transformers' own BERT class, holds no code
-and no auto_map, and its outputs on a fixed batch are the source model's within bert_export's bound."""
+and no auto_map, its outputs on a fixed batch are the source model's within bert_export's bound, and the difference its
+provenance.json and cards (its own and main's) state is the one measured again. A staged file deleted since staging is
+named, never read."""
 
 import json
+import math
 import os
 import re
 import stat
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+import transformers
 from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 from .. import SymBertForMaskedLM
 from ..cli import UserError
 from ..modeling_symbert import BERT_CLASSES
 from ..tools import fresh_load
-from ..tools.bert_export import BOUND, check_inputs, load_symbert, output_tensors, relative_difference
+from ..tools.bert_export import BOUND, CHECK_BATCH, check_inputs, load_symbert, output_tensors, relative_difference
+from ..training.summary import is_number
 from . import card as cards
 from .plan import CHECK_TEXTS, PICKLE_SUFFIXES, RESULTS_FILE, Stage, read_json, sha256
 from .staging import code_files, code_hashes
@@ -89,6 +97,12 @@ def reference_outputs(source: Path) -> tuple[list[list[int]], torch.Tensor]:
 def check_files(stage: Stage) -> list[str]:
     """Problems with the staged folder's card, GLUE results and provenance (everything but loading the model)."""
     folder, problems = stage.folder, []
+    tokenizers = [name for name in ("tokenizer.json", "vocab.txt") if (folder / name).is_file()]
+    missing = [name for name in ("README.md", "model.safetensors", "provenance.json") if not (folder / name).is_file()]
+    if missing or not tokenizers:  # deleted since staging: named, never read (a traceback)
+        return [f"{name} is missing" for name in missing] + (
+            [] if tokenizers else ["tokenizer.json and vocab.txt are missing"]
+        )
     try:
         card = ModelCard.load(folder / "README.md")
     except Exception as error:  # a card that does not parse is a failed check, whatever the parser raises
@@ -177,20 +191,23 @@ def check_links(folder: Path) -> list[str]:
     return problems
 
 
+def gone(stage: Stage) -> list[str]:
+    """The staged files (the stage's manifest) missing from its folder: deleted since staging."""
+    return sorted(name for name in stage.files or () if not os.path.lexists(stage.folder / name))
+
+
 def check_manifest(stage: Stage) -> list[str]:
     """Files in the staged folder that the release did not stage (not in the stage's manifest, `Stage.files`), and
     staged files that are gone."""
     if stage.files is None:
         return []
-    gone = [
-        f"{name} was staged but is missing" for name in sorted(stage.files) if not os.path.lexists(stage.folder / name)
-    ]
+    missing = [f"{name} was staged but is missing" for name in gone(stage)]
     staged = (
         path.relative_to(stage.folder).as_posix()
         for path in stage.folder.rglob("*")
         if path.is_file() and not path.is_symlink()
     )
-    return gone + [
+    return missing + [
         f"{name} was not staged by the release (not in its manifest of staged files)"
         for name in sorted(staged)
         if name not in stage.files
@@ -367,6 +384,52 @@ def check_loaded_export(
     return problems
 
 
+# How far validation's recomputation of an export's difference may be from the figure staging measured (both in
+# float64 on the same fixed batch): 5% (the cards show two digits), or float64's own noise on the tiny differences
+# of an exact fold (1e-12, far below the bound the cards quote)
+FIGURE_TOLERANCE, FLOAT64_NOISE = 0.05, 1e-12
+
+
+def export_difference(stage: Stage, source: SymBertForMaskedLM, batch: dict[str, torch.Tensor]) -> float:
+    """The export's largest relative difference from its source, measured again as symbert-to-bert measures it: the
+    staged folder loaded with transformers' own BERT class (no remote code; the folder holds no code nor pickle),
+    both in float64, on the fixed batch. `source` is turned to float64."""
+    architecture = read_json(stage.folder / "config.json")["architectures"][0]
+    export = getattr(transformers, architecture).from_pretrained(stage.folder)
+    return relative_difference(output_tensors(source.double(), batch), output_tensors(export.double(), batch))
+
+
+def check_export_figures(stage: Stage, measured: float, main_card: Path | None) -> list[str]:
+    """Problems of what a `bert` stage's provenance.json and cards (its own, and main's "Use it as plain BERT")
+    state of the export: its difference from the source other than `measured` (validation's own measure), another
+    bound or batch than bert_export's, another parameter count than its config gives."""
+    record = (json_object(stage.folder / "provenance.json") or {}).get("bert_export")
+    if not isinstance(record, dict):
+        return ["provenance.json has no bert_export record of the export's measured difference"]
+    stated, problems = record.get("max_relative_difference"), []
+    if record.get("bound") != BOUND or record.get("batch") != list(CHECK_BATCH):
+        problems.append(
+            f"provenance.json's bert_export has bound={record.get('bound')!r}, batch={record.get('batch')!r}; the "
+            f"export is measured with bound {BOUND!r} on batch {list(CHECK_BATCH)!r}"
+        )
+    if not (is_number(stated) and math.isfinite(stated) and stated >= 0):
+        return [*problems, f"provenance.json's bert_export.max_relative_difference={stated!r} is not a number >= 0"]
+    if not math.isclose(stated, measured, rel_tol=FIGURE_TOLERANCE, abs_tol=FLOAT64_NOISE):
+        problems.append(
+            f"provenance.json's bert_export.max_relative_difference={stated!r} is not what the export measures "
+            f"({measured:.2e}, float64 on the fixed batch, as symbert-to-bert measures it)"
+        )
+    figures = cards.BertExport.measure(stage.folder, stated)
+    for card in [stage.folder / "README.md", *([main_card] if main_card else [])]:
+        text = card.read_text(encoding="utf-8", errors="replace") if card.is_file() else ""
+        if figures.measured not in text or f"{figures.parameters:,} parameters" not in text:
+            problems.append(
+                f"{card.relative_to(card.parent.parent)} does not state the export as measured ({figures.measured}; "
+                f"{figures.parameters:,} parameters)"
+            )
+    return problems
+
+
 def check_loaded_symbert(stage: Stage, report: dict, logits: torch.Tensor) -> list[str]:
     """Problems of a SymBERT stage as the fresh process loaded it with trust_remote_code=True: classes not from the
     folder's code, a tokenizer that encodes otherwise than the source's, other logits than the source model's."""
@@ -412,10 +475,27 @@ def check_sentence_transformers(stage: Stage) -> list[str]:
     return []
 
 
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' loading progress bars off (each load draws one on stderr, around the release's own lines)."""
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            transformers_logging.enable_progress_bar()
+
+
 def validate(stages: list[Stage]) -> None:
     """Raise listing every problem of every staged folder; return quietly if all pass."""
+    with no_progress_bars():
+        check_stages(stages)
+
+
+def check_stages(stages: list[Stage]) -> None:
     links = {stage.folder: check_links(stage.folder) for stage in stages}  # a folder with one is read no further
-    problems = {stage.folder: [] if links[stage.folder] else check_files(stage) for stage in stages}
+    problems = {stage.folder: [] if links[stage.folder] or gone(stage) else check_files(stage) for stage in stages}
     unsafe = {
         stage.folder: links[stage.folder] + check_manifest(stage)
         if links[stage.folder]
@@ -441,6 +521,11 @@ def validate(stages: list[Stage]) -> None:
         elif stage.bert_export:
             reference = output_tensors(sources[stage.folder], batches[stage.folder])
             problems[stage.folder] += check_loaded_export(stage, report, got, reference)
+            measured = export_difference(stage, sources[stage.folder], batches[stage.folder])
+            main = next(
+                (s.folder for s in stages if s.revision == "main" and s.folder.parent == stage.folder.parent), None
+            )
+            problems[stage.folder] += check_export_figures(stage, measured, main and main / "README.md")
         else:
             problems[stage.folder] += check_loaded_symbert(stage, report, got["logits"])
         if "error" not in report:

@@ -13,6 +13,7 @@ card's results and metadata (hub_cards/card.py: the benchmark's name, its scores
 
 import csv
 import hashlib
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -299,8 +300,65 @@ def load_hub(task: str) -> DatasetDict:
         ) from None
 
 
-def load_task(task: str, data_dir: str | Path | None = None, skip_malformed_rows: bool = False) -> DatasetDict:
-    """The task's train and eval splits as a DatasetDict, checked (splits, columns, labels) before any training."""
+# Tokenising a text costs memory for every character (the tokenizers library keeps each one's offsets: one 50 MB
+# sentence took 7 GB), however few tokens truncation keeps. So before tokenising, a text is cut to CHARS_PER_TOKEN
+# characters per token of max_length, at a space (no word is split: the tokens before the cut are the text's own).
+# A WordPiece token is a piece of one word and text averages 4 to 6 characters per token, spaces included; a cut
+# text gives fewer than max_length tokens, and so other ids than the whole text, only if it averages more than 64
+# characters per token: runs of thousands of spaces, or "words" of 65 characters and more (hashes, base64), never
+# sentences. Truncation keeps a prefix of each text's tokens, of a pair as of a single text, so a cut text that keeps
+# max_length tokens gives the ids the whole text gives.
+CHARS_PER_TOKEN = 64
+LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
+
+
+def cut_text(text: str, budget: int) -> str:
+    """`text` cut to at most `budget` characters, at its last space before the cut (where there is one)."""
+    if len(text) <= budget:
+        return text
+    head = text[:budget]
+    if text[budget].isspace():
+        return head
+    space = LAST_SPACE.search(head)
+    return head[: space.start()] if space else head
+
+
+def cut_long_texts(task: str, data: DatasetDict, max_length: int) -> DatasetDict:
+    """`data` with every text over max_length × CHARS_PER_TOKEN characters cut there (`cut_text`), so that
+    tokenising it costs memory in proportion to what truncation keeps; one notice line counts the texts cut."""
+    budget = max_length * CHARS_PER_TOKEN
+    columns = TASKS[task].text_columns
+
+    def cut(batch: dict) -> dict:
+        return {column: [cut_text(text, budget) for text in batch[column]] for column in columns}
+
+    counts = {
+        split: sum(len(text) > budget for column in columns for text in dataset[column])
+        for split, dataset in data.items()
+    }
+    if not any(counts.values()):
+        return data
+    where = ", ".join(f"{count} in {split}" for split, count in counts.items() if count)
+    print(
+        f"notice: {task}: cut {sum(counts.values())} text(s) longer than {budget:,} characters ({where}) to "
+        f"{budget:,} before tokenising ({CHARS_PER_TOKEN} per token of max_length {max_length}): truncation keeps "
+        f"their first {max_length} tokens, which the cut keeps."
+    )
+    return DatasetDict(
+        {split: dataset.map(cut, batched=True) if counts[split] else dataset for split, dataset in data.items()}
+    )
+
+
+def load_task(
+    task: str, data_dir: str | Path | None = None, skip_malformed_rows: bool = False, max_length: int | None = None
+) -> DatasetDict:
+    """The task's train and eval splits as a DatasetDict, checked (splits, columns, labels) before any training; with
+    `max_length` (the tokens tokenisation keeps), texts far longer than that are cut (`cut_long_texts`)."""
+    data = checked_task(task, data_dir, skip_malformed_rows)
+    return data if max_length is None else cut_long_texts(task, data, max_length)
+
+
+def checked_task(task: str, data_dir: str | Path | None = None, skip_malformed_rows: bool = False) -> DatasetDict:
     spec = TASKS[task]
     splits = ("train", *spec.eval_splits)
     if data_dir is None:

@@ -375,7 +375,9 @@ def run_suite(
         drop_stale(runs, task, seeds, sha256[task], protocol["data"])
     todo = {task: [seed for seed in seeds if (task, seed) not in runs] for task in tasks}
     data = {
-        task: load_task(task, glue_args.data_dir, glue_args.skip_malformed_rows) for task, left in todo.items() if left
+        task: load_task(task, glue_args.data_dir, glue_args.skip_malformed_rows, max_length=glue_args.max_length)
+        for task, left in todo.items()
+        if left
     }  # all checked first
     baselines = {
         task: baseline_scores(task, {split: dataset["label"] for split, dataset in splits.items() if split != "train"})

@@ -20,12 +20,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import tiny_sentences
 from huggingface_hub import HfApi
 from safetensors.torch import load_file, save_file
-from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 from transformers import TrainingArguments
 
+from conftest import tiny_sentences
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation, values
@@ -35,6 +34,7 @@ from symbert.tools import bert_export
 from symbert.training import glue_data, glue_scoring
 from symbert.training.reporting import write_metrics
 from symbert.training.tokenizer import train_wordpiece
+from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
 
 RUNTIME = 4000.0  # seconds, as the summary records it
 
@@ -361,10 +361,13 @@ def test_validation_refuses_a_bert_export_that_is_not_main_as_plain_bert(run, st
         validation.validate(stages)
     message = str(error.value)
     tampered = message[message.index(f"{folders['tampered']}:") : message.index(f"{folders['code']}:")]
-    assert tampered.count("\n  - ") == 1  # the outputs alone: it loads as plain BERT and its files check out
+    # the outputs alone: it loads as plain BERT and its files check out, but its outputs, and so the figure its
+    # provenance records (measured again in float64), are not the export's
+    assert tampered.count("\n  - ") == 2
     assert re.search(
         rf"  - its outputs differ from those of {re.escape(str(run.folder))} by \d\.\d\de-0\d \(relative\) on the fixed "
-        r"batch, above 1e-05\n",
+        r"batch, above 1e-05\n  - provenance.json's bert_export.max_relative_difference=\S+ is not what the export "
+        r"measures \(\d\.\d\de-0\d, float64 on the fixed batch, as symbert-to-bert measures it\)\n",
         tampered,
     )
     assert f"{folders['code']}:\n  - provenance.json's weights, tokenizer or code sha256 does not match" in message

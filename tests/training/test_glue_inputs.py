@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 import transformers
-from datasets import DatasetDict
+from datasets import Dataset, DatasetDict
 from transformers import AutoTokenizer
 
 from symbert import SymBertForMaskedLM
@@ -174,6 +174,62 @@ def test_a_sentence_over_csv_s_field_limit_is_read_and_truncated(assets, data): 
         "sst2", DatasetDict(train=splits["train"].select([len(splits["train"]) - 1])), tokenizer, 64
     )
     assert len(ids["train"][0]["input_ids"]) == 64
+
+
+def test_a_long_text_is_cut_before_tokenising_to_the_same_ids(assets, capsys):  # noqa: F811
+    """A text far over max_length tokens is cut to max_length × CHARS_PER_TOKEN characters (at a space) before
+    tokenising, and gives exactly the ids of the whole text truncated: alone (sst2) and in a pair (rte, one long and
+    one short side, and both long), with the cut landing inside a word."""
+    tokenizer = AutoTokenizer.from_pretrained(assets / "model", trust_remote_code=True)
+    max_length, budget = 16, 16 * glue_data.CHARS_PER_TOKEN
+    long = " ".join(["the old man walked slowly along the riverbank"] * 60)  # 2,819 characters
+    assert len(long) > budget and not long[budget].isspace()  # the cut falls inside a word
+    single = DatasetDict(
+        train=Dataset.from_dict({"sentence": [long, "a short one"], "label": [1, 0], "idx": [0, 1]}),
+        validation=Dataset.from_dict({"sentence": ["short"], "label": [0], "idx": [0]}),
+    )
+    pairs = DatasetDict(
+        train=Dataset.from_dict(
+            {"sentence1": [long, "short", long], "sentence2": ["short", long, long[7:]], "label": [0, 1, 0]}
+        )
+    )
+    for task, data, count in (("sst2", single, 1), ("rte", pairs, 4)):
+        cut = glue_data.cut_long_texts(task, data, max_length)
+        assert capsys.readouterr().out == (
+            f"notice: {task}: cut {count} text(s) longer than 1,024 characters ({count} in train) to 1,024 before "
+            f"tokenising (64 per token of max_length 16): truncation keeps their first 16 tokens, which the cut keeps.\n"
+        )
+        texts = [text for column in glue_data.TASKS[task].text_columns for text in cut["train"][column]]
+        assert max(map(len, texts)) <= budget and long[: long.rfind(" ", 0, budget)] in texts
+        expected = glue_sweep.tokenize(task, data, tokenizer, max_length)
+        got = glue_sweep.tokenize(task, cut, tokenizer, max_length)
+        for split in data:
+            assert got[split]["input_ids"] == expected[split]["input_ids"]
+            assert got[split]["token_type_ids"] == expected[split]["token_type_ids"]
+        assert len(got["train"][0]["input_ids"]) == max_length
+    assert glue_data.cut_long_texts("sst2", single, 1_000) is single and capsys.readouterr().out == ""
+
+
+def test_a_multi_megabyte_sentence_is_cut_when_loaded(assets, data, capsys):  # noqa: F811
+    """One 5 MB line in a dev file: load_task with max_length cuts it to 64 characters per token (the tokenizers
+    library would hold some 100 bytes of offsets per character of the whole line), and its ids are those of the
+    line's first max_length tokens; the other rows are as read."""
+    tokenizer = AutoTokenizer.from_pretrained(assets / "model", trust_remote_code=True)
+    huge = " ".join(["a long sentence"] * 330_000)  # 5,279,999 characters
+    edit_lines(data / "SST-2" / "dev.tsv", lambda lines: [*lines, f"{huge}\t1"])
+    whole = load_task("sst2", data)
+    splits = load_task("sst2", data, max_length=64)
+    assert "notice: sst2: cut 1 text(s) longer than 4,096 characters (1 in validation)" in capsys.readouterr().out
+    dev = splits["validation"]
+    cut = dev[-1]["sentence"]
+    assert len(cut) <= 4_096 and huge.startswith(cut) and cut.endswith("sentence")
+    assert splits["validation"]["sentence"][:-1] == whole["validation"]["sentence"][:-1]
+    assert splits["train"]["sentence"] == whole["train"]["sentence"]
+    ids = glue_sweep.tokenize(
+        "sst2", DatasetDict(validation=splits["validation"].select([len(dev) - 1])), tokenizer, 64
+    )
+    expected = tokenizer(huge[:20_000], truncation=True, max_length=64)["input_ids"]  # the first 64 of the line's
+    assert ids["validation"][0]["input_ids"] == expected and len(expected) == 64
 
 
 @pytest.mark.parametrize("task", ["rte", "mrpc", "stsb"])
