@@ -8,6 +8,9 @@ from transformers import BertConfig, BertForMaskedLM, BertModel
 
 from symbert import ATTENTION_TYPES, SymBertConfig
 
+# the fixtures defined beside the helpers that use them (tests/helpers/), for every test file
+pytest_plugins = ["helpers.glue", "helpers.integrations", "helpers.release", "helpers.runs"]
+
 VOCAB_SIZE = 99
 MAX_POSITIONS = 64
 

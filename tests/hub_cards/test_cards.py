@@ -16,14 +16,14 @@ from huggingface_hub.repocard import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from conftest import tiny_sentences
+from helpers.integrations import WORDS
+from helpers.release import BASE_SCORES, NAMESPACE, fake_run, write_results
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, pushing, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
 from symbert.training import glue, glue_scoring, glue_sweep
 from symbert.training.tokenizer import train_wordpiece
-from test_release import BASE_SCORES, NAMESPACE, WORDS, write_results
-from test_release_safety import fake_run
 
 needs_eval_results = pytest.mark.skipif(
     cards.EvalResultEntry is None, reason="this huggingface_hub has no EvalResultEntry (the .eval_results/ format)"

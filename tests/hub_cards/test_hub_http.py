@@ -33,14 +33,14 @@ import torch
 from huggingface_hub import scan_cache_dir
 from transformers import AutoTokenizer
 
+from helpers.integrations import WORDS
+from helpers.models import HEADS
+from helpers.release import NAMESPACE, fake_run, write_results
 from symbert import SymBertForMaskedLM, SymBertModel
 from symbert.hub_cards.release import release_command
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import bert_export
 from symbert.training.tokenizer import train_wordpiece
-from test_hub_loading import HEADS
-from test_release import NAMESPACE, WORDS, write_results
-from test_release_safety import fake_run
 
 pytestmark = pytest.mark.heavy
 

@@ -17,13 +17,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, ModelCard
-from huggingface_hub.errors import RevisionNotFoundError
-from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x releases transformers 4.x needs
-from huggingface_hub.utils.sha import git_hash
+from huggingface_hub import ModelCard
 from safetensors.torch import load_file, save_file
 
 from conftest import file_names, run_args, tiny_corpus, tiny_sentences
+from helpers.integrations import WORDS
+from helpers.release import BASE_SCORES, NAMESPACE, SEEDS, RecordingHfApi, sha256, tree, write_results
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
@@ -39,87 +38,11 @@ from symbert.training.pretrain import main as pretrain
 
 pytestmark = pytest.mark.heavy
 
-NAMESPACE = "symbert-test"
-SEEDS = ["1", "2", "3"]
-# Synthetic per-seed scores (percent) of the nine GLUE numbers; each model gets its own offset.
-BASE_SCORES = {
-    "cola": 20.0,
-    "sst2": 85.0,
-    "mrpc": 80.0,
-    "qqp": 84.0,
-    "stsb": 80.0,
-    "mnli-m": 75.0,
-    "mnli-mm": 76.0,
-    "qnli": 83.0,
-    "rte": 55.0,
-}
 SECRET = "hf_thisIsNotARealTokenButMustNeverBeShown"
-WORDS = "the a river man woman house walked slowly along bank old young city night light water stone road".split()
 
 
 # The Hub's .eval_results/ format, staged where huggingface_hub has EvalResultEntry (not in the 0.x releases)
 EVAL_RESULTS = [cards.EVAL_RESULTS_FILE] if cards.EvalResultEntry is not None else []
-
-
-def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def tree(folder):
-    """{relative path: bytes} of every file under `folder`."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
-
-
-def write_results(model_folder, path, offset=0.0, sha=None, data="nyu-mll/glue"):
-    """A glue_results.json in the format symbert-glue writes (schema_version 1), for the weights in `model_folder`,
-    scored on `data` (symbert-glue's record: the Hub dataset, or a local --data_dir's absolute path)."""
-    scores = {name: {seed: base + offset + 0.7 * int(seed) for seed in SEEDS} for name, base in BASE_SCORES.items()}
-    per_seed = {seed: statistics.mean(scores[name][seed] for name in BASE_SCORES) for seed in SEEDS}
-    results = {
-        "schema_version": 1,
-        "model": {
-            "name_or_path": str(model_folder),
-            "revision": None,
-            "weights_sha256": sha or sha256(model_folder / "model.safetensors"),
-            "attention_type": json.loads((model_folder / "config.json").read_text())["attention_type"],
-            "num_parameters": 1,
-        },
-        "protocol": {
-            "epochs": 5,
-            "learning_rate": 1e-05,
-            "lr_scheduler_type": "linear",
-            "warmup_ratio": 0.1,
-            "per_device_train_batch_size": 16,
-            "max_length": 128,
-            "weight_decay": 0.0,
-            "seeds": [int(s) for s in SEEDS],
-            "tasks": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"],
-            "max_steps": 2,
-            "warmup_steps": None,
-            "data": data,
-        },
-        "data_sha256": {name: f"{i:x}" * 64 for i, name in enumerate(["cola", "sst2", "mrpc", "qqp", "stsb"])},
-        "runs": {"mrpc": {seed: {"accuracy": 0.8, "f1": 0.85, "score": scores["mrpc"][seed]} for seed in SEEDS}},
-        "scores": scores,
-        "aggregates": {
-            "tasks": {
-                name: {"mean": statistics.mean(s.values()), "std": statistics.stdev(s.values()), "n": 3}
-                for name, s in scores.items()
-            },
-            "glue": {
-                "mean": statistics.mean(per_seed.values()),
-                "std": statistics.stdev(per_seed.values()),
-                "per_seed": per_seed,
-                "n_seeds": 3,
-                "complete": True,
-            },
-        },
-        "created": "2026-11-22T23:00:00Z",
-        "library_versions": {"transformers": "5", "torch": "2", "symbert": "0.1.0"},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2))
-    return results
 
 
 @pytest.fixture(scope="module")
@@ -509,67 +432,6 @@ def test_bad_input_is_refused_before_any_work(family, tmp_path, monkeypatch):
     with pytest.raises(UserError, match="--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`"):
         release_command([*family.args[:-1], str(output), "--push"])
     assert not output.exists()
-
-
-class RecordingHfApi:
-    """Stands in for HfApi: answers from `remote` ({repo_id: {revision: {path: bytes}}}) and records every call that
-    would write to the Hub."""
-
-    def __init__(self, remote=None, tags=()):
-        self.remote, self.tags, self.calls, self.tokens = remote or {}, list(tags), [], []
-
-    def __call__(self, token=None):  # used as the HfApi class
-        self.tokens.append(token)
-        return self
-
-    def repo_exists(self, repo_id, **kwargs):
-        return repo_id in self.remote
-
-    def list_repo_tree(self, repo_id, revision=None, recursive=False, **kwargs):
-        if revision not in self.remote[repo_id]:
-            raise RevisionNotFoundError(
-                "no such revision", response=SimpleNamespace(headers={}, request=None, status_code=404)
-            )
-        files = self.remote[repo_id][revision]
-        return [RepoFile(path=path, size=len(content), oid=git_hash(content)) for path, content in files.items()]
-
-    def list_repo_refs(self, repo_id, **kwargs):
-        return SimpleNamespace(
-            tags=[SimpleNamespace(name=t) for t in self.tags],
-            branches=[SimpleNamespace(name=b) for b in self.remote[repo_id]],
-        )
-
-    def create_repo(self, repo_id, **kwargs):
-        self.calls.append(("create_repo", repo_id, kwargs))
-
-    def create_commit(self, repo_id, operations, *, commit_message, revision=None, **kwargs):
-        added = {
-            op.path_in_repo: Path(op.path_or_fileobj).read_bytes()
-            for op in operations
-            if isinstance(op, CommitOperationAdd)
-        }
-        deleted = sorted(op.path_in_repo for op in operations if isinstance(op, CommitOperationDelete))
-        self.calls.append(("create_commit", repo_id, revision, added, deleted))
-        return SimpleNamespace(oid=hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest())
-
-    def create_tag(self, repo_id, *, tag, revision=None, **kwargs):
-        self.calls.append(("create_tag", repo_id, tag, revision))
-
-    def create_branch(self, repo_id, *, branch, revision=None, **kwargs):
-        self.calls.append(("create_branch", repo_id, branch, revision))
-
-    def delete_branch(self, repo_id, *, branch, **kwargs):
-        self.calls.append(("delete_branch", repo_id, branch))
-
-    def create_collection(self, title, *, namespace=None, exists_ok=False, **kwargs):
-        self.calls.append(("create_collection", title, namespace, exists_ok))
-        return SimpleNamespace(slug=f"{namespace}/{title.lower()}-0123456789abcdef")
-
-    def add_collection_item(self, collection_slug, item_id, item_type, **kwargs):
-        self.calls.append(("add_collection_item", collection_slug, item_id, item_type))
-
-    def of(self, kind):
-        return [call[1:] for call in self.calls if call[0] == kind]
 
 
 def test_push_creates_repositories_commits_branches_and_collection(family):

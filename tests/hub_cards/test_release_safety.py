@@ -2,9 +2,7 @@
 no pickle, a repository name from training_summary.json never leaves --output_dir nor passes the dry run when the Hub
 would refuse it, changed code in a staged folder fails validation, and an unreachable Hub is one line, exit 2."""
 
-import contextlib
 import dataclasses
-import io
 import json
 import os
 import pickle
@@ -19,90 +17,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 from huggingface_hub import HfApi
 from safetensors.torch import load_file, save_file
-from transformers import TrainingArguments
 
-from conftest import tiny_sentences
-from symbert import SymBertConfig, SymBertForMaskedLM
+from helpers.release import NAMESPACE, RecordingHfApi, bad_results, copy_run, release_args, tree, write_results
 from symbert.cli import UserError
 from symbert.hub_cards import plan, pushing, release, staging, validation, values
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
 from symbert.tools import bert_export
 from symbert.training import glue_data, glue_scoring
-from symbert.training.reporting import write_metrics
-from symbert.training.tokenizer import train_wordpiece
-from test_release import NAMESPACE, WORDS, RecordingHfApi, tree, write_results
-
-RUNTIME = 4000.0  # seconds, as the summary records it
-
-
-class RunsCodeWhenUnpickled:
-    """A training_args.bin whose unpickling creates `marker`: loading it with weights_only=False runs code."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
-
-
-def fake_run(folder, tokenizer, marker, size="tiny"):
-    """A symbert-pretrain output folder with a checkpoint-1, as the Trainer leaves them: weights, tokenizer, JSON
-    logs, a training_summary.json with "training_arguments", and pickles (optimizer, scheduler, RNG state and a
-    training_args.bin that must never be loaded)."""
-    config = SymBertConfig.from_preset("tiny", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    model = SymBertForMaskedLM(config)
-    state = {"global_step": 1, "log_history": [{"loss": 4.6, "step": 1}, {"eval_loss": 4.4, "step": 1}]}
-    for target in (folder, folder / "checkpoint-1"):
-        model.save_pretrained(target)
-        tokenizer.save_pretrained(target)
-        (target / "trainer_state.json").write_text(json.dumps(state))
-        write_metrics(state["log_history"], target)
-        (target / "training_args.bin").write_bytes(pickle.dumps(RunsCodeWhenUnpickled(marker)))
-        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
-            torch.save({"step": torch.tensor(1)}, target / name)
-    arguments = TrainingArguments(
-        output_dir=str(folder),
-        max_steps=1,
-        warmup_steps=1,
-        learning_rate=5e-4,
-        seed=7,
-        use_cpu=True,
-        report_to=[],
-    ).to_dict()
-    summary = {
-        "recipe": "cpu-demo",
-        "attention_type": "original",
-        "size": size,
-        "parameters": model.num_parameters(),
-        "world_size": 1,
-        "per_device_train_batch_size": 4,
-        "gradient_accumulation_steps": 1,
-        "global_batch_size": 4,
-        "max_seq_length": 32,
-        "steps": 1,
-        "final_eval_loss": 4.4,
-        "hardware": "CPU (2 threads)",
-        "data_arguments": {"dataset_name": None, "train_files": ["/data/train.txt"]},
-        "training_arguments": json.loads(json.dumps(arguments)),
-        "train_runtime": RUNTIME,
-    }
-    (folder / "training_summary.json").write_text(json.dumps(summary, indent=2))
-    return folder
-
-
-def copy_run(run, folder, **summary_changes):
-    """A copy of the run's final model (no checkpoints) with training_summary.json changed: None removes a key."""
-    shutil.copytree(run, folder, ignore=shutil.ignore_patterns("checkpoint-*"))
-    summary = json.loads((folder / "training_summary.json").read_text())
-    summary.update(summary_changes)
-    summary = {key: value for key, value in summary.items() if value is not None}
-    (folder / "training_summary.json").write_text(json.dumps(summary))
-    return folder
 
 
 def pickles(folder):
@@ -117,41 +41,6 @@ def pickles(folder):
         )
 
     return [p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file() and pickled(p)]
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("release-safety")
-    tokenizer = train_wordpiece(tiny_sentences(200, WORDS, longest=20), vocab_size=120)
-    marker = root / "unpickled"
-    folder = fake_run(root / "runs" / "tiny-original", tokenizer, marker)
-    write_results(folder, root / "glue" / "glue_results.json")
-    return SimpleNamespace(root=root, folder=folder, glue=root / "glue", marker=marker)
-
-
-@pytest.fixture(scope="module")
-def staged(run):
-    """A dry run of the faked run with its checkpoint as a branch."""
-    output = run.root / "staged"
-    with contextlib.redirect_stdout(io.StringIO()):
-        stages = release_command(
-            [
-                str(run.folder),
-                "--results",
-                str(run.glue),
-                "--namespace",
-                NAMESPACE,
-                "--checkpoints",
-                "1",
-                "--output_dir",
-                str(output),
-            ]
-        )
-    return SimpleNamespace(output=output, stages=stages)
-
-
-def release_args(model, run, output, *more):
-    return [str(model), "--results", str(run.glue), "--namespace", NAMESPACE, "--output_dir", str(output), *more]
 
 
 def test_dry_run_unpickles_nothing_and_stages_no_pickle(run, staged):
@@ -467,14 +356,6 @@ def test_push_in_offline_mode_is_refused_before_staging(run, staged, tmp_path, m
         str(error.value),
     )
     assert str(error.value).endswith(": nothing was pushed.")
-
-
-def bad_results(run, folder, change):
-    """A glue_results.json of the run's weights in `folder`, changed by `change` (a function of the dict)."""
-    results = write_results(run.folder, folder / "glue_results.json")
-    change(results)
-    (folder / "glue_results.json").write_text(json.dumps(results))
-    return folder / "glue_results.json"
 
 
 def set_score(results, name, seed, value):

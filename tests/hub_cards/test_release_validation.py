@@ -10,13 +10,12 @@ import shutil
 
 import pytest
 
+from helpers.release import NAMESPACE, RecordingHfApi, bad_results, copy_run, release_args, write_results
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, release, validation
 from symbert.hub_cards.release import release_command
 from symbert.training import glue_data, glue_scoring
-from test_release import NAMESPACE, RecordingHfApi, write_results
-from test_release_safety import bad_results, copy_run, release_args, run, staged  # noqa: F401 (fixtures)
 
 
 def refused_results(run, tmp_path, change, name="results"):  # noqa: F811

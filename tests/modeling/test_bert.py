@@ -2,25 +2,10 @@
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM
 
 from conftest import padded_batch, tiny_config
+from helpers.models import bert_like
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
-
-
-def bert_like(config):
-    names = (
-        "vocab_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "intermediate_size",
-        "max_position_embeddings",
-        "hidden_dropout_prob",
-        "attention_probs_dropout_prob",
-    )
-    torch.manual_seed(3)
-    return BertForMaskedLM(BertConfig(**{name: getattr(config, name) for name in names})).eval()
 
 
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])

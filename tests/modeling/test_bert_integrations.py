@@ -27,14 +27,14 @@ from transformers import (
 
 import symbert
 from conftest import tiny_config
+from helpers.glue import MAX_LENGTH, suite_args
+from helpers.integrations import SENTENCES, VOCAB, probabilities, save_with_tokenizer, symbert_config
 from symbert import ATTENTION_TYPES
 from symbert.tools.bert_export import BOUND, export_to_bert, relative_difference
 from symbert.tools.bert_export import main as symbert_to_bert
 from symbert.tools.onnx_export import export_onnx, max_difference
 from symbert.training import glue, glue_scoring, glue_sweep
 from symbert.training.glue_data import TASKS, load_task
-from test_glue import MAX_LENGTH, assets, suite_args  # noqa: F401 (a fixture)
-from test_integrations import SENTENCES, VOCAB, probabilities, save_with_tokenizer, symbert_config, tokenizer  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.heavy
 

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from conftest import padded_batch, run_args, tiny_config
+from helpers.models import bert_like
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.hub_cards.card import implementation_choices
 from symbert.tools.symmetry import symmetric_share
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
-from test_bert import bert_like
 
 
 def layers(model):

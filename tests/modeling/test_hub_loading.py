@@ -13,19 +13,11 @@ from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedTokenizerFas
 
 import symbert
 from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from helpers.models import HEADS
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import fresh_load
 from symbert.tools.fresh_load import load_in_fresh_process
-
-HEADS = {
-    "AutoModel": symbert.SymBertModel,
-    "AutoModelForMaskedLM": symbert.SymBertForMaskedLM,
-    "AutoModelForSequenceClassification": symbert.SymBertForSequenceClassification,
-    "AutoModelForTokenClassification": symbert.SymBertForTokenClassification,
-    "AutoModelForQuestionAnswering": symbert.SymBertForQuestionAnswering,
-    "AutoModelForMultipleChoice": symbert.SymBertForMultipleChoice,
-}
 
 
 def model_inputs(auto_name):

@@ -22,6 +22,7 @@ from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase, modeling_utils
 
 from conftest import run_args
+from helpers.runs import assert_same_metrics, assert_same_training, eval_losses, resume_args, resume_from
 from symbert.cli import UserError
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
@@ -29,8 +30,6 @@ from symbert.training.checkpoint_checks import checkpoint_problem
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, resume_checkpoint
-from test_data_resume import resume_args, resume_from, two_file_corpus  # noqa: F401  (a fixture)
-from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 
 pytestmark = pytest.mark.heavy
 

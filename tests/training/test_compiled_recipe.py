@@ -11,11 +11,11 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from conftest import run_args
+from helpers.runs import assert_same_training, eval_losses
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import pretrain as pretrain_module
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain, run
-from test_pretrain import assert_same_training, eval_losses
 
 pytestmark = pytest.mark.heavy
 

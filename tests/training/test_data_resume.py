@@ -9,33 +9,13 @@ import pytest
 import torch
 import transformers
 
-from conftest import run_args, tiny_sentences, train_tokenizer
+from helpers.runs import assert_same_metrics, assert_same_training, eval_losses, resume_args, resume_from
 from symbert.training import data
 from symbert.training.arguments import parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
-from test_pretrain import assert_same_metrics, assert_same_training, eval_losses
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def two_file_corpus(tmp_path_factory):
-    """Two small text files (two shards of a stream: one per dataloader worker) and a tokenizer trained on them."""
-    root = tmp_path_factory.mktemp("two-file-corpus")
-    lines = tiny_sentences(240, seed=1)
-    for index in range(2):
-        (root / f"part{index}.txt").write_text("\n".join(lines[index::2]) + "\n")
-    train_tokenizer(root / "tokenizer", lines)
-    return root
-
-
-def resume_args(corpus, output_dir, *extra):
-    """test_pretrain's tiny run on the two files: 30 steps of 8 blocks, a checkpoint at every step (the later of two
-    equal options wins)."""
-    files = (str(corpus / "part0.txt"), str(corpus / "part1.txt"))
-    steps = ("--max_steps", "30", "--eval_steps", "5", "--save_steps", "1", "--logging_steps", "5")
-    return run_args(corpus, output_dir, "--train_files", *files, "--per_device_train_batch_size", "8", *steps, *extra)
 
 
 def passes_at(output_dir, step):
@@ -47,13 +27,6 @@ def stop_points(output_dir, max_steps):
     ended = next(step for step in range(1, max_steps + 1) if passes_at(output_dir, step) >= 1)
     assert 2 < ended < max_steps - 3, f"the first pass should end well inside the run (at step {ended})"
     return [ended // 2, ended, (ended + max_steps) // 2]
-
-
-def resume_from(straight, step, resumed, args):
-    """A copy of `straight` as a run stopped right after checkpoint-`step` left it, run again to the end."""
-    resumed.mkdir()
-    shutil.copytree(straight / f"checkpoint-{step}", resumed / f"checkpoint-{step}")
-    pretrain(*parse_arguments(args))
 
 
 @pytest.mark.parametrize(

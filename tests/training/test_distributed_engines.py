@@ -19,12 +19,12 @@ from accelerate.commands.config.config_args import ClusterConfig
 from safetensors.torch import load_file
 
 from conftest import run_args, tiny_config
+from helpers.runs import LAUNCHERS
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training.arguments import model_config, parse_arguments
 from symbert.training.checkpoint_checks import checkpoint_problem
-from test_pretrain import LAUNCHERS
 
 ACCELERATE_DIR = Path(__file__).parents[2] / "training" / "accelerate"
 FSDP2_CONFIG = ACCELERATE_DIR / "fsdp2.yaml"

@@ -12,12 +12,12 @@ import transformers
 from datasets import Dataset, DatasetDict
 from transformers import AutoTokenizer
 
+from helpers.glue import refused, suite_args
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.training import glue, glue_data, glue_sweep
 from symbert.training.glue_data import load_task
-from test_glue import assets, fake_fine_tune, refused, suite_args  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

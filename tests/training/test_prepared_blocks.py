@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 
 from conftest import run_args
+from helpers.runs import assert_same_training, resume_args
 from symbert.cli import UserError
 from symbert.training import data, prepared
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 from symbert.training.tokenizer import train_wordpiece
-from test_data_resume import resume_args, two_file_corpus  # noqa: F401  (a fixture)
-from test_pretrain import assert_same_training
 
 
 def prepare(args):

@@ -1,6 +1,5 @@
 """Pre-training: recipes, data pipeline, weight decay, resume after SIGKILL, 2-process DDP, comparison mode."""
 
-import csv
 import json
 import math
 import os
@@ -13,12 +12,13 @@ import pytest
 import torch
 import transformers
 from datasets import Dataset
-from safetensors.torch import load_file
 from scipy.stats import binom
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 from transformers.testing_utils import CaptureLogger
 
 from conftest import CORPUS_WORDS, file_names, run_args, tiny_config
+from helpers.models import EXPECTED
+from helpers.runs import LAUNCHERS, assert_same_training, eval_losses
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import corpus_files, data
@@ -28,7 +28,6 @@ from symbert.training.masking import ResumableMLMCollator, cap_predictions
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
 from symbert.training.reporting import comparison_report, comparison_table
 from symbert.training.run_folder import STAGING_DIR
-from test_parameter_counts import EXPECTED
 
 
 def run_cli(args, *, launcher=(), kill_after_save_at=None, timeout=300):
@@ -60,44 +59,6 @@ def run_cli(args, *, launcher=(), kill_after_save_at=None, timeout=300):
         timeout=timeout,
         env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
     )
-
-
-def eval_losses(output_dir):
-    state = json.loads((output_dir / "trainer_state.json").read_text())
-    return [(entry["step"], entry["eval_loss"]) for entry in state["log_history"] if "eval_loss" in entry]
-
-
-def assert_same_training(output_dir, reference):
-    """The same eval losses and final weights as the reference run, within 1e-5."""
-    for (step_a, loss_a), (step_b, loss_b) in zip(eval_losses(reference), eval_losses(output_dir), strict=True):
-        assert step_a == step_b and abs(loss_a - loss_b) <= 1e-5
-    weights_a, weights_b = load_file(reference / "model.safetensors"), load_file(output_dir / "model.safetensors")
-    assert weights_a.keys() == weights_b.keys()
-    for name in weights_a:
-        if name.endswith("attention.self.key.bias"):
-            # softmax cancels the key bias, so its exact gradient is 0 and Adam turns rounding noise into lr-sized
-            # steps: it differs between two processes' runs (by ~4e-4 under transformers 4.54) while the rest agree
-            continue
-        torch.testing.assert_close(weights_b[name], weights_a[name], atol=1e-5, rtol=0, msg=name)
-
-
-def metrics_csv(output_dir):
-    with open(output_dir / "metrics.csv") as file:
-        return list(csv.DictReader(file))
-
-
-def assert_same_metrics(output_dir, reference, values=("eval_loss",)):
-    """The same metrics.csv rows as the reference run: each row's step and the metrics it holds, and `values` within
-    1e-5 (timings differ; a train loss logged over a window that a resume cut averages only the steps after it)."""
-    rows, reference_rows = metrics_csv(output_dir), metrics_csv(reference)
-
-    def shape(row):
-        return row["step"], sorted(name for name, value in row.items() if value and name != "step")
-
-    assert [shape(row) for row in rows] == [shape(row) for row in reference_rows]
-    for row, reference_row in zip(rows, reference_rows, strict=True):
-        for name in values:
-            assert not row[name] or abs(float(row[name]) - float(reference_row[name])) <= 1e-5, (row, reference_row)
 
 
 def test_paper_recipe_is_the_papers_protocol(tmp_path):
@@ -335,25 +296,6 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
     assert "Resuming from" in finished.stdout and "checkpoint-4" in finished.stdout
 
     assert_same_training(resumed, straight)
-
-
-LAUNCHERS = {
-    # --standalone: a free port for the rendezvous, so that no launch waits on one that another left in use
-    "torchrun": ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"),
-    "accelerate": (
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-    ),
-}
 
 
 @pytest.mark.slow

@@ -1,0 +1,2 @@
+"""Helpers shared by the test files of several folders: fixtures (registered in tests/conftest.py), builders and
+assertions. Test files import from here and from conftest, never from one another."""
