@@ -18,26 +18,26 @@ from pathlib import Path
 from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
 
 from symbert.cli import UserError, command_parser, run_command
-from symbert.hub_cards.plan import protocol_differences
+from symbert.training.glue_results import GlueResults, protocol_differences
 
 
-def read_row(item: str) -> tuple[str, dict]:
+def read_row(item: str) -> tuple[str, GlueResults]:
     label, _, path = item.rpartition("=")
     if not label or not path:
         raise UserError(f"--rows {item!r} is not LABEL=FOLDER.")
-    file = Path(path) / "glue_results.json" if Path(path).is_dir() else Path(path)
-    try:
-        return label, json.loads(file.read_text(encoding="utf-8"))
+    file = Path(path) / GlueResults.FILE_NAME if Path(path).is_dir() else Path(path)
+    try:  # as written, unchecked: a row is shown beside the others, never published
+        return label, GlueResults.from_dict(json.loads(file.read_text(encoding="utf-8")))
     except (OSError, ValueError) as error:
         raise UserError(f"--rows {item!r}: {file} is not a readable glue_results.json ({error}).") from None
 
 
-def differences(results: dict, reference: dict, task: str) -> list[str]:
+def differences(results: GlueResults, reference: GlueResults, task: str) -> list[str]:
     """What makes `results`' score on `task` not comparable with the reference's: its data or its protocol."""
     notes = []
-    if results.get("data_sha256", {}).get(task) != reference.get("data_sha256", {}).get(task):
+    if (results.data_sha256 or {}).get(task) != (reference.data_sha256 or {}).get(task):
         notes.append("other data")
-    return notes + [item.replace("'", "") for item in protocol_differences(reference["protocol"], results["protocol"])]
+    return notes + [item.replace("'", "") for item in protocol_differences(reference.protocol, results.protocol)]
 
 
 def table(argv):
@@ -51,7 +51,7 @@ def table(argv):
     if args.reference not in rows:
         raise UserError(f"--reference {args.reference!r} is none of the rows' labels: {', '.join(rows)}.")
     reference = rows[args.reference]
-    tasks = list(dict.fromkeys(task for results in rows.values() for task in results["aggregates"]["tasks"]))
+    tasks = list(dict.fromkeys(task for results in rows.values() for task in results.task_aggregates))
     titles = ["model"] + [
         title for task in tasks for title in (f"{task}: mean (std), seeds", f"gap to {args.reference}")
     ]
@@ -59,11 +59,11 @@ def table(argv):
     record = {"reference": args.reference, "rows": {}, "tasks": {}}
     for label, results in rows.items():
         record["rows"][label] = {}
-        for task, aggregate in results["aggregates"]["tasks"].items():
-            ours = reference["aggregates"]["tasks"].get(task)
+        for task, aggregate in results.task_aggregates.items():
+            ours = reference.task_aggregates.get(task)
             record["rows"][label][task] = {
                 **aggregate,
-                "scores": list(results["scores"][task].values()),
+                "scores": list(results.scores[task].values()),
                 "gap": aggregate["mean"] - ours["mean"] if ours else math.nan,
                 "not_comparable": differences(results, reference, task) if ours else ["no reference"],
             }
@@ -81,7 +81,7 @@ def table(argv):
         table_rows.append([label, *cells])
     for task in tasks:
         baseline = next(
-            (r["aggregates"]["tasks"][task].get("baseline") for r in rows.values() if task in r["aggregates"]["tasks"]),
+            (r.task_aggregates[task].get("baseline") for r in rows.values() if task in r.task_aggregates),
             None,
         )
         if baseline:

@@ -3,62 +3,49 @@
 The `bert` branch's card (`bert_card_template.md`) is rendered the same way: the model of `main` exported as plain
 BERT, with the same sentences on its cost and on fine-tuning it as main's "Use it as plain BERT" section.
 
-The GLUE results are written twice, both with huggingface_hub's own classes: as `.eval_results/glue.yaml`
-(`EvalResultEntry`, the Hub's current format, shown on the model page and the benchmark's leaderboard) and as the
-card's `model-index` (`ModelCardData` + `EvalResult`, the legacy format older tools read). The Markdown body is
-`card_template.md`, a Jinja template rendered by `ModelCard.from_template`.
+The GLUE results are written twice, as `.eval_results/glue.yaml` and as the card's `model-index` (eval_results.py).
+The Markdown body is `card_template.md`, a Jinja template rendered by `ModelCard.from_template`.
 """
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 from typing import Any
 
-import huggingface_hub
+import jinja2
 import torch
 import transformers
-import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
-from huggingface_hub.utils import validate_repo_id, yaml_dump
+from huggingface_hub.utils import validate_repo_id
 from packaging.requirements import Requirement
-from transformers import TrainingArguments
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from ..tools.bert_export import BOUND, CHECK_BATCH
-from ..training import glue
-from ..training.glue_data import (
-    TASKS,
-    benchmark_name,
-    glue_mean_tasks,
-    hub_config,
-    hub_datasets,
-    reported_scores,
-    score_names,
-)
+from ..training.glue_data import TASKS, benchmark_name, glue_mean_tasks, hub_datasets, reported_scores, score_names
+from ..training.glue_results import GlueResults, paper_protocol
 from ..training.glue_scoring import NOISE_STANDARD_ERRORS
-from .hub_compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
+
+# The Hub's formats of the GLUE results (eval_results.py), re-exported: validation.py and the tests read them here
+from .eval_results import EVAL_RESULTS_FILE as EVAL_RESULTS_FILE
+from .eval_results import EvalResultEntry as EvalResultEntry
+from .eval_results import glue_eval_entries as glue_eval_entries
+from .eval_results import glue_eval_results as glue_eval_results
+from .eval_results import read_eval_results as read_eval_results
+from .eval_results import scored_on_hub
+from .eval_results import task_id as task_id
+from .hub_compat import parse_eval_result_entries as parse_eval_result_entries
 
 TEMPLATE = Path(__file__).with_name("card_template.md")
 BERT_TEMPLATE = Path(__file__).with_name("bert_card_template.md")
-EVAL_RESULTS_FILE = ".eval_results/glue.yaml"
-EVAL_RESULTS_NOTICE = (
-    f"notice: huggingface_hub {huggingface_hub.__version__} has no EvalResultEntry, so GLUE results on the Hub's GLUE "
-    "data are staged in the card's model-index only, without .eval_results/glue.yaml (a newer huggingface_hub writes both)."
-)
+BERT_NOTES_TEMPLATE = Path(__file__).with_name("bert_export_notes.md")  # read by both cards
 NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
 
 
 def in_words(count: int) -> str:
     """A count as the card writes it: "nine", or digits past twelve."""
     return NUMBER_WORDS[count] if count < len(NUMBER_WORDS) else str(count)
-
-
-def mean_score_id() -> str:
-    """The .eval_results task id and model-index metric type of the mean score: "glue_score" for GLUE (no config of
-    a benchmark's dataset is named so)."""
-    return re.sub(r"\W+", "_", benchmark_name().lower()) + "_score"
 
 
 def mean_score_text() -> str:
@@ -75,129 +62,24 @@ def mean_score_text() -> str:
     return f"the plain mean of the {in_words(len(score_names(glue_mean_only=True)))} numbers{notes}"
 
 
-def scored_on_hub(results: dict) -> bool:
-    """Whether a glue_results.json's scores are on the Hub's GLUE datasets: its protocol's `data` names them (symbert-glue
-    records a local --data_dir as its absolute path). A file that records no data claims nothing."""
-    return results["protocol"].get("data") == hub_datasets()
-
-
-def glue_data_text(results: dict) -> str:
+def glue_data_text(results: GlueResults) -> str:
     """The data the GLUE scores were measured on, in words: the Hub dataset, linked, or the local data by name and by
     the sha256 of each task's files (glue_results.json "data_sha256"), saying they are not the Hub's."""
     if scored_on_hub(results):
         return ", ".join(f"[{name}](https://huggingface.co/datasets/{name})" for name in hub_datasets().split(", "))
-    local_tasks = [TASKS[name] for name in results["aggregates"]["tasks"] if name in TASKS]
+    local_tasks = [TASKS[name] for name in results.task_aggregates if name in TASKS]
     if local_tasks and all(task.hub_dataset is None for task in local_tasks):  # data only a script of ours fetches
-        hashes = results.get("data_sha256") or {}
+        hashes = results.data_sha256 or {}
         return "; ".join(
             f"{task.benchmark}: {task.source} (sha256 `{str(hashes.get(name, ''))[:12]}`)"
             for name, task in TASKS.items()
             if task in local_tasks
         )
-    data = results["protocol"].get("data")
-    hashes = ", ".join(f"{task} `{sha[:12]}`" for task, sha in (results.get("data_sha256") or {}).items() if sha)
+    data = results.data
+    hashes = ", ".join(f"{task} `{sha[:12]}`" for task, sha in (results.data_sha256 or {}).items() if sha)
     named = f"local data `{shown(data)}`" if data else "data the results file does not record"
     hashed = f" (sha256 of each task's files: {hashes})" if hashes else ""
     return f"{named}{hashed}, not the Hub's {hub_datasets()}"
-
-
-def glue_eval_results(results: dict) -> list[EvalResult]:
-    """`EvalResult`s for the model-index: each GLUE task score present in a glue_results.json (mean over seeds, in
-    percent, on the task's Hub dataset's validation split) and, when all GLUE-mean scores are there for every seed, the
-    GLUE score. None when the scores are not on the Hub's GLUE data (`scored_on_hub`): the model-index names a Hub
-    dataset, and other data under its name would be a leaderboard entry for what was not measured."""
-    if not scored_on_hub(results):
-        return []
-    aggregates = results["aggregates"]
-    eval_results = []
-    for config, spec, score in reported_scores(glue_mean_only=True):  # the task table (training/glue_data.py)
-        task = aggregates["tasks"].get(score.name)
-        if task is None or task.get("mean") is None:
-            continue
-        eval_results.append(
-            EvalResult(
-                task_type="text-classification",
-                task_name=spec.benchmark,
-                dataset_type=spec.hub_dataset,
-                dataset_name=f"{spec.benchmark} {score.display}",
-                dataset_config=hub_config(config),
-                dataset_split=score.split,
-                metric_type=spec.metric.hub_type,
-                metric_name=f"{score.display} {spec.metric.description} (mean of {task['n']} seeds)",
-                metric_value=round(task["mean"], 2),
-            )
-        )
-    glue = aggregates["glue"]
-    if glue.get("complete") and glue.get("mean") is not None:
-        eval_results.append(
-            EvalResult(
-                task_type="text-classification",
-                task_name=benchmark_name(),
-                dataset_type=hub_datasets(glue_mean_tasks()),
-                dataset_name=benchmark_name(),
-                dataset_split="validation",
-                metric_type=mean_score_id(),
-                metric_name=f"{benchmark_name()} score: mean of the {len(score_names(glue_mean_only=True))} task scores (mean of "
-                f"{glue['n_seeds']} seeds)",
-                metric_value=round(glue["mean"], 2),
-            )
-        )
-    return eval_results
-
-
-def task_id(config: str, split: str) -> str:
-    """The .eval_results task id of a GLUE score: its nyu-mll/glue config (mnli_matched / mnli_mismatched for MNLI's
-    two validation sets, which are configs of their own there)."""
-    return f"{config}_{split.removeprefix('validation_')}" if split != "validation" else config
-
-
-def glue_eval_entries(results: dict) -> list:
-    """`EvalResultEntry`s for .eval_results/glue.yaml: the same numbers as `glue_eval_results`, one entry per task
-    score and one for the GLUE score (task id "glue_score"); the format has no metric field, so `notes` names it."""
-    if EvalResultEntry is None or not scored_on_hub(results):  # see glue_eval_results
-        return []
-    aggregates, date = results["aggregates"], results.get("created")
-    entries = []
-    for config, spec, score in reported_scores(glue_mean_only=True):
-        task = aggregates["tasks"].get(score.name)
-        if task is None or task.get("mean") is None:
-            continue
-        what = f"{score.display} {spec.metric.description}"
-        notes = f"{what} in percent on the {score.split} split, mean of {task['n']} seeds"
-        entries.append(
-            EvalResultEntry(
-                spec.hub_dataset,
-                task_id(hub_config(config), score.split),
-                round(task["mean"], 2),
-                date=date,
-                notes=notes,
-            )
-        )
-    glue_score = aggregates["glue"]
-    if glue_score.get("complete") and glue_score.get("mean") is not None:
-        notes = (
-            f"{benchmark_name()} score: mean of the {len(score_names(glue_mean_only=True))} task scores in percent on the "
-            "validation "
-            f"splits, mean of {glue_score['n_seeds']} seeds"
-        )
-        entries.append(
-            EvalResultEntry(
-                hub_datasets(glue_mean_tasks()), mean_score_id(), round(glue_score["mean"], 2), date=date, notes=notes
-            )
-        )
-    return entries
-
-
-def eval_results_yaml(entries: list) -> str:
-    """The text of an .eval_results/*.yaml file, serialised by huggingface_hub."""
-    return yaml_dump(eval_result_entries_to_yaml(entries), sort_keys=False)
-
-
-def read_eval_results(path: str | Path) -> list:
-    """The `EvalResultEntry`s of an .eval_results/*.yaml file, parsed by huggingface_hub."""
-    if parse_eval_result_entries is None:
-        raise ValueError(f"huggingface_hub {huggingface_hub.__version__} cannot read {path} (no EvalResultEntry)")
-    return parse_eval_result_entries(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
 
 
 def card_data(
@@ -231,28 +113,6 @@ def card_data(
         model_name=model_name if eval_results else None,
         eval_results=eval_results or None,
     )
-
-
-def paper_protocol() -> dict:
-    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue_sweep.py's `pair_protocol`):
-    PAPER_PROTOCOL over TrainingArguments' defaults, symbert-glue's own defaults, one process, the Hub's GLUE data."""
-    settings = {**{f.name: f.default for f in fields(TrainingArguments)}, **glue.PAPER_PROTOCOL}
-    return {
-        "epochs": settings["num_train_epochs"],
-        "max_steps": settings["max_steps"],
-        "learning_rate": settings["learning_rate"],
-        "lr_scheduler_type": settings["lr_scheduler_type"],
-        "warmup_ratio": glue.PAPER_PROTOCOL["warmup_steps"],  # below 1: a ratio
-        "warmup_steps": None,
-        "per_device_train_batch_size": settings["per_device_train_batch_size"],
-        "gradient_accumulation_steps": settings["gradient_accumulation_steps"],
-        "world_size": 1,
-        "max_length": glue.GlueArguments.max_length,
-        "weight_decay": settings["weight_decay"],
-        "data": hub_datasets(glue.PAPER_TASKS),
-        "seeds": [int(seed) for seed in glue.GlueArguments.seeds.split(",")],
-        "tasks": list(glue.PAPER_TASKS),
-    }
 
 
 def escaped(value: Any) -> str:
@@ -347,18 +207,18 @@ def baseline_cells(task: dict) -> list[str]:
     return [f"{baseline['majority']:.2f} / {baseline['chance']:.2f}", verdict]
 
 
-def results_benchmark(results: dict) -> str:
+def results_benchmark(results: GlueResults) -> str:
     """What the scores of `results` are published under: "GLUE", or the benchmarks of the tasks it has."""
-    tasks = [name for name in TASKS if name in results["aggregates"]["tasks"]]
+    tasks = [name for name in TASKS if name in results.task_aggregates]
     if not tasks or any(TASKS[name].in_glue_mean for name in tasks):
         return benchmark_name()
     return " and ".join(dict.fromkeys(TASKS[name].benchmark for name in tasks))
 
 
-def glue_table(results: dict, baselines: list[tuple[str, dict]] = ()) -> str:
+def glue_table(results: GlueResults, baselines: list[tuple[str, GlueResults]] = ()) -> str:
     """Markdown: per-task mean ± sample std over the seeds, beside each --baselines model's (fine-tuned identically)
     and the task's baselines (majority class / chance) with the verdict against them, then the GLUE score."""
-    tasks = results["aggregates"]["tasks"]
+    tasks = results.task_aggregates
     glue_only = any(TASKS[name].in_glue_mean for name in tasks if name in TASKS)
     labels = [escaped(label) for label, _ in baselines]  # --baselines LABEL=FILE: free text in a table header
     rows = [
@@ -375,12 +235,12 @@ def glue_table(results: dict, baselines: list[tuple[str, dict]] = ()) -> str:
         if score.name in tasks and tasks[score.name].get("mean") is not None:
             task = tasks[score.name]
             cells = [score.display, spec.metric.description, mean_and_std(task), str(task["n"])]
-            cells += [mean_and_std(other["aggregates"]["tasks"].get(score.name)) for _, other in baselines]
+            cells += [mean_and_std(other.task_aggregates.get(score.name)) for _, other in baselines]
             rows.append(f"| {' | '.join([*cells, *baseline_cells(task)])} |")
-    glue_score = results["aggregates"]["glue"]
+    glue_score = results.glue
     if glue_score.get("complete") and glue_score.get("mean") is not None:
         others = [
-            "" if not (g := other["aggregates"]["glue"]).get("complete") else f"{g['mean']:.2f} ± {g['std']:.2f}"
+            "" if not (g := other.glue).get("complete") else f"{g['mean']:.2f} ± {g['std']:.2f}"
             for _, other in baselines
         ]
         rows.append(
@@ -390,9 +250,9 @@ def glue_table(results: dict, baselines: list[tuple[str, dict]] = ()) -> str:
     return "\n".join(rows)
 
 
-def did_not_learn(results: dict) -> list[str]:
+def did_not_learn(results: GlueResults) -> list[str]:
     """The display names of the GLUE-mean scores flagged "did not learn" (glue_scoring.py's `learning_verdict`)."""
-    tasks = results["aggregates"]["tasks"]
+    tasks = results.task_aggregates
     return [
         score.display
         for _, _, score in reported_scores(glue_mean_only=True)
@@ -400,7 +260,7 @@ def did_not_learn(results: dict) -> list[str]:
     ]
 
 
-def glue_baselines_text(results: dict) -> str:
+def glue_baselines_text(results: GlueResults) -> str:
     """What the baselines columns mean and which scores show no learning."""
     text = (
         "Beside each score: the majority-class baseline (the best constant prediction on the same dev set: for "
@@ -417,7 +277,7 @@ def glue_baselines_text(results: dict) -> str:
     return text
 
 
-def glue_notices(repo_id: str, results: dict) -> list[str]:
+def glue_notices(repo_id: str, results: GlueResults) -> list[str]:
     """What the release says about its GLUE results: scores on local data, and scores that show no learning."""
     notices = []
     if not scored_on_hub(results):
@@ -425,7 +285,7 @@ def glue_notices(repo_id: str, results: dict) -> list[str]:
             f"{repo_id}: the {benchmark_name()} scores are on {glue_data_text(results).replace('`', '')}: the card says so; no "
             "model-index, no .eval_results file, no leaderboard entry."
         )
-    tasks = results["aggregates"]["tasks"]
+    tasks = results.task_aggregates
     for _, spec, score in reported_scores(glue_mean_only=True):
         baseline = tasks.get(score.name, {}).get("baseline")
         if baseline and baseline["did_not_learn"]:
@@ -675,31 +535,12 @@ class BertExport:
 
 def bert_export_notes(attention_type: str, parameters: int, bert: BertExport) -> list[str]:
     """What the plain BERT export costs and what fine-tuning it means, from the SymBERT model's parameter count and
-    the export's (both cards say it: main's "Use it as plain BERT" section and the `bert` branch's card)."""
-    name = f"`{attention_type}`"
-    if bert.parameters > parameters:
-        cost = (
-            f"It has BERT's parameter count at inference: {bert.parameters:,} parameters against the SymBERT form's "
-            f"{parameters:,}, {parameter_change(bert.parameters, parameters)}. The export is larger than the {name} "
-            "model: the variant's saving is a training-time saving (fewer parameters to train); only the SymBERT form "
-            "on `main`, loaded with its remote code, keeps the smaller count at inference."
-        )
-        fine_tuning = (
-            f"Fine-tuning it is fine-tuning BERT: its query, key and value are BERT's independent matrices, so the "
-            f"{name} constraint on them (the formula above) is not kept once training changes the weights. To "
-            f"fine-tune the {name} variant itself, load `main` with `trust_remote_code=True`."
-        )
-    else:
-        relation = "as many as" if bert.parameters == parameters else "fewer than"
-        cost = (
-            f"It has BERT's parameter count at inference: {bert.parameters:,} parameters, {relation} the SymBERT form's "
-            f"{parameters:,}: the {name} form saves no parameters over BERT, so the export costs what it costs."
-        )
-        fine_tuning = (
-            f"Fine-tuning it is fine-tuning BERT, which is what fine-tuning the {name} model does too: the export "
-            "has no free parameter the SymBERT form lacks."
-        )
-    return [cost, fine_tuning]
+    the export's (both cards say it: main's "Use it as plain BERT" section and the `bert` branch's card): the notes
+    of BERT_NOTES_TEMPLATE, one a line."""
+    change = parameter_change(bert.parameters, parameters)
+    template = jinja2.Template(BERT_NOTES_TEMPLATE.read_text(encoding="utf-8"))
+    text = template.render(attention_type=attention_type, parameters=parameters, bert=bert, parameter_change=change)
+    return text.splitlines()
 
 
 def checkpoint_title(name: str, step: int) -> str:
@@ -730,113 +571,8 @@ def indefinite_article(number: int) -> str:
 DEMONSTRATION_SIZES = ("tiny",)
 
 
-def intended_uses(kind: str, size: str | None = None, made_from: MadeFrom | None = None) -> list[str]:
-    if made_from is not None and made_from.distilled:
-        uses = [
-            "Research on self-attention: how much of a pretrained BERT's function this attention variant keeps after "
-            "conversion and a short distillation, against the teacher and the other SymBERT variants made the same way.",
-            "A starting point for fine-tuning an English encoder (any `AutoModelFor...` head), as its teacher is.",
-        ]
-        if made_from.sentence_transformers:
-            uses.append(
-                "Sentence embeddings with sentence-transformers, as its teacher: similarity, search, clustering."
-            )
-        return uses + [
-            "Out of scope: text generation (it is an encoder), other languages than English, and decisions about "
-            "people or any production use without an evaluation of your own on your data.",
-        ]
-    if kind == "tiny_random":
-        return [
-            "Testing code that loads, fine-tunes, exports or serves SymBERT models (unit tests, CI, examples): it is "
-            "small and fast and behaves like a trained SymBERT model of its attention type in every code path.",
-            "Out of scope: anything that needs meaningful outputs.",
-        ]
-    starting_point = (
-        "A demonstration of pre-training, GLUE and release at the `tiny` size: too small to be a starting point for "
-        "fine-tuning (use a `small` or `base` model for that)."
-        if size in DEMONSTRATION_SIZES
-        else "A starting point for fine-tuning an English encoder on sentence and sentence-pair tasks (classification "
-        "and regression, as in GLUE) or token tasks, through any `AutoModelFor...` head."
-    )
-    items = [
-        "Research on self-attention: comparing this attention variant with BERT's and the other SymBERT variants "
-        "pre-trained with the same recipe, data and budget.",
-        starting_point,
-        "Masked-token prediction (`fill-mask`) on English text, e.g. to probe what pre-training taught it.",
-    ]
-    if kind == "checkpoint":
-        items.append("Studying pre-training dynamics (e.g. GLUE along pre-training) with the other `step-N` branches.")
-    return items + [
-        "Out of scope: text generation (it is an encoder), other languages than English, and decisions about people "
-        "or any production use without an evaluation of your own on your data.",
-    ]
-
-
-def seeds_text(results: dict) -> str:
-    return ", ".join(map(str, results["protocol"].get("seeds", [])))
-
-
-def limitations(
-    config: SymBertConfig,
-    kind: str,
-    training: Training | None = None,
-    results: dict | None = None,
-    made_from: MadeFrom | None = None,
-) -> list[str]:
-    """The card's limitations; `training` is a `Training`, `results` a glue_results.json (release cards only)."""
-    if kind == "tiny_random":
-        return [
-            "Random weights: for testing code paths only, never for predictions.",
-            "The model code runs from this repository: loading needs `trust_remote_code=True`.",
-        ]
-    if made_from is not None and made_from.distilled:
-        items = [
-            f"What it knows comes from its teacher's pre-training (see the teacher's card for its data and biases); "
-            f"the distillation saw {training.tokens:,} tokens of {training.dataset}, so it agrees with the teacher "
-            "only as far as the agreement and scores above show.",
-        ]
-        if not made_from.mlm_head:
-            items.append(
-                "The teacher has no masked-LM head, so this model's was never trained: its `fill-mask` outputs are "
-                "meaningless; use it as an encoder."
-            )
-    else:
-        items = [
-            f"A small training budget: {training.tokens:,} tokens of {training.dataset} ({training.steps:,} × "
-            f"{training.global_batch_size} blocks of {training.max_seq_length} tokens; BERT: 1,000,000 × 256 "
-            "sequences of up to 512 tokens); its scores are this budget's, not what the attention variant reaches at "
-            "BERT's scale.",
-        ]
-    if training.dataset == EMBEDDED_CORPUS_DESCRIPTION:
-        items.append(
-            "The corpus is nine English novels and story collections published 1811–1892: literary prose of its time, "
-            "not modern, web, conversational or domain-specific text."
-        )
-    items += [
-        "It reproduces the biases and views of its training text; no bias or safety evaluation was done.",
-        f"English only, with {indefinite_article(config.vocab_size)} {config.vocab_size:,}-token WordPiece vocabulary; other languages and scripts are "
-        "split into unknown or meaningless pieces.",
-    ]
-    if made_from is None or not made_from.distilled:
-        items += [
-            f"Pre-trained on {training.max_seq_length}-token blocks: longer inputs (up to its "
-            f"{config.max_position_embeddings} positions) use position embeddings it has barely or never trained.",
-            "Masked language modelling only (no next-sentence prediction): a sequence-classification head's pooler "
-            "starts untrained, as with any MLM-only BERT checkpoint.",
-        ]
-    if kind == "checkpoint":
-        items.append(
-            f"An intermediate checkpoint: pre-training went on to step {training.run_steps:,}; the final model is on "
-            f"`main`, with the {benchmark_name()} results, which do not apply to this checkpoint."
-        )
-    if results is not None and results_benchmark(results) == benchmark_name():
-        items.append(
-            f"{benchmark_name()} numbers are dev-set scores (as in the paper), not test-server scores, over seeds {seeds_text(results)}."
-        )
-    items.append(
-        "The model code runs from this repository: loading needs `trust_remote_code=True`; pin a revision, as below."
-    )
-    return items
+def seeds_text(results: GlueResults) -> str:
+    return ", ".join(map(str, results.seeds))
 
 
 def card_values(
@@ -848,10 +584,10 @@ def card_values(
     *,
     size: str | None = None,
     training: Training | None = None,
-    results: dict | None = None,
+    results: GlueResults | None = None,
     bert: BertExport | None = None,
     made_from: MadeFrom | None = None,
-    baselines: list[tuple[str, dict]] = (),
+    baselines: list[tuple[str, GlueResults]] = (),
 ) -> dict:
     """Every value card_template.md (and bert_card_template.md) reads but the GLUE files' names: from the model's
     config, the repository, the provenance record, for trained models their `Training` and (release cards) their
@@ -879,10 +615,11 @@ def card_values(
         max_positions=config.max_position_embeddings,
         provenance=provenance,
         choices=implementation_choices(config),
-        intended_uses=intended_uses(kind, size, made_from),
+        demonstration=size in DEMONSTRATION_SIZES,  # the intended uses say it is too small to fine-tune from
         install=install_command(),
         citations="\n\n".join(attention_class(config.attention_type).papers.values()),
-        limitations=limitations(config, kind, training, results, made_from),
+        vocab_article=indefinite_article(config.vocab_size),
+        embedded_corpus=training is not None and training.dataset == EMBEDDED_CORPUS_DESCRIPTION,
         made_from=made_from,
         made_from_items=made_from.items(training) if made_from else [],
         training=training,
@@ -898,7 +635,7 @@ def card_values(
             baseline_models=[escaped(label) for label, _ in baselines],
             glue_baselines=glue_baselines_text(results),
             seeds=seeds_text(results),
-            protocol=protocol_text(results["protocol"]),
+            protocol=protocol_text(results.protocol),
             glue_data=glue_data_text(results),
             glue_on_hub=scored_on_hub(results),
             glue_mean=mean_score_text(),

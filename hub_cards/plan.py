@@ -4,13 +4,10 @@ results (matched by the sha256 of its weights), checkpoints and repository id, c
 import json
 import math
 import os
-import re
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import sha_fileobj
@@ -20,14 +17,14 @@ from ..cli import UserError
 from ..files import sentence_transformers_files, write_atomically
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
-from ..training.glue_data import TASKS
-from ..training.glue_scoring import CORRELATIONS, aggregate, learning_verdict
-from ..training.summary import TrainingSummary, boolean, is_integer, is_number, mapping, number
+from ..training.glue_results import NAME, GlueResults, in_range, plain_text, protocol_differences
+from ..training.json_files import read_json, regular_file
+from ..training.summary import TrainingSummary, is_number
 from . import card as cards
 from .options import ReleaseOptions
-from .values import check_log_history, check_results, differs, score_ranges
+from .values import check_log_history
 
-RESULTS_FILE = "glue_results.json"
+RESULTS_FILE = GlueResults.FILE_NAME
 GLUE_PLOT = "glue_vs_step.png"
 MODEL_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = (
@@ -79,44 +76,6 @@ class Stage:
 def sha256(path: str | Path) -> str:
     with open(path, "rb") as file:
         return sha_fileobj(file).hex()
-
-
-def regular_file(path: str | Path) -> Path:
-    """`path`, refused without opening it unless it is a regular file (or a link to one): a named pipe, a device or
-    a folder would hang or fail the read."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as error:
-        raise UserError(f"{path} cannot be read ({error.strerror}).") from None
-    if not stat.S_ISREG(mode):
-        raise UserError(f"{path} is not a regular file (a named pipe, device or folder); give a JSON file.")
-    return Path(path)
-
-
-def unique_keys(path: str | Path):
-    """A json.loads object_pairs_hook refusing a key given twice in one object (a task, a seed or a field listed
-    twice): Python's JSON keeps the last silently, so the card would show one of two values."""
-
-    def hook(pairs: list[tuple[str, Any]]) -> dict:
-        keys = [key for key, _ in pairs]
-        if len(set(keys)) != len(keys):
-            twice = next(key for key in keys if keys.count(key) > 1)
-            raise UserError(
-                f"{path}: the key {twice!r} is given {keys.count(twice)} times in one JSON object; each key (a task, "
-                "a seed, a field) is given once."
-            )
-        return dict(pairs)
-
-    return hook
-
-
-def read_json(path: str | Path) -> Any:
-    try:
-        return json.loads(regular_file(path).read_text(encoding="utf-8"), object_pairs_hook=unique_keys(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path} is not valid JSON ({error}).") from None
-    except RecursionError:
-        raise UserError(f"{path} is nested too deeply to be a JSON file the release reads.") from None
 
 
 def eval_losses(log_history: list[dict]) -> dict[int, float]:
@@ -295,10 +254,10 @@ def inside(path: Path, folder: Path) -> bool:
     return path.resolve().is_relative_to(folder.resolve())
 
 
-def read_results_files(paths: list[str | Path], staging_dir: str | Path) -> dict[Path, dict]:
+def read_results_files(paths: list[str | Path], staging_dir: str | Path) -> dict[Path, GlueResults]:
     """{path: results} for every glue_results.json given or below the given folders (never one inside the staging
     folder, --output_dir: the release's own output is no input), checked against the schema and for values the card
-    can show (`check_results`)."""
+    can show (`GlueResults.read`)."""
     files, given, staging_dir = [], set(), Path(staging_dir)
     for path in map(Path, paths):
         if path.is_dir():
@@ -314,180 +273,13 @@ def read_results_files(paths: list[str | Path], staging_dir: str | Path) -> dict
             raise UserError(f"results path {str(path)!r} does not exist.")
     results = {}
     for path in files:
-        data = read_json(path)
-        try:
-            sha = data["model"]["weights_sha256"]
-            data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (keys read later)
-        except (KeyError, TypeError) as error:
-            raise UserError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
-        if data.get("schema_version") != 1:
-            raise UserError(f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads 1.")
-        if sha is None and path not in given:  # measured on sharded or .bin weights: matches no model.safetensors
-            continue
-        if not isinstance(sha, str) or len(sha) != 64:
-            raise UserError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
-        check_listed_once(path, data)
-        check_results(path, data)
-        check_shown_results(path, data)
-        results[path] = data
+        # one found in a folder that was measured on sharded or .bin weights matches no model.safetensors: skipped
+        if (read := GlueResults.read(path, skip_unmatchable=path not in given)) is not None:
+            results[path] = read
     return results
 
 
-# What a card may show of a results file's text as written (in a code span of its protocol line): a name or a path,
-# never Markdown or HTML (no backtick, angle bracket, table bar, link bracket or line break)
-PLAIN_TEXT = re.compile(r"[\w .,:;/+=@~()'-]+")
-PLAIN_TEXT_RULE = "letters, digits, spaces and . , : ; / + = @ ~ ( ) ' -"
-NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # a setting's or key's name: lr_scheduler_type's "linear", "bf16"
-HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
-# The ranges of the protocol's numbers the card shows (symbert-glue's pair_protocol): (low, high, low excluded,
-# integer); None is a value the protocol may record (max_steps -1: none; warmup_steps None: a ratio)
-PROTOCOL_RANGES = {
-    "epochs": (0.0, math.inf, True, False),
-    "max_steps": (-1, math.inf, False, True),
-    "learning_rate": (0.0, math.inf, True, False),
-    "warmup_ratio": (0.0, 1.0, False, False),
-    "warmup_steps": (0, math.inf, False, True),
-    "per_device_train_batch_size": (1, math.inf, False, True),
-    "gradient_accumulation_steps": (1, math.inf, False, True),
-    "world_size": (1, math.inf, False, True),
-    "max_length": (1, math.inf, False, True),
-    "weight_decay": (0.0, math.inf, False, False),
-}
-PROTOCOL_NAMES = ("lr_scheduler_type", "precision")
-
-
-def in_range(path: Path, field: str, value: Any, low: float, high: float, low_excluded: bool, integer: bool) -> None:
-    """Refuse `value` unless a finite number (an integer with `integer`) in its range, the range named."""
-    kind = "an integer" if integer else "a finite number"
-    bounds = f"> {low:g}" if low_excluded else f">= {low:g}"
-    bounds += f" and <= {high:g}" if high != math.inf else ""
-    ok = (is_integer(value) if integer else is_number(value)) and math.isfinite(value) and low <= value <= high
-    if not ok or (low_excluded and value == low):
-        raise UserError(f"{path}: {field}={value!r} is not {kind} {bounds}.")
-
-
-def plain_text(
-    path: Path, field: str, value: Any, pattern: re.Pattern = PLAIN_TEXT, rule: str = PLAIN_TEXT_RULE
-) -> str:
-    """`value`, refused unless a string of `pattern` (what a card shows as written): one line naming the value and
-    what is allowed."""
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise UserError(f"{path}: {field}={value!r} is not plain text for a card: {rule} only.")
-    return value
-
-
-def check_listed_once(path: Path, results: dict) -> None:
-    """Refuse a protocol listing a seed or a task twice, or a task outside the task table, before the aggregates are
-    checked (a seed run twice would make them look wrong instead)."""
-    protocol = mapping(path, "protocol", results.get("protocol"))
-    seeds = protocol.get("seeds")
-    if isinstance(seeds, list) and all(map(is_integer, seeds)) and len(set(seeds)) != len(seeds):
-        raise UserError(f"{path}: protocol.seeds={seeds!r} lists a seed twice; each seed is run once.")
-    tasks = protocol.get("tasks", [])
-    if not isinstance(tasks, list) or any(not isinstance(task, str) or task not in TASKS for task in tasks):
-        raise UserError(
-            f"{path}: protocol.tasks={tasks!r} is not a list of tasks of the task table ({', '.join(TASKS)})."
-        )
-    if len(set(tasks)) != len(tasks):
-        twice = next(task for task in tasks if tasks.count(task) > 1)
-        raise UserError(f"{path}: protocol.tasks={tasks!r} lists {twice!r} twice; each task is listed once.")
-
-
-def check_shown_results(path: Path, results: dict) -> None:
-    """What `check_results` leaves to the release, refused in one line naming the field and what is allowed: the
-    protocol's numbers out of their range (a learning rate <= 0, a batch of 0, ...), its names and texts that are not
-    plain (HTML or Markdown would reach the card), a task or seed listed twice or unknown, scores of seeds the
-    protocol does not list, per-run metrics out of their range or other than the scores (`runs`), baselines and
-    per-seed GLUE scores other than the scores give, and data hashes that are not sha256 digests."""
-    protocol, scores = results["protocol"], results["scores"]
-    for key, value in protocol.items():
-        if not NAME.fullmatch(key):
-            raise UserError(f"{path}: protocol has the key {key!r}, which is not a name: letters, digits, _ . - only.")
-        if key in PROTOCOL_RANGES and value is not None:
-            in_range(path, f"protocol.{key}", value, *PROTOCOL_RANGES[key])
-        elif key in PROTOCOL_NAMES and value is not None:
-            plain_text(path, f"protocol.{key}", value, NAME, "a name of letters, digits, _ . -")
-        for i, item in enumerate(value if isinstance(value, list) else [value]):
-            where = f"protocol.{key}" + (f"[{i}]" if isinstance(value, list) else "")
-            if isinstance(item, str):
-                plain_text(path, where, item)
-            elif item is not None and not isinstance(item, (bool, int, float)):
-                raise UserError(f"{path}: {where}={item!r} is not a number, name or list of them.")
-    if protocol.get("learning_rate") is None:
-        raise UserError(f"{path}: protocol.learning_rate is missing: the card shows the learning rate it ran with.")
-    seeds = protocol["seeds"]
-    names = {str(seed) for seed in seeds}
-    for name, by_seed in scores.items():
-        if unknown := sorted(set(by_seed) - names):
-            raise UserError(
-                f"{path}: scores.{name} has seed(s) {', '.join(map(repr, unknown))}, which protocol.seeds "
-                f"({seeds!r}) does not list: the card says which seeds its scores are over."
-            )
-    check_runs(path, results)
-    expected = aggregate(scores, seeds)["glue"]
-    stored = results["aggregates"]["glue"]
-    if "per_seed" in stored:
-        per_seed = mapping(path, "aggregates.glue.per_seed", stored["per_seed"])
-        if per_seed.keys() != expected["per_seed"].keys():
-            differs(path, "aggregates.glue.per_seed", per_seed, expected["per_seed"])
-        for seed, value in expected["per_seed"].items():
-            differs(path, f"aggregates.glue.per_seed.{seed}", per_seed[seed], value)
-    ranges = score_ranges()
-    for name, task in results["aggregates"]["tasks"].items():
-        if task.get("baseline") is None:
-            continue  # results of an older symbert-glue: the card says "not recorded"
-        field = f"aggregates.tasks.{name}.baseline"
-        baseline = mapping(path, field, task["baseline"])
-        for key in ("majority", "chance"):  # what the card's columns show: numbers in the score's range
-            number(path, f"{field}.{key}", baseline.get(key), *ranges[name])
-        number(path, f"{field}.margin", baseline.get("margin"), 0.0)
-        boolean(path, f"{field}.did_not_learn", baseline.get("did_not_learn"))
-        if "standard_error" in baseline:  # symbert-glue's record: the margin and verdict follow from it
-            number(path, f"{field}.standard_error", baseline["standard_error"], 0.0)
-            if "n" in baseline:
-                number(path, f"{field}.n", baseline["n"], 1, integer=True)
-            verdict = learning_verdict(task, baseline)
-            for key in ("best", "margin", "did_not_learn"):
-                if key in baseline:
-                    differs(path, f"{field}.{key}", baseline[key], verdict[key])
-        else:  # the verdict the card shows is the mean against the better baseline and the margin it shows
-            best = max(baseline["majority"], baseline["chance"])
-            differs(
-                path, f"{field}.did_not_learn", baseline["did_not_learn"], task["mean"] <= best + baseline["margin"]
-            )
-    for task, digest in mapping(path, "data_sha256", results.get("data_sha256") or {}).items():
-        if digest is not None and not (isinstance(digest, str) and HEX_DIGEST.fullmatch(digest)):
-            raise UserError(f"{path}: data_sha256.{task}={digest!r} is not a sha256 hex digest (64 of 0-9a-f) or null.")
-
-
-def check_runs(path: Path, results: dict) -> None:
-    """The per-run metrics (`runs`: {task: {seed: metrics}}, fractions, as symbert-glue measured them): each in its
-    metric's range (accuracy and F1 in [0, 1], correlations in [-1, 1]), and a run's `score` (percent) the score the
-    file holds for that task and seed, where it holds one."""
-    runs = mapping(path, "runs", results.get("runs") or {})
-    scores = results["scores"]
-    for task, by_seed in runs.items():
-        if task not in TASKS:
-            raise UserError(f"{path}: runs has {task!r}, which is not a task of the task table ({', '.join(TASKS)}).")
-        spec = TASKS[task]
-        for seed, metrics in mapping(path, f"runs.{task}", by_seed).items():
-            for key, value in mapping(path, f"runs.{task}.{seed}", metrics).items():
-                field = f"runs.{task}.{seed}.{key}"
-                if key == "score":
-                    number(path, field, value, *score_ranges()[spec.scores[0].name])
-                    if seed in scores.get(spec.scores[0].name, {}):  # a run the file holds no score of is not shown
-                        differs(path, field, value, scores[spec.scores[0].name][seed])
-                elif key.startswith(CORRELATIONS):  # matthews_correlation, pearson, spearmanr
-                    number(path, field, value, -1.0, 1.0)
-                else:
-                    number(path, field, value, 0.0, 1.0)
-
-
-# what a baseline's protocol may differ in from the model's: where its data were read from
-BASELINE_FREE_PROTOCOL_KEYS = ("data",)
-
-
-def read_baselines(baselines: tuple[tuple[str, str], ...], staging_dir: str | Path) -> list[tuple[str, dict]]:
+def read_baselines(baselines: tuple[tuple[str, str], ...], staging_dir: str | Path) -> list[tuple[str, GlueResults]]:
     """[(label, results)] of --baselines, each a glue_results.json checked as the model's are."""
     read = []
     for label, path in baselines:
@@ -500,27 +292,20 @@ def read_baselines(baselines: tuple[tuple[str, str], ...], staging_dir: str | Pa
     return read
 
 
-def protocol_differences(protocol: dict, other: dict) -> list[str]:
-    """The protocol keys (`key=other's value`) on which two GLUE results were not fine-tuned alike; where their data
-    were read from and which tasks they list are no difference."""
-    keys = sorted({*protocol, *other} - {*BASELINE_FREE_PROTOCOL_KEYS, "tasks"})
-    return [f"{key}={other.get(key)!r}" for key in keys if protocol.get(key) != other.get(key)]
-
-
-def check_baselines(results_path: Path, results: dict, baselines: list[tuple[str, dict]]) -> None:
+def check_baselines(results_path: Path, results: GlueResults, baselines: list[tuple[str, GlueResults]]) -> None:
     """Refuse a baseline that was not scored as the model was: another protocol (seeds, epochs, learning rate, ...),
     a task of the model's it lacks, or other data (by their contents' sha256)."""
     for label, baseline in baselines:
-        if differing := protocol_differences(results["protocol"], baseline["protocol"]):
+        if differing := protocol_differences(results.protocol, baseline.protocol):
             key = differing[0].split("=")[0]
             raise UserError(
                 f"--baselines {label!r} was scored with protocol.{differing[0]}, {results_path} with "
-                f"{results['protocol'].get(key)!r}: a baseline must be fine-tuned identically."
+                f"{results.protocol.get(key)!r}: a baseline must be fine-tuned identically."
             )
-        for task in results["aggregates"]["tasks"]:
-            if task not in baseline["aggregates"]["tasks"]:
+        for task in results.task_aggregates:
+            if task not in baseline.task_aggregates:
                 raise UserError(f"--baselines {label!r} has no {task} scores; {results_path} has.")
-            mine, theirs = (r.get("data_sha256", {}).get(task) for r in (results, baseline))
+            mine, theirs = ((r.data_sha256 or {}).get(task) for r in (results, baseline))
             if mine != theirs or mine is None:
                 raise UserError(
                     f"--baselines {label!r} scored {task} on other data than {results_path} (data_sha256 "
@@ -535,11 +320,11 @@ RESULTS_RULE = (
 )
 
 
-def match_results(model: Path, weights_sha256: str, candidates: dict[Path, dict]) -> tuple[Path, str]:
+def match_results(model: Path, weights_sha256: str, candidates: dict[Path, GlueResults]) -> tuple[Path, str]:
     """(the results file measured on these weights, why it was chosen), else a clear error: RESULTS_RULE."""
-    matching = [path for path, data in candidates.items() if data["model"]["weights_sha256"] == weights_sha256]
+    matching = [path for path, data in candidates.items() if data.weights_sha256 == weights_sha256]
     if matching:  # e.g. a sweep that ended on the final checkpoint next to the full suite: take the fuller one
-        runs = {path: sum(len(by_seed) for by_seed in candidates[path]["scores"].values()) for path in matching}
+        runs = {path: candidates[path].run_count for path in matching}
         fullest = [path for path in matching if runs[path] == max(runs.values())]
         if len(fullest) == 1:
             why = f"its weights_sha256 is that of {model}/model.safetensors"
@@ -552,7 +337,7 @@ def match_results(model: Path, weights_sha256: str, candidates: dict[Path, dict]
             f"{', '.join(map(str, fullest))}; pass the one to release with --results."
         )
     others = "".join(
-        f"\n  {path}: weights_sha256 {data['model']['weights_sha256'][:16]}… ({data['model'].get('name_or_path')})"
+        f"\n  {path}: weights_sha256 {data.weights_sha256[:16]}… ({data.model.get('name_or_path')})"
         for path, data in candidates.items()
     )
     raise UserError(
@@ -592,7 +377,18 @@ def check_model_folder(folder: Path) -> SymBertConfig:
 
 def plan_models(
     options: ReleaseOptions,
-) -> list[tuple[PretrainingRun, SymBertConfig, str, Path, dict, list[Path], Path | None, list[tuple[str, dict]]]]:
+) -> list[
+    tuple[
+        PretrainingRun,
+        SymBertConfig,
+        str,
+        Path,
+        GlueResults,
+        list[Path],
+        Path | None,
+        list[tuple[str, GlueResults]],
+    ]
+]:
     """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None, baselines)]
     for every model; every input is checked before any work is done."""
     staging = Staging(options.output_dir, options.name_template)
@@ -625,12 +421,12 @@ def plan_models(
         else:
             results, why = match_results(model, sha256(model / "model.safetensors"), candidates)
             print(f"{model}: GLUE results from {results} ({why}).")
-        if results is not None and candidates[results]["model"].get("attention_type") not in (
+        if results is not None and candidates[results].model.get("attention_type") not in (
             None,
             config.attention_type,
         ):
             raise UserError(
-                f"{results} says attention_type={candidates[results]['model']['attention_type']!r} but {model} is "
+                f"{results} says attention_type={candidates[results].model['attention_type']!r} but {model} is "
                 f"{config.attention_type!r}."
             )
         used.add(results)
@@ -679,7 +475,7 @@ def plan_models(
         )
     for path in extra_files:
         if path not in used:
-            data = candidates[path]["model"]
+            data = candidates[path].model
             raise UserError(
                 f"{path} is the GLUE result of other weights (weights_sha256 {data['weights_sha256'][:16]}…, model "
                 f"{data.get('name_or_path')!r}) than any model being released."

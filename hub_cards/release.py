@@ -40,7 +40,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from .. import ATTENTION_TYPES
 from ..cli import UserError, command_parser, run_command
-from . import card as cards
+from . import eval_results as hub_eval
 from .options import ReleaseOptions
 from .plan import GLUE_PLOT, RESULTS_RULE, Stage, Staging, plan_models
 from .pushing import push_or_explain, show
@@ -177,8 +177,8 @@ def release(options: ReleaseOptions) -> list[Stage]:
             raise UserError(
                 "--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`. Nothing was staged."
             )
-    if not options.tiny_random and cards.EvalResultEntry is None:
-        print(cards.EVAL_RESULTS_NOTICE, file=sys.stderr)
+    if not options.tiny_random and hub_eval.EvalResultEntry is None:
+        print(hub_eval.EVAL_RESULTS_NOTICE, file=sys.stderr)
     with tempfile.TemporaryDirectory() as workdir:
         if options.tiny_random:
             stages = stage_tiny_random(options, workdir)

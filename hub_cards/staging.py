@@ -17,8 +17,10 @@ from transformers.utils import logging as transformers_logging
 from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, loading_symbert
 from ..cli import UserError
 from ..tools.bert_export import BOUND, CHECK_BATCH, export_to_bert
+from ..training.glue_results import GlueResults
 from ..training.reporting import plot_losses
 from . import card as cards
+from . import eval_results as hub_eval
 from . import tiny_random
 from .options import ReleaseOptions
 from .plan import (
@@ -217,10 +219,10 @@ def stage_model(
     config: SymBertConfig,
     repo_id: str,
     results_path: Path | None,
-    results: dict | None,
+    results: GlueResults | None,
     checkpoints: list[Path],
     glue_plot: Path | None,
-    baselines: list[tuple[str, dict]],
+    baselines: list[tuple[str, GlueResults]],
     *,
     staging: Staging,
     tag: str,
@@ -256,9 +258,9 @@ def stage_model(
     for notice in cards.glue_notices(repo_id, results) if results else []:
         print(f"notice: {notice}", file=sys.stderr)
     eval_results, eval_entries = (
-        (cards.glue_eval_results(results), cards.glue_eval_entries(results)) if results else ([], [])
+        (hub_eval.glue_eval_results(results), hub_eval.glue_eval_entries(results)) if results else ([], [])
     )
-    eval_texts = {cards.EVAL_RESULTS_FILE: cards.eval_results_yaml(eval_entries)} if eval_entries else {}
+    eval_texts = {hub_eval.EVAL_RESULTS_FILE: hub_eval.eval_results_yaml(eval_entries)} if eval_entries else {}
     records = published_records(files)
     prov = provenance(
         files,

@@ -29,6 +29,7 @@ from ..cli import UserError
 from ..modeling_symbert import BERT_CLASSES
 from ..tools import fresh_load
 from ..tools.bert_export import BOUND, CHECK_BATCH, check_inputs, load_symbert, output_tensors, relative_difference
+from ..training.glue_results import GlueResults
 from ..training.summary import is_number
 from . import card as cards
 from .plan import CHECK_TEXTS, PICKLE_SUFFIXES, RESULTS_FILE, Stage, read_json, sha256
@@ -120,7 +121,7 @@ def check_files(stage: Stage) -> list[str]:
         problems.append(f"the card names files that are not in the folder: {', '.join(missing)}")
     weights = sha256(folder / "model.safetensors")
     if stage.eval_results:
-        measured = read_json(folder / RESULTS_FILE)["model"]["weights_sha256"]
+        measured = GlueResults.from_dict(read_json(folder / RESULTS_FILE)).weights_sha256  # checked when staged
         if measured != weights:
             problems.append(
                 f"{RESULTS_FILE} was measured on weights {measured[:16]}…, model.safetensors is {weights[:16]}…"

@@ -16,7 +16,7 @@ every pair. The sweep writes one such folder per checkpoint (`<model>/step-<N>/`
 """
 
 import textwrap
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -24,62 +24,10 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from ..cli import UserError, command_parser, group_arguments, run_command
 from .compat import trainer_argument_names
-from .glue_data import TASKS, glue_mean_tasks, hub_datasets
-from .glue_scoring import results_markdown
+from .glue_arguments import GlueArguments
+from .glue_data import TASKS
+from .glue_results import PAPER_PROTOCOL, PAPER_TASKS
 from .glue_sweep import precision, run_suite, run_sweep
-
-PAPER_TASKS = glue_mean_tasks()  # the tasks of the GLUE score: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte
-PAPER_PROTOCOL = {
-    "num_train_epochs": 5,
-    "learning_rate": 1e-5,
-    "lr_scheduler_type": "linear",
-    "warmup_steps": 0.1,  # below 1: a ratio of the total steps
-    "per_device_train_batch_size": 16,
-    "weight_decay": 0.0,
-    # not part of the paper's protocol: length-grouped batches (with dynamic padding, short GLUE sentences are not
-    # padded to 128), no checkpoints per pair (disk), no evaluation during training (the final model is scored)
-    "train_sampling_strategy": "group_by_length",
-    "save_strategy": "no",
-    "eval_strategy": "no",
-    "per_device_eval_batch_size": 64,
-    "logging_steps": 100,
-    "report_to": "none",
-}
-
-
-@dataclass
-class GlueArguments:
-    _argument_group_name = "GLUE arguments"
-
-    model: str | None = field(default=None, metadata={"help": "model folder or Hub id to fine-tune"})
-    revision: str | None = field(default=None, metadata={"help": "Hub revision of --model"})
-    tasks: str = field(default=",".join(PAPER_TASKS), metadata={"help": f"comma-separated: {', '.join(TASKS)}"})
-    seeds: str = field(default="1,2,3,4,5", metadata={"help": "comma-separated integers"})
-    data_dir: str | None = field(
-        default=None,
-        metadata={"help": f"local GLUE data (TSV files or save_to_disk folders); default: the Hub's {hub_datasets()}"},
-    )
-    max_length: int = field(default=128, metadata={"help": "tokens per example (truncated beyond)"})
-    pretraining_dirs: list[str] | None = field(
-        default=None, metadata={"help": "pre-training output folders: score their checkpoint-N folders (the sweep)"}
-    )
-    steps: str | None = field(
-        default=None, metadata={"help": "sweep steps, comma-separated; default: every checkpoint"}
-    )
-    trust_remote_code: bool = field(
-        default=False,
-        metadata={
-            "help": "load a model whose classes are neither transformers' nor SymBERT's (it runs code from the model's "
-            "folder or repository); SymBERT and BERT models never need it"
-        },
-    )
-    skip_malformed_rows: bool = field(
-        default=False,
-        metadata={
-            "help": "drop TSV rows with the wrong number of fields (with a notice naming their lines) instead of "
-            "refusing the file; the official QQP train.tsv holds a few, which nyu-mll/glue drops"
-        },
-    )
 
 
 def protocol_defaults() -> dict:
@@ -166,7 +114,7 @@ def run(argv: list[str]) -> None:
         return
     output_dir = Path(training_args.output_dir)
     results = run_suite(glue_args.model, glue_args, training_args, tasks, seeds, output_dir)
-    print(f"\n{results_markdown(results)}\nResults in {output_dir}: glue_results.json, glue_results.md, runs/")
+    print(f"\n{results.markdown()}\nResults in {output_dir}: glue_results.json, glue_results.md, runs/")
 
 
 if __name__ == "__main__":

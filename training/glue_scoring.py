@@ -1,11 +1,8 @@
 """GLUE scoring: a pair's metrics and scores, the baselines of a predictor that learned nothing and the "did not
-learn" flag, the aggregates over seeds (the GLUE score), and the results file built from the finished pairs
-(glue_results.json, schema: docs/glue-results.md, and glue_results.md)."""
+learn" flag, and the aggregates over seeds (the GLUE score) that the results file (training/glue_results.py) holds."""
 
 import statistics
 from collections.abc import Callable
-from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -13,8 +10,6 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from .glue_data import TASKS, benchmark_name, score_names
-
-SCHEMA_VERSION = 1
 
 # Scoring: the spec's formulas on scikit-learn's and scipy's metrics. Metrics are fractions, scores percent.
 
@@ -151,120 +146,6 @@ def aggregate(scores: dict[str, dict[str, float]], seeds: list[int], baselines: 
     mean, std = mean_and_std(list(per_seed.values())) if complete else (None, None)
     glue = {"mean": mean, "std": std, "per_seed": per_seed, "n_seeds": len(per_seed), "complete": complete}
     return {"tasks": tasks, "glue": glue}
-
-
-def build_results(
-    model: dict, protocol: dict, runs: dict[tuple[str, int], dict], tasks: list[str], seeds: list[int]
-) -> dict:
-    """The results file from the finished pairs (this command's and earlier ones' in the same folder)."""
-    tasks = list(dict.fromkeys([*tasks, *(task for task, _ in runs)]))
-    seeds = sorted({*seeds, *(seed for _, seed in runs)})
-    metrics, scores, baselines = {}, {}, {}
-    for (task, seed), record in sorted(runs.items(), key=lambda item: (tasks.index(item[0][0]), item[0][1])):
-        metrics.setdefault(task, {})[str(seed)] = record["metrics"]
-        baselines.update(record.get("baselines") or {})  # the same dev set (data_sha256) for every seed
-        for name, value in task_scores(task, record["metrics"]).items():
-            scores.setdefault(name, {})[str(seed)] = value
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "model": model,
-        "protocol": {**protocol, "seeds": seeds, "tasks": tasks},
-        "data_sha256": {task: record.get("data_sha256") for (task, _), record in runs.items()},
-        "runs": metrics,
-        "scores": scores,
-        "aggregates": aggregate(scores, seeds, baselines),
-        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "library_versions": {package: package_version(package) for package in ("symbert", "transformers", "torch")},
-    }
-
-
-def package_version(package: str) -> str | None:
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
-
-
-def results_markdown(results: dict) -> str:
-    """glue_results.md: the paper's Table 3 layout (mean (sample std) over seeds), then every seed's scores."""
-    scores, aggregates, seeds = results["scores"], results["aggregates"], results["protocol"]["seeds"]
-    glue = aggregates["glue"]
-    names = [name for name in score_names(glue_mean_only=True) if name in scores]
-    extra = [name for name in score_names() if name in scores and name not in names]  # wnli: after GLUE, never in it
-    benchmark = benchmark_name()
-    header = [*names, benchmark, *(f"{name} (not in {benchmark})" for name in extra)]
-
-    def summary(name):
-        return f"{aggregates['tasks'][name]['mean']:.2f} ({aggregates['tasks'][name]['std']:.2f})"
-
-    def score(name, seed):
-        return f"{scores[name][seed]:.2f}" if seed in scores[name] else "-"
-
-    glue_cell = f"{glue['mean']:.2f} ({glue['std']:.2f})" if glue["complete"] else "incomplete"
-    seed_rows = [
-        [
-            seed,
-            *(score(n, seed) for n in names),
-            f"{glue['per_seed'][seed]:.2f}" if seed in glue["per_seed"] else "-",
-            *(score(n, seed) for n in extra),
-        ]
-        for seed in map(str, seeds)
-    ]
-    return (
-        "\n".join(
-            [
-                f"# {benchmark}: {results['model']['name_or_path']}",
-                "",
-                f"Dev-set scores in percent, mean (sample std) over seeds {', '.join(map(str, seeds))}. {benchmark} is the mean of "
-                f"the {len(score_names(glue_mean_only=True))} scores {', '.join(score_names(glue_mean_only=True))}; its std is the sample std of the per-seed "
-                f"{benchmark} scores.",
-                "",
-                table(
-                    ["model", *header],
-                    [[results["model"]["name_or_path"], *map(summary, names), glue_cell, *map(summary, extra)]],
-                ),
-                "",
-                "Per seed:",
-                "",
-                table(["seed", *header], seed_rows),
-                *baselines_markdown(aggregates["tasks"]),
-            ]
-        )
-        + "\n"
-    )
-
-
-def verdict(baseline: dict) -> str:
-    return "**did not learn**" if baseline["did_not_learn"] else "above the baselines"
-
-
-def baselines_markdown(tasks: dict) -> list[str]:
-    """The baselines section of glue_results.md (empty when no score has baselines: results of an older version)."""
-    names = [name for name in score_names() if "baseline" in tasks.get(name, {})]
-    if not names:
-        return []
-    rows = [
-        [
-            name,
-            f"{tasks[name]['mean']:.2f}",
-            f"{tasks[name]['baseline']['majority']:.2f}",
-            f"{tasks[name]['baseline']['chance']:.2f}",
-            f"{tasks[name]['baseline']['margin']:.2f}",
-            str(tasks[name]["baseline"]["n"]),
-            verdict(tasks[name]["baseline"]),
-        ]
-        for name in names
-    ]
-    return [
-        "",
-        "Baselines on the same dev sets: the majority class (the best constant prediction: for accuracy the most frequent label) and chance "
-        "(the expected score of uniformly random predictions; 0 for correlations). A score is flagged **did not "
-        f"learn** when its mean is at most the margin above the better baseline: {NOISE_STANDARD_ERRORS} standard "
-        "errors, the larger of the dev-set measurement's (a proportion's for accuracy and F1, 1/√n for a "
-        "correlation) and the seeds' std.",
-        "",
-        table(["score", "mean", "majority", "chance", "margin", "dev examples", "verdict"], rows),
-    ]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:

@@ -9,7 +9,6 @@ import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -35,20 +34,11 @@ from ..cli import UserError, missing_local_path
 from ..files import write_atomically
 from .arguments import precision_for
 from .compat import warmup_ratio
+from .glue_arguments import GlueArguments
 from .glue_data import TASKS, benchmark_name, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
-from .glue_scoring import (
-    CORRELATIONS,
-    baseline_scores,
-    build_results,
-    results_markdown,
-    run_metrics,
-    table,
-    task_scores,
-)
+from .glue_results import GlueResults
+from .glue_scoring import CORRELATIONS, baseline_scores, run_metrics, table, task_scores
 from .reporting import new_figure, save_figure
-
-if TYPE_CHECKING:
-    from .glue import GlueArguments  # the command line imports this module
 
 SWEEP_FRACTION = 0.95
 
@@ -184,7 +174,7 @@ def model_info(name: str, revision: str | None, config: PretrainedConfig) -> dic
     }
 
 
-def pair_protocol(glue_args: "GlueArguments", training_args: TrainingArguments) -> dict:
+def pair_protocol(glue_args: GlueArguments, training_args: TrainingArguments) -> dict:
     """Everything that makes one (task, seed) result: a finished pair is reused only when all of it matches."""
     warmup, ratio = training_args.warmup_steps, warmup_ratio(training_args)
     return {
@@ -349,12 +339,12 @@ def length_notice(model_name: str, task: str, tokenized: dict[str, Dataset], max
 
 def run_suite(
     model_name: str,
-    glue_args: "GlueArguments",
+    glue_args: GlueArguments,
     training_args: TrainingArguments,
     tasks: list[str],
     seeds: list[int],
     output_dir: str | Path,
-) -> dict:
+) -> GlueResults:
     """Fine-tune and score `model_name` on tasks × seeds into `output_dir`; returns the results (glue_results.json)."""
     output_dir = Path(output_dir)
     config = check_model(model_name, glue_args.revision, glue_args.trust_remote_code)
@@ -425,16 +415,16 @@ def run_suite(
                     for name, value in task_scores(task, metrics).items()
                 )
                 print(f"{task} seed {seed}: {scores}")
-                write_results(output_dir, build_results(model, protocol, runs, tasks, seeds))
-    results = build_results(model, protocol, runs, tasks, seeds)
+                write_results(output_dir, GlueResults.build(model, protocol, runs, tasks, seeds))
+    results = GlueResults.build(model, protocol, runs, tasks, seeds)
     if training_args.process_index == 0:
         write_results(output_dir, results)
     return results
 
 
-def write_results(output_dir: Path, results: dict) -> None:
-    write_json(output_dir / "glue_results.json", results)
-    write_atomically(output_dir / "glue_results.md", lambda file: file.write(results_markdown(results)))
+def write_results(output_dir: Path, results: GlueResults) -> None:
+    results.write(output_dir)
+    write_atomically(output_dir / "glue_results.md", lambda file: file.write(results.markdown()))
 
 
 # The sweep: the suite on checkpoints along pre-training (the paper's Figure 3)
@@ -465,11 +455,11 @@ def sweep_checkpoints(pretraining_dirs: list[str], steps: str | None) -> dict[st
     return checkpoints
 
 
-def seed_averaged_score(results: dict) -> float:
+def seed_averaged_score(results: GlueResults) -> float:
     """The sweep's score of one checkpoint: the GLUE mean when all its scores are there, otherwise the same mean
     (over seeds of the per-seed mean) over the scores that are (e.g. rte alone)."""
     glue_mean = score_names(glue_mean_only=True)
-    scores = {name: by_seed for name, by_seed in results["scores"].items() if name in glue_mean}
+    scores = {name: by_seed for name, by_seed in results.scores.items() if name in glue_mean}
     seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
     return statistics.fmean(statistics.fmean(s[seed] for s in scores.values() if seed in s) for seed in seeds)
 
@@ -484,7 +474,7 @@ def crossing_step(steps: list[int], scores: list[float], fraction: float = SWEEP
 
 
 def run_sweep(
-    glue_args: "GlueArguments", training_args: TrainingArguments, tasks: list[str], seeds: list[int]
+    glue_args: GlueArguments, training_args: TrainingArguments, tasks: list[str], seeds: list[int]
 ) -> list[dict]:
     output_dir = Path(training_args.output_dir)
     checkpoints = sweep_checkpoints(glue_args.pretraining_dirs, glue_args.steps)
@@ -494,7 +484,7 @@ def run_sweep(
             print(f"\n{name} step {step}: {folder}")
             suite_dir = output_dir / name / f"step-{step}"
             results = run_suite(str(folder), glue_args, training_args, tasks, seeds, suite_dir)
-            means = {score: aggregate["mean"] for score, aggregate in results["aggregates"]["tasks"].items()}
+            means = {score: aggregate["mean"] for score, aggregate in results.task_aggregates.items()}
             rows.append({"model": name, "step": step, "glue": seed_averaged_score(results), **means})
     if training_args.process_index != 0:
         return rows

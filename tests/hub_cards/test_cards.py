@@ -197,7 +197,7 @@ def test_validation_refuses_changed_eval_results(run, tmp_path):
 
 
 def test_without_eval_result_entry_the_card_keeps_model_index_only(run, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cards, "EvalResultEntry", None)  # as under huggingface_hub 0.x
+    monkeypatch.setattr("symbert.hub_cards.eval_results.EvalResultEntry", None)  # as under huggingface_hub 0.x
     output = tmp_path / "staged"
     stage, _ = release_command(
         [str(run.folder), "--results", str(run.root / "glue"), "--namespace", NAMESPACE, "--output_dir", str(output)]

@@ -22,11 +22,12 @@ from safetensors.torch import load_file, save_file
 
 from helpers.release import NAMESPACE, RecordingHfApi, bad_results, copy_run, release_args, tree, write_results
 from symbert.cli import UserError
-from symbert.hub_cards import plan, pushing, release, staging, validation, values
+from symbert.hub_cards import plan, pushing, release, staging, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
 from symbert.tools import bert_export
 from symbert.training import glue_data, glue_scoring
+from symbert.training.glue_results import GlueResults
 
 
 def pickles(folder):
@@ -432,14 +433,12 @@ def test_what_symbert_glue_writes_passes_the_value_checks(run, tmp_path):
         for seed in (1, 2):
             runs[(task, seed)] = {"metrics": metrics | {"accuracy": rng.random()}}
     model = {"name_or_path": str(run.folder), "weights_sha256": plan.sha256(run.folder / "model.safetensors")}
-    results = glue_scoring.build_results(
-        model, {"epochs": 3, "learning_rate": 2e-5}, runs, list(glue_data.TASKS), [1, 2]
-    )
-    assert results["scores"]["cola"]["1"] < 0 and results["aggregates"]["glue"]["complete"]
-    values.check_results(tmp_path / "glue_results.json", results)
-    results["aggregates"]["glue"]["std"] += 0.01
+    results = GlueResults.build(model, {"epochs": 3, "learning_rate": 2e-5}, runs, list(glue_data.TASKS), [1, 2])
+    assert results.scores["cola"]["1"] < 0 and results.glue["complete"]
+    GlueResults.from_json(tmp_path / "glue_results.json", results.to_json())
+    results.glue["std"] += 0.01
     with pytest.raises(UserError, match=r"glue_results.json: aggregates.glue.std=.* is not what its scores give"):
-        values.check_results(tmp_path / "glue_results.json", results)
+        GlueResults.from_json(tmp_path / "glue_results.json", results.to_json())
 
 
 def test_the_chosen_results_file_is_named_with_the_rule(run, tmp_path, capsys):

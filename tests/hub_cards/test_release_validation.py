@@ -16,6 +16,7 @@ from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, release, validation
 from symbert.hub_cards.release import release_command
 from symbert.training import glue_data, glue_scoring
+from symbert.training.glue_results import GlueResults
 
 
 def refused_results(run, tmp_path, change, name="results"):  # noqa: F811
@@ -143,10 +144,9 @@ def test_what_symbert_glue_writes_passes_the_new_checks(run, tmp_path):  # noqa:
         "warmup_ratio": 0.1,
         "data": "/data/glue",
     }
-    results = glue_scoring.build_results(model, protocol, runs, list(glue_data.TASKS), [1, 2])
-    assert results["aggregates"]["tasks"]["rte"]["baseline"] and results["runs"]["cola"]["1"]
-    plan.check_listed_once(tmp_path / "glue_results.json", results)
-    plan.check_shown_results(tmp_path / "glue_results.json", results)
+    results = GlueResults.build(model, protocol, runs, list(glue_data.TASKS), [1, 2])
+    assert results.task_aggregates["rte"]["baseline"] and results.runs["cola"]["1"]
+    GlueResults.from_json(tmp_path / "glue_results.json", results.to_json())
 
 
 # b. Protocol and training values no run could have used
@@ -314,7 +314,7 @@ def test_html_in_free_text_is_escaped_on_the_staged_card(run, tmp_path):  # noqa
 
 
 def test_a_baseline_label_reaches_the_table_escaped(run):  # noqa: F811
-    results = json.loads((run.glue / "glue_results.json").read_text())
+    results = GlueResults.read(run.glue / "glue_results.json")
     table = cards.glue_table(results, [("<b>teacher</b> | x\n| row", results)])
     header = table.splitlines()[0]
     assert header == (

@@ -27,6 +27,7 @@ from symbert.hub_cards import card as cards
 from symbert.hub_cards.release import release_command
 from symbert.training import glue, glue_data, glue_scoring, glue_sweep, pretrain
 from symbert.training.glue_data import load_task
+from symbert.training.glue_results import GlueResults
 from symbert.training.tokenizer import train_wordpiece
 
 EIGHT_TASKS = "cola,sst2,mrpc,qqp,stsb,mnli,qnli,rte"
@@ -204,22 +205,24 @@ def test_a_task_added_to_the_table_is_loaded_checked_scored_and_reported(monkeyp
     assert metrics == {"accuracy": 0.6, "f1": pytest.approx(2 / 3), "score": pytest.approx(100 * (0.6 + 2 / 3) / 2)}
     assert glue_scoring.task_scores("boolq", metrics) == {"boolq": metrics["score"]}
     runs = {("rte", 1): {"metrics": {"accuracy": 0.5, "score": 50.0}}, ("boolq", 1): {"metrics": metrics}}
-    results = glue_scoring.build_results({"name_or_path": "m"}, {}, runs, ["rte", "boolq"], [1])
-    assert results["scores"] == {"rte": {"1": 50.0}, "boolq": {"1": metrics["score"]}}
-    assert results["aggregates"]["glue"]["per_seed"] == {}  # outside the GLUE mean, as wnli
-    assert "| rte | GLUE | boolq (not in GLUE) |" in glue_scoring.results_markdown(results)
+    results = GlueResults.build({"name_or_path": "m"}, {}, runs, ["rte", "boolq"], [1])
+    assert results.scores == {"rte": {"1": 50.0}, "boolq": {"1": metrics["score"]}}
+    assert results.glue["per_seed"] == {}  # outside the GLUE mean, as wnli
+    assert "| rte | GLUE | boolq (not in GLUE) |" in results.markdown()
 
 
 def test_the_cards_glue_metadata_follows_the_table(monkeypatch):
     rte = glue_data.TASKS["rte"]
     monkeypatch.setitem(glue_data.TASKS, "rte", replace(rte, scores=(glue_data.GlueScore("rte", "Recognizing TE"),)))
-    results = {
-        "protocol": {"data": "nyu-mll/glue"},
-        "aggregates": {
-            "tasks": {"rte": {"mean": 70.0, "std": 1.5, "n": 2}},
-            "glue": {"mean": None, "std": None, "per_seed": {}, "n_seeds": 0, "complete": False},
-        },
-    }
+    results = GlueResults.from_dict(
+        {
+            "protocol": {"data": "nyu-mll/glue"},
+            "aggregates": {
+                "tasks": {"rte": {"mean": 70.0, "std": 1.5, "n": 2}},
+                "glue": {"mean": None, "std": None, "per_seed": {}, "n_seeds": 0, "complete": False},
+            },
+        }
+    )
     assert "| Recognizing TE | accuracy | 70.00 ± 1.50 | 2 |" in cards.glue_table(results)
     (result,) = cards.glue_eval_results(results)
     assert (
@@ -293,7 +296,7 @@ def test_a_task_from_another_hub_dataset_is_swept_and_published_from_its_table_r
         assert (entry.dataset_id, entry.task_id) == ("example-org/toy-nli", "pairs")
     complete = {name: {"1": 50.0} for name in glue_data.score_names(glue_mean_only=True)}
     assert "| **GLUE + ToyBench** | mean of the 10 scores |" in cards.glue_table(
-        {"aggregates": glue_scoring.aggregate(complete, [1])}
+        GlueResults.from_dict({"aggregates": glue_scoring.aggregate(complete, [1])})
     )
 
 

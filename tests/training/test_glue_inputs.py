@@ -18,6 +18,7 @@ from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.training import glue, glue_data, glue_sweep
 from symbert.training.glue_data import load_task
+from symbert.training.glue_results import GlueResults
 
 
 @pytest.fixture
@@ -396,9 +397,9 @@ def test_the_card_names_the_hub_dataset_only_for_scores_on_it(assets, data, tmp_
     hub_args = ["--model", str(assets / "model"), "--tasks", "rte", "--seeds", "1", "--max_length", "32"]
     glue.main([*hub_args, "--output_dir", str(tmp_path / "hub")])
     glue.main([*hub_args, "--output_dir", str(tmp_path / "local"), "--data_dir", str(data)])
-    hub, local = (json.loads((tmp_path / name / "glue_results.json").read_text()) for name in ("hub", "local"))
+    hub, local = (GlueResults.read(tmp_path / name / "glue_results.json") for name in ("hub", "local"))
 
-    assert hub["protocol"]["data"] == "nyu-mll/glue" and cards.scored_on_hub(hub)
+    assert hub.protocol["data"] == "nyu-mll/glue" and cards.scored_on_hub(hub)
     (result,) = cards.glue_eval_results(hub)
     assert (result.dataset_type, result.dataset_config, result.dataset_split) == ("nyu-mll/glue", "rte", "validation")
     assert [entry.dataset_id for entry in cards.glue_eval_entries(hub)] == (
@@ -406,10 +407,10 @@ def test_the_card_names_the_hub_dataset_only_for_scores_on_it(assets, data, tmp_
     )
     assert cards.glue_data_text(hub) == "[nyu-mll/glue](https://huggingface.co/datasets/nyu-mll/glue)"
 
-    assert local["protocol"]["data"] == str(data) and not cards.scored_on_hub(local)
+    assert local.protocol["data"] == str(data) and not cards.scored_on_hub(local)
     assert cards.glue_eval_results(local) == [] and cards.glue_eval_entries(local) == []
     sha = glue_data.data_sha256("rte", data)
-    assert local["data_sha256"] == {"rte": sha} and hub["data_sha256"]["rte"] != sha  # fingerprints, not files
+    assert local.data_sha256 == {"rte": sha} and hub.data_sha256["rte"] != sha  # fingerprints, not files
     assert cards.glue_data_text(local) == (
         f"local data `glue_data` (sha256 of each task's files: rte `{sha[:12]}`), not the Hub's nyu-mll/glue"
     )

@@ -1,0 +1,49 @@
+"""JSON input files read strictly: a regular file (never a named pipe, device or folder), valid UTF-8 JSON, no key
+given twice in one object. A bad file is one line naming it. The release reads every JSON file it publishes or shows
+so; glue_results.json is read so by `GlueResults.read` (training/glue_results.py)."""
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ..cli import UserError
+
+
+def regular_file(path: str | Path) -> Path:
+    """`path`, refused without opening it unless it is a regular file (or a link to one): a named pipe, a device or
+    a folder would hang or fail the read."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise UserError(f"{path} cannot be read ({error.strerror}).") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{path} is not a regular file (a named pipe, device or folder); give a JSON file.")
+    return Path(path)
+
+
+def unique_keys(path: str | Path):
+    """A json.loads object_pairs_hook refusing a key given twice in one object (a task, a seed or a field listed
+    twice): Python's JSON keeps the last silently, so the card would show one of two values."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys):
+            twice = next(key for key in keys if keys.count(key) > 1)
+            raise UserError(
+                f"{path}: the key {twice!r} is given {keys.count(twice)} times in one JSON object; each key (a task, "
+                "a seed, a field) is given once."
+            )
+        return dict(pairs)
+
+    return hook
+
+
+def read_json(path: str | Path) -> Any:
+    try:
+        return json.loads(regular_file(path).read_text(encoding="utf-8"), object_pairs_hook=unique_keys(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path} is not valid JSON ({error}).") from None
+    except RecursionError:
+        raise UserError(f"{path} is nested too deeply to be a JSON file the release reads.") from None
