@@ -551,7 +551,7 @@ def file_times(folder):
     return {path: path.stat().st_mtime_ns for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes
 def test_a_killed_study_resumes_its_stopped_run_and_reuses_its_finished_ones(tmp_path, corpus, capsys):
     """SIGKILLed after `original` finished, while `symmetric` trains (after its checkpoint-2 of 4), the same command
     run again reads `original` back without training it (its files untouched), resumes `symmetric` from checkpoint-2

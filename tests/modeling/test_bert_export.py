@@ -264,7 +264,7 @@ def test_an_existing_output_is_refused_and_an_empty_folder_taken(saved, tmp_path
     assert (tmp_path / "empty" / "model.safetensors").is_file()
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes
 def test_a_stopped_export_leaves_no_output(saved, tmp_path):
     """Killed while it writes (here: as soon as its staging folder appears), the output never exists; a rerun
     exports normally."""

@@ -282,6 +282,7 @@ def test_checkpoints_of_fsdp_and_deepspeed_are_checked_in_their_own_files(straig
     assert checkpoint_problem(deepspeed) == "latest is missing"  # global_step8/ is there: DeepSpeed's checkpoint
 
 
+@pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes
 def test_a_second_run_into_a_folder_in_use_is_refused(corpus, straight, tmp_path, capsys):
     output_dir, release = tmp_path / "run", tmp_path / "release"
     args = run_args(corpus, output_dir)
@@ -425,6 +426,7 @@ def logged_losses(output_dir):
     return [row for row in metric_rows(output_dir) if row[1] or row[2]]
 
 
+@pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes
 @pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 @pytest.mark.parametrize("moment", ["after-last-checkpoint", "during-final-save", "mid-install", "before-summary"])
 def test_stopped_during_the_final_save_finishes_as_if_uninterrupted(

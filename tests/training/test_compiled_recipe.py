@@ -68,6 +68,7 @@ def test_every_attention_type_compiles_into_one_graph_and_trains_as_uncompiled(c
         assert abs(loss - eager_loss) <= 1e-6, kind
 
 
+@pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes
 def test_compiled_run_saves_the_models_own_weights_reports_and_resumes(corpus, tmp_path, capsys, fresh_dynamo):
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     pretrain(*parse_arguments(compiled_run_args(corpus, eager)))

@@ -75,7 +75,7 @@ def test_the_loss_is_the_layers_normalised_error_plus_the_masked_lm_divergence(d
     assert DistillationLoss(teacher)(same, inputs).abs().item() < 1e-5
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes
 def test_a_stopped_distillation_resumes_to_the_same_weights(distillation_setup, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     pretrain.main(distil_args(distillation_setup, straight))
