@@ -161,8 +161,9 @@ def folder_tokenizer(data_args: DataArguments) -> PreTrainedTokenizerBase:
     read_manifest(data_args.blocks_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    except (OSError, ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError) as error:
-        # (a missing file or folder, damaged JSON, a tokenizer.json the tokenizers library cannot parse)
+    except Exception as error:  # noqa: BLE001
+        # a missing file or folder, damaged JSON, or a tokenizer.json the tokenizers library cannot parse, which
+        # older tokenizers report as a bare Exception: whatever loading this one folder raises is its damage
         reason = " ".join(str(error).split())[:300]
         raise UserError(
             f"{folder} is not a tokenizer that loads ({type(error).__name__}: {reason}); the prepared folder is "
