@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from huggingface_hub.utils import validate_repo_id
-from huggingface_hub.utils.sha import sha_fileobj
 
 from .. import SymBertConfig
 from ..cli import UserError
+from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
@@ -71,11 +71,6 @@ class Stage:
     def intended_config(self) -> dict:
         """The config.json staging means the folder to hold (staging copies the source's, unchanged)."""
         return self.config if self.config is not None else read_json(self.source / "config.json")
-
-
-def sha256(path: str | Path) -> str:
-    with open(path, "rb") as file:
-        return sha_fileobj(file).hex()
 
 
 def eval_losses(log_history: list[dict]) -> dict[int, float]:

@@ -1,6 +1,7 @@
 """Writing files so that a killed or failed write never leaves a half-written one, and telling a full disk from other
 errors, for every command: the tools, training and the release."""
 
+import hashlib
 import json
 import os
 import re
@@ -53,6 +54,12 @@ def write_failure(error: BaseException) -> OSError | None:
 # sentence-transformers modules that hold no weights: a model made from a sentence-embedding BERT reuses them as they are
 WEIGHT_FREE_MODULES = ("sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize")
 SENTENCE_TRANSFORMERS_CONFIGS = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (hex), read in chunks."""
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def write_error(error: OSError, path: Path, what: str, kept: str = "") -> UserError:

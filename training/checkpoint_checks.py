@@ -61,8 +61,8 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     if named and step != int(named.group(1)):  # a resume would go on from another step's state with these weights
         return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)}"
     for name in positions:  # (a position of an older version names no step)
-        if load_position(checkpoint / name).get("step", step) != step:
-            return f"{name} is at step {load_position(checkpoint / name)['step']}, not {step}"
+        if (saved := load_position(checkpoint / name).get("step", step)) != step:
+            return f"{name} is at step {saved}, not {step}"
     return None
 
 

@@ -2,7 +2,6 @@
 the folder holds, and whether it still holds it. Apart from prepared.py so that the command line's checks
 (arguments.py) can read a folder without importing the data path."""
 
-import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import UserError
+from ..files import file_sha256
 
 MANIFEST = "manifest.json"
 FORMAT = "symbert-blocks"
@@ -30,11 +30,6 @@ PREPARED_SOURCE_FIELDS = (
     "eval_blocks",
     "num_proc",
 )
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def read_manifest(folder: str | Path, check_digests: bool = False) -> dict:

@@ -22,7 +22,7 @@ from filelock import FileLock, Timeout
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..cli import UserError
-from ..files import write_error
+from ..files import file_sha256, write_error
 from .arguments import DataArguments
 from .block_cutting import cut_blocks
 from .blocks import stream_for_reader
@@ -34,7 +34,6 @@ from .manifest import (
     PREPARED_SOURCE_FIELDS,
     TOKENIZER_DIR,
     VERSION,
-    file_sha256,
     read_manifest,
 )
 from .tokenizer import corpus_tokenizer, keep_token_type_ids, tokenizer_fingerprint
