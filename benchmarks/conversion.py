@@ -28,6 +28,13 @@ def measure(argv):
     parser.add_argument("--bert", required=True, help="the BERT folder (e.g. benchmarks/real/fetch.py's MiniLM)")
     parser.add_argument("--types", nargs="+", default=None, choices=list(ATTENTION_TYPES))
     parser.add_argument("--held_out", type=int, default=64)
+    parser.add_argument(
+        "--domains",
+        nargs="+",
+        default=[],
+        metavar="NAME=FILE",
+        help="texts of other domains (one a line) the calibration never saw, each measured as the held-out lines are",
+    )
     parser.add_argument("--output", default="benchmarks/results/conversion/conversion")
     args = parser.parse_args(argv)
     types = [
@@ -38,7 +45,15 @@ def measure(argv):
     stopwatch = Stopwatch()
     fit_texts, held_out_texts = calibration_texts(None, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
-    held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    length = min(128, config.max_position_embeddings)
+    held_out = calibration_sequences(tokenizer, held_out_texts, length)
+    domains = {}
+    for item in args.domains:
+        name, _, file = item.partition("=")
+        if not name or not Path(file).is_file():
+            raise UserError(f"--domains {item!r}: give NAME=FILE, FILE a text file of one text a line.")
+        lines = [line for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip()]
+        domains[name] = calibration_sequences(tokenizer, lines[:200], length)
     from symbert import SymBertModel
 
     rows = []
@@ -54,6 +69,14 @@ def measure(argv):
                 "copy_errors": [row["copy_error"] for row in layers],
                 "fit_errors": [row["fit_error"] for row in layers],
                 "kept": [row["kept"] for row in layers],
+                "inputs": [row["inputs"] for row in layers],
+                "domains": {
+                    name: {
+                        "copy": mean_cosine(copied.eval(), bert, texts),
+                        "fit": mean_cosine(fitted.eval(), bert, texts),
+                    }
+                    for name, texts in domains.items()
+                },
             }
         )
         print(f"{kind}: cosine copy {rows[-1]['copy_cosine']:.4f}, fit {rows[-1]['fit_cosine']:.4f}", flush=True)
@@ -64,15 +87,25 @@ def measure(argv):
 def write(args, facts, config, rows, fit_count, held_out_count):
     layers = config.num_hidden_layers
     table = markdown_table(
-        ["type", "mean cosine, copy", "mean cosine, fit", *(f"layer {i} copy / fit" for i in range(layers))],
+        [
+            "type",
+            "mean cosine, copy",
+            "mean cosine, fit",
+            *(f"{name}: copy / fit" for name in rows[0]["domains"]),
+            *(f"layer {i} copy / fit" for i in range(layers)),
+        ],
         [
             [
                 f"`{r['attention_type']}`",
                 f"{r['copy_cosine']:.4f}",
                 f"{r['fit_cosine']:.4f}",
                 *(
-                    f"{c:.3f} / {f:.3f}{'' if k == 'fit' else ' (copy kept)'}"
-                    for c, f, k in zip(r["copy_errors"], r["fit_errors"], r["kept"])
+                    f"{d['copy']:.4f} / {d['fit']:.4f}{'' if d['fit'] >= d['copy'] else ' (below the copy)'}"
+                    for d in r["domains"].values()
+                ),
+                *(
+                    f"{c:.3f} / {f:.3f}{' (copy kept)' if k == 'copy' else ' (own inputs)' if i == 'own' else ''}"
+                    for c, f, k, i in zip(r["copy_errors"], r["fit_errors"], r["kept"], r["inputs"])
                 ),
             ]
             for r in rows
@@ -83,10 +116,13 @@ def write(args, facts, config, rows, fit_count, held_out_count):
             "# Conversion from a pretrained BERT: the copy against the fit",
             header(facts),
             f"BERT: {config.num_hidden_layers} layers × {config.hidden_size}, {config.num_attention_heads} heads "
-            f"({args.bert.replace(str(Path.home()), '~')}). Calibration: {fit_count} lines of the embedded corpus (a "
-            f"quarter of them held out to choose fit or copy per layer); {held_out_count} other lines held out for the "
-            "figures. Mean cosine: of mean-pooled last hidden states to BERT's, over the held-out lines (1 = BERT's "
-            "own). Layers: relative error ‖attention output − BERT's‖ / ‖BERT's‖ on held-out text, copy / fit.",
+            f"({args.bert.replace(str(Path.home()), '~')}). Calibration: {fit_count} lines of the embedded calibration "
+            "text, books and State of the Union addresses in turn (a quarter of them held out to choose, per layer, "
+            f"the copy or the fit on BERT's inputs or on the converted model's own); {held_out_count} other lines held "
+            "out for the figures. Mean cosine: of mean-pooled last hidden states to BERT's, over the held-out lines "
+            "(1 = BERT's own), and over the first 200 lines of each other domain (--domains), which the calibration "
+            "never saw. Layers: relative error ‖attention output − BERT's‖ / ‖BERT's‖ on held-out text, each "
+            "candidate given the inputs the converted layers before it produce, copy / fit.",
             table,
         ]
     )

@@ -319,22 +319,28 @@ def missing_local_path_message(path):
 
 
 def embedded_calibration_texts(count=256):
-    """`count` lines spread evenly over the embedded corpus of the installed symbert package, or None where this code
-    runs without it (a model folder's copy of this file, loaded as remote code). Found by importlib, not imported:
-    this file imports only torch, transformers and its own folder."""
+    """`count` lines of the installed symbert package's embedded text, taken in turn from its two domains so that any
+    slice of them holds both: lines spread evenly over the corpus of nine 19th-century books, and over a sample of
+    US State of the Union addresses of 1790-2021 (public domain; training/corpus/calibration_general.txt.gz). None
+    where this code runs without the package (a model folder's copy of this file, loaded as remote code). Found by
+    importlib, not imported: this file imports only torch, transformers and its own folder."""
     import gzip
     import importlib.util
 
     spec = importlib.util.find_spec("symbert.training")
     if spec is None or not spec.submodule_search_locations:
         return None
-    corpus = Path(next(iter(spec.submodule_search_locations))) / "corpus" / "english_prose.txt.gz"
-    if not corpus.is_file():
-        return None
-    with gzip.open(corpus, "rt", encoding="utf-8") as file:
-        lines = [line.strip() for line in file if len(line.split()) >= 8]
-    step = max(1, len(lines) // count)
-    return lines[::step][:count]
+    folder = Path(next(iter(spec.submodule_search_locations))) / "corpus"
+    domains = []
+    for name in ("english_prose.txt.gz", "calibration_general.txt.gz"):
+        if not (folder / name).is_file():
+            return None
+        with gzip.open(folder / name, "rt", encoding="utf-8") as file:
+            domains.append([line.strip() for line in file if len(line.split()) >= 8])
+    wanted = (count - count // 2, count // 2)
+    spread = [lines[:: max(1, len(lines) // share)][:share] for lines, share in zip(domains, wanted)]
+    mixed = [line for pair in zip(*spread) for line in pair]
+    return mixed + spread[0][len(spread[1]) :] + spread[1][len(spread[0]) :]
 
 
 def calibration_sequences(tokenizer, texts, max_length=128):
@@ -345,24 +351,26 @@ def calibration_sequences(tokenizer, texts, max_length=128):
     return [torch.tensor([tokenizer(text, truncation=True, max_length=max_length)["input_ids"]]) for text in texts]
 
 
-def layer_inputs(bert_model, sequences):
-    """Per layer, the inputs BERT's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]."""
+def layer_inputs(bert_model, sequences, layer=None):
+    """Per layer, the inputs the model's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]; only
+    layer `layer`'s ([sequence] -> ...) when it is given."""
     encoder_owner = getattr(bert_model, "bert", bert_model)
     inputs = [[] for _ in encoder_owner.encoder.layer]
     with torch.no_grad():
         for input_ids in sequences:
             hidden = encoder_owner(input_ids.to(encoder_owner.device), output_hidden_states=True).hidden_states
-            for layer in range(len(inputs)):
-                inputs[layer].append(hidden[layer])
-    return inputs
+            for index in range(len(inputs)):
+                inputs[index].append(hidden[index])
+    return inputs if layer is None else inputs[layer]
 
 
-def attention_error(module, bert_attention, inputs):
-    """‖module(x) − BERT's self-attention(x)‖ / ‖BERT's‖ over every token of `inputs` (one layer's sequences)."""
+def attention_error(module, bert_attention, inputs, bert_inputs=None):
+    """‖module(x) − BERT's self-attention(x_BERT)‖ / ‖BERT's‖ over every token of `inputs` (one layer's sequences),
+    x_BERT the inputs BERT's layer sees on the same sequences (`bert_inputs`; default: `inputs`)."""
     difference = reference = 0.0
     with torch.no_grad():
-        for hidden in inputs:
-            expected = bert_attention(hidden)[0].double()
+        for hidden, bert_hidden in zip(inputs, bert_inputs or inputs):
+            expected = bert_attention(bert_hidden)[0].double()
             difference += (module(hidden)[0].double() - expected).pow(2).sum().item()
             reference += expected.pow(2).sum().item()
     return (difference / max(reference, 1e-300)) ** 0.5
@@ -370,16 +378,19 @@ def attention_error(module, bert_attention, inputs):
 
 def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     """Fit each self-attention module of `model` (made from `bert_model` by `from_bert`: same sizes) to the BERT layer
-    it replaces, with the module's `fit_bert` on the inputs that layer sees on `sequences` (unpadded [1, length]
-    token-id tensors), layer by layer. The last `held_out_share` of the sequences is held out: on it each layer's
-    relative error of the attention output is measured as copied and as fitted, and the fit is kept only where it is
-    closer to BERT (never worse than the copy). Returns one row per layer: layer, copy_error, fit_error, kept."""
+    it replaces, layer by layer, with the module's `fit_bert`, twice: on the inputs BERT's layer sees on `sequences`
+    (unpadded [1, length] token-id tensors), and on those the partly converted model's layer sees (its earlier layers
+    converted: the errors they leave are then part of what the fit corrects). The last `held_out_share` of the
+    sequences is held out: on it each candidate (the copy, the two fits) runs on the converted model's own inputs and
+    is compared with BERT's self-attention on BERT's inputs, and the closest is kept (never worse than the copy).
+    Returns one row per layer: layer, copy_error, fit_error (the better fit's), kept ("fit" or "copy"), inputs
+    ("bert" or "own": which fit), fitted (the tensors the kept fit set)."""
     held_out_count = max(1, int(len(sequences) * held_out_share)) if len(sequences) > 1 else 0
     fitting, held_out = sequences[: len(sequences) - held_out_count], sequences[len(sequences) - held_out_count :]
     held_out = held_out or fitting
     bert_layers = getattr(bert_model, "bert", bert_model).encoder.layer
     modules = [layer.attention.self for layer in getattr(model, "bert", model).encoder.layer]
-    fit_inputs, held_out_inputs = layer_inputs(bert_model, fitting), layer_inputs(bert_model, held_out)
+    bert_fit_inputs, bert_held_out = layer_inputs(bert_model, fitting), layer_inputs(bert_model, held_out)
     training = model.training
     model.eval()
     bert_model.eval()
@@ -387,16 +398,31 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     for index, (module, bert_layer) in enumerate(zip(modules, bert_layers)):
         bert_attention = bert_layer.attention.self
         tensors = {name: tensor.detach().double() for name, tensor in bert_attention.state_dict().items()}
-        inputs = torch.cat([hidden[0] for hidden in fit_inputs[index]]).double()
-        copy_error = attention_error(module, bert_attention, held_out_inputs[index])
-        before = copy.deepcopy(module.state_dict())
-        fitted = module.fit_bert(tensors, inputs)
-        fit_error = attention_error(module, bert_attention, held_out_inputs[index])
-        kept = "fit" if fit_error <= copy_error else "copy"
-        if kept == "copy":
-            module.load_state_dict(before)
-        row = {"layer": index, "copy_error": copy_error, "fit_error": fit_error, "kept": kept}
-        rows.append({**row, "fitted": fitted if kept == "fit" else []})
+        own_fit_inputs = layer_inputs(model, fitting, index) if index else bert_fit_inputs[0]
+        own_held_out = layer_inputs(model, held_out, index) if index else bert_held_out[0]
+        copy_error = attention_error(module, bert_attention, own_held_out, bert_held_out[index])
+        candidates = {"copy": (copy.deepcopy(module.state_dict()), copy_error, [])}
+        for inputs_name, fit_inputs in (("bert", bert_fit_inputs[index]), ("own", own_fit_inputs)):
+            if inputs_name == "own" and index == 0:  # the embeddings are BERT's: the same fit
+                continue
+            module.load_state_dict(candidates["copy"][0])
+            fitted = module.fit_bert(tensors, torch.cat([hidden[0] for hidden in fit_inputs]).double())
+            error = attention_error(module, bert_attention, own_held_out, bert_held_out[index])
+            candidates[inputs_name] = (copy.deepcopy(module.state_dict()), error, fitted)
+        best = min(candidates, key=lambda name: (candidates[name][1], name != "copy"))
+        fits = {name: value for name, value in candidates.items() if name != "copy"}
+        best_fit = min(fits, key=lambda name: fits[name][1])
+        module.load_state_dict(candidates[best][0])
+        rows.append(
+            {
+                "layer": index,
+                "copy_error": copy_error,
+                "fit_error": fits[best_fit][1],
+                "kept": "copy" if best == "copy" else "fit",
+                "inputs": best_fit,
+                "fitted": candidates[best][2],
+            }
+        )
     model.train(training)
     return rows
 

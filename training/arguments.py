@@ -20,6 +20,7 @@ from transformers import (
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
 from ..cli import UserError, command_parser, group_arguments, missing_local_path
 from .compat import TRAINER_HAS_OVERWRITE
+from .distillation import DISTILLATION_STAGES
 from .manifest import with_prepared_source
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -46,6 +47,13 @@ class RunArguments:
         metadata={
             "help": "sequences per optimizer step, over all processes: sets gradient_accumulation_steps = global / "
             "(per-device batch × processes)"
+        },
+    )
+    stop_when_flat: int | None = field(
+        default=None,
+        metadata={
+            "help": "end training once this many evaluations in a row have not lowered the best eval loss by 0.5%% "
+            "(default: train to --max_steps)"
         },
     )
     precision: str = field(
@@ -97,6 +105,19 @@ class ModelArguments:
             "hidden states against the teacher's, plus the KL divergence of the masked-LM logits at the masked "
             "positions when the teacher has an MLM head; same vocabulary, hidden size, heads and layers"
         },
+    )
+    distill_stage: str = field(
+        default="model",
+        metadata={
+            "help": "with --teacher: 'attention' trains only each layer's self-attention to reproduce the teacher's "
+            "attention output on the teacher's layer inputs (the rest frozen); 'model' (default) trains the whole "
+            "model on the teacher's hidden states, its mean-pooled sentence embedding and, where it has one, its "
+            "MLM head"
+        },
+    )
+    pooled_loss_weight: float = field(
+        default=1.0,
+        metadata={"help": "--distill_stage model: weight of (1 - cosine) of the mean-pooled last hidden states"},
     )
     paper_weight_decay: bool = field(
         default=False,
@@ -397,6 +418,16 @@ def check_arguments(
                 f"compare={run_args.compare!r} names {', '.join(map(repr, twice))} more than once; name each type "
                 "once (each trains into OUTPUT_DIR/<type>)."
             )
+    if run_args.stop_when_flat is not None and run_args.stop_when_flat < 1:
+        raise UserError(f"stop_when_flat={run_args.stop_when_flat} must be at least 1 (evaluations), or unset.")
+    if model_args.distill_stage not in DISTILLATION_STAGES:
+        raise UserError(
+            f"distill_stage {model_args.distill_stage!r} is not a stage; allowed: {', '.join(DISTILLATION_STAGES)}."
+        )
+    if model_args.distill_stage != "model" and model_args.teacher is None:
+        raise UserError(f"distill_stage {model_args.distill_stage!r} needs --teacher (a stage distils toward it).")
+    if not (math.isfinite(model_args.pooled_loss_weight) and model_args.pooled_loss_weight >= 0):
+        raise UserError(f"pooled_loss_weight={model_args.pooled_loss_weight} must be a finite number of at least 0.")
     if model_args.size not in SIZE_PRESETS:
         raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
     if run_args.precision not in PRECISIONS:

@@ -62,6 +62,8 @@ from .distillation import (
     initial_model,
     load_teacher,
     made_from_record,
+    teacher_has_mlm_head,
+    trainable_only_attention,
 )
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
 from .masking import prediction_cap
@@ -276,6 +278,32 @@ class StopOnNonFiniteEvalLoss(TrainerCallback):
 
 
 @dataclass
+class StopWhenFlat(TrainerCallback):
+    """Ends training once the eval loss has not improved on its best by at least `threshold` (relative) for
+    `patience` evaluations in a row. Read from the state's log history, which a checkpoint keeps: a resumed run stops
+    where the uninterrupted one would."""
+
+    patience: int
+    threshold: float = 0.005
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if flat_for(state.log_history, self.threshold) >= self.patience:
+            control.should_training_stop = True
+
+
+def flat_for(log_history: list[dict], threshold: float) -> int:
+    """How many of the latest evaluations did not improve the best eval loss before them by `threshold` (relative)."""
+    losses = [entry["eval_loss"] for entry in log_history if "eval_loss" in entry]
+    best, flat = math.inf, 0
+    for loss in losses:
+        if loss < best * (1 - threshold):
+            best, flat = loss, 0
+        else:
+            flat += 1
+    return flat
+
+
+@dataclass
 class TrainedRun:
     """A finished run as training left it: its log history, and the model and held-out data it built, which the
     end-of-run report scores without reading them back from the folder (None under FSDP or DeepSpeed, whose model
@@ -311,7 +339,14 @@ def pretrain_in_locked_folder(
     resume: str | None,
 ) -> TrainedRun:
     """Build, train (or finish from the last checkpoint), then write the summary that marks the run finished."""
-    setup = build_trainer(model_args, data_args, training_args, resume, overwrite_requested(run_args, training_args))
+    setup = build_trainer(
+        model_args,
+        data_args,
+        training_args,
+        resume,
+        overwrite_requested(run_args, training_args),
+        run_args.stop_when_flat,
+    )
     train_runtime, final_eval_loss = train_or_finish(setup, resume, data_args)
     if setup.trainer.is_world_process_zero():
         summary = training_summary(setup, run_args, model_args, data_args, train_runtime, final_eval_loss)
@@ -352,6 +387,7 @@ def build_trainer(
     training_args: TrainingArguments,
     resume: str | None,
     overwrite: bool,
+    stop_when_flat: int | None = None,
 ) -> PretrainingSetup:
     """The tokenizer, data, model and Trainer of a run, checked against the checkpoint it resumes from (if any) and
     the precision the device trains in, before anything is trained."""
@@ -383,11 +419,15 @@ def build_trainer(
         * data_args.max_seq_length
     )
     callbacks = [TrainingSpeedCallback(tokens_per_step), MetricsLogCallback(), StopOnNonFiniteEvalLoss()]
+    if stop_when_flat:
+        callbacks.append(StopWhenFlat(stop_when_flat))
     if overwrite and not resume:
         callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
     if model_args.teacher is not None:  # only the loss is evaluated: the eval loop keeps no logits
         training_args = replace(training_args, prediction_loss_only=True)
     model = SymBertForMaskedLM(config) if model_args.init_from is None else initial_model(model_args.init_from, config)
+    if model_args.teacher is not None and model_args.distill_stage == "attention":
+        trainable_only_attention(model)
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
@@ -399,7 +439,9 @@ def build_trainer(
     )
     trainer.data_fingerprint = data_fingerprint(data_args, tokenizer, data.train_blocks)
     if teacher is not None:
-        trainer.distillation = DistillationLoss(teacher.to(trainer.args.device))
+        trainer.distillation = DistillationLoss(
+            teacher.to(trainer.args.device), model_args.distill_stage, model_args.pooled_loss_weight
+        )
     precision = precision_trained(trainer)
     if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)
         raise UserError(
@@ -571,6 +613,23 @@ def interrupted_message(run_args: RunArguments, training_args: TrainingArguments
     return f"the last complete checkpoint is {checkpoint}; the same command resumes from it"
 
 
+def print_distillation_report(output_dir: Path, log_history: list[dict], model_args: ModelArguments) -> None:
+    """The end of a distillation whose MLM head was not trained (a teacher without one, or the attention stage):
+    the distillation loss before and after, and where the results are; no masked-token scores."""
+    evals = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
+    (first_step, first_loss), (last_step, last_loss) = evals[0], evals[-1]
+    what = {
+        "attention": "the layers' normalised attention-output error on the teacher's inputs",
+        "model": "the layers' normalised hidden-state error plus the sentence embeddings' 1 - cosine",
+    }[model_args.distill_stage]
+    print(
+        f"\nDistilled toward {model_args.teacher} (stage {model_args.distill_stage!r}): held-out loss ({what}) "
+        f"{first_loss:.4f} at step {first_step} -> {last_loss:.4f} at step {last_step}. The model's MLM head was not "
+        f"trained. Results in {output_dir}: model + code + tokenizer, {TrainingSummary.FILE_NAME}, metrics.csv, "
+        "metrics.json, loss.png."
+    )
+
+
 def train_and_report(
     run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
 ) -> None:
@@ -583,7 +642,13 @@ def train_and_report(
         print(f"CPU: {threads} torch thread{'' if threads == 1 else 's'} per process ({source})")
     if not run_args.compare:
         trained = pretrain(run_args, model_args, data_args, training_args)
-        if is_main:
+        if (
+            is_main
+            and model_args.teacher is not None
+            and not (model_args.distill_stage == "model" and teacher_has_mlm_head(model_args.teacher))
+        ):  # the MLM head was never trained: its scores would mean nothing
+            print_distillation_report(output_dir, trained.log_history, model_args)
+        elif is_main:
             if trained.model is None:
                 comparison = saved_model_scores(output_dir)
             else:
@@ -592,9 +657,8 @@ def train_and_report(
             if model_args.teacher is not None:
                 print(
                     f"Distilled toward {model_args.teacher}: the eval loss is the distillation loss (the layers' "
-                    "normalised hidden-state error, plus the masked-LM divergence where the teacher has an MLM head); "
-                    "with a teacher without one, the MLM head was not trained and the masked-token scores above are "
-                    "a new head's. python benchmarks/agreement.py measures the agreement with the teacher."
+                    "normalised hidden-state error, the sentence embeddings' and the masked-LM divergence). "
+                    "python benchmarks/agreement.py measures the agreement with the teacher."
                 )
         return
 

@@ -6,14 +6,16 @@
 `SymBert*.from_bert` copies BERT's tensors of the same name and shape, then fits each layer's attention to BERT's on
 the inputs that layer sees on calibration text (each attention class's `fit_bert`), keeping a layer's fit only where
 it is closer to BERT than the copy. Calibration text: one text per non-empty line of --calibration_files, or lines of
-the embedded corpus; the last --held_out texts are kept out of the fit. Printed: per layer, the relative error of the
+the embedded calibration text (books and speeches, in turn); the last --held_out texts are kept out of the fit. Printed: per layer, the relative error of the
 attention output against BERT's on held-out text, copied and fitted; and end to end, the mean cosine of the
 mean-pooled last hidden states (a sentence embedding) to BERT's on the held-out texts, copied and fitted. OUTPUT (a
 self-contained SymBERT folder: weights, code, BERT's tokenizer, conversion.json with these figures and BERT's
 licence, and BERT's sentence-transformers configuration where it has one) appears only when complete.
 """
 
+import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig
+from transformers.utils import logging as transformers_logging
 
 from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
@@ -28,8 +31,13 @@ from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import model_card_license, sentence_transformers_files
 from ..loading_symbert import calibration_sequences, embedded_calibration_texts
 
-DEFAULT_TEXTS = 320  # from the embedded corpus: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
-HEAD_CLASSES = {"BertForMaskedLM": "SymBertForMaskedLM", "BertForPreTraining": "SymBertForMaskedLM"}
+# from the embedded text of two domains, in turn: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
+DEFAULT_TEXTS = 320
+HEAD_CLASSES = {
+    "BertForMaskedLM": "SymBertForMaskedLM",
+    "BertForPreTraining": "SymBertForMaskedLM",
+    "BertForSequenceClassification": "SymBertForSequenceClassification",
+}
 
 
 def parse_command_line(argv):
@@ -53,11 +61,13 @@ def parse_command_line(argv):
 
 
 def calibration_texts(files, held_out):
-    """(texts to fit on, held-out texts): the files' non-empty lines, or lines of the embedded corpus."""
+    """(texts to fit on, held-out texts): the files' non-empty lines, or the embedded calibration text."""
     if files is None:
         texts = embedded_calibration_texts(DEFAULT_TEXTS)
         if texts is None:
-            raise UserError("The embedded corpus is missing from this installation: give --calibration_files.")
+            raise UserError(
+                "The embedded calibration text is missing from this installation: give --calibration_files."
+            )
     else:
         texts = []
         for name in files:
@@ -85,12 +95,31 @@ def load_bert(name):
         raise UserError(f"{name!r} is a {config.model_type!r} model, not a BERT (model_type 'bert').")
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
-        bert = AutoModel.from_pretrained(name, trust_remote_code=False).float().eval()
+        with quiet_loading():  # a classifier's or MLM head's tensors, not the encoder's: not reported
+            bert = AutoModel.from_pretrained(name, trust_remote_code=False).float().eval()
     except (OSError, ValueError, RuntimeError) as error:
         raise UserError(f"Cannot load {name!r} as a BERT with its tokenizer: {' '.join(str(error).split())}") from error
     if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
         raise UserError(f"{name!r} holds no tokenizer files: the calibration text cannot be read.")
     return config, bert, tokenizer
+
+
+@contextlib.contextmanager
+def quiet_loading():
+    """transformers' load reports and from_bert's notice silenced, and no progress bars."""
+    loggers = [logging.getLogger("transformers"), logging.getLogger(modeling_symbert.__name__)]
+    levels = [logger.level for logger in loggers]
+    bars = transformers_logging.is_progress_bar_enabled()
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+        if bars:
+            transformers_logging.enable_progress_bar()
 
 
 def sentence_embeddings(model, sequences):
@@ -117,8 +146,9 @@ def convert(argv):
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
     symbert_class = getattr(modeling_symbert, class_name)
     kwargs = dict(attention_type=args.attention_type)
-    copied, _ = symbert_class.from_bert(args.bert, calibration_texts=None, **kwargs)
-    fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
+    with quiet_loading():  # the tensors BERT lacks or the type adds are expected here: the report below says them
+        copied, _ = symbert_class.from_bert(args.bert, calibration_texts=None, **kwargs)
+        fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
     held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
     report = {
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be
@@ -127,7 +157,7 @@ def convert(argv):
         "attention_type": args.attention_type,
         "calibration": [Path(f).name for f in args.calibration_files]
         if args.calibration_files
-        else "the embedded corpus",
+        else "the embedded calibration text (lines of nine 19th-century books and of US State of the Union addresses)",
         "fit_texts": len(fit_texts),
         "held_out_texts": len(held_out_texts),
         "layers": fitted.bert_fit_report,
@@ -138,9 +168,12 @@ def convert(argv):
         "new_parameters": new_parameters,
     }
     print(f"{args.attention_type} from {args.bert}: attention output against BERT's (relative error, held-out text)")
-    print("  layer    copy     fit   kept")
+    print("  layer    copy     fit   kept (fitted on the inputs of)")
     for row in report["layers"]:
-        print(f"  {row['layer']:5d} {row['copy_error']:7.4f} {row['fit_error']:7.4f}   {row['kept']}")
+        print(
+            f"  {row['layer']:5d} {row['copy_error']:7.4f} {row['fit_error']:7.4f}   {row['kept']:4} "
+            f"({'BERT' if row['inputs'] == 'bert' else 'the converted model'})"
+        )
     cosine = report["held_out_mean_cosine"]
     print(
         f"Held-out sentence embeddings (mean-pooled), mean cosine to BERT's over {len(held_out)} texts: "

@@ -69,10 +69,40 @@ def test_the_loss_is_the_layers_normalised_error_plus_the_masked_lm_divergence(d
     p_teacher = teacher.cls(theirs[-1][masked]).softmax(-1)
     log_student = student.cls(mine[-1][masked]).log_softmax(-1)
     divergence = (p_teacher * (p_teacher.log() - log_student)).sum(-1).mean()
-    assert torch.allclose(loss, hidden + divergence, rtol=1e-4), (loss, hidden + divergence)
+    pooled = [(states[-1] * mask).sum(1) / mask.sum(1) for states in (mine, theirs)]
+    sentence = (1 - torch.nn.functional.cosine_similarity(*pooled)).mean()
+    assert torch.allclose(loss, hidden + sentence + divergence, rtol=1e-4), (loss, hidden + sentence + divergence)
+    without_sentence = DistillationLoss(teacher, pooled_weight=0.0)(student, inputs)
+    assert torch.allclose(without_sentence, hidden + divergence, rtol=1e-4)
     # the student is its teacher: no loss
     same = SymBertForMaskedLM.from_bert(distillation_setup["teacher_mlm"], calibration_texts=None)[0].eval()
     assert DistillationLoss(teacher)(same, inputs).abs().item() < 1e-5
+
+
+def test_the_attention_stage_loss_is_each_layers_attention_error_on_the_teachers_inputs(distillation_setup):
+    teacher = BertForMaskedLM.from_pretrained(distillation_setup["teacher_mlm"]).eval()
+    student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
+    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
+    attention_mask = (input_ids != 0).long()
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2] = 11
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    loss = DistillationLoss(teacher, stage="attention")(student, inputs)
+    # by hand: layer l's attention modules, both given the teacher's layer-l input, eager padding mask
+    hidden = teacher.bert(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+    additive = (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+    mask = attention_mask[..., None].float()
+    errors = []
+    for index, (mine, theirs) in enumerate(zip(student.bert.encoder.layer, teacher.bert.encoder.layer)):
+        expected = theirs.attention.self(hidden[index], attention_mask=additive)[0]
+        produced = mine.attention.self(hidden[index], attention_mask=additive)[0]
+        errors.append(((produced - expected) ** 2 * mask).sum() / (expected**2 * mask).sum())
+    assert torch.allclose(loss, sum(errors) / len(errors), rtol=1e-4), (loss, errors)
+    # only the attention is trained in that stage: the student's other parameters are left frozen
+    pretrain.trainable_only_attention(student)
+    trainable = {name for name, parameter in student.named_parameters() if parameter.requires_grad}
+    assert trainable and all(".attention.self." in name for name in trainable)
+    assert any(name.endswith("attention.self.pairwise") for name in trainable)
 
 
 @pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes

@@ -1,0 +1,389 @@
+"""From a BERT to a distilled SymBERT variant in one command: the conversion, then a transfer in two stages.
+
+    symbert-transfer BERT OUTPUT --attention_type T [--minutes 60] [--train_files FILE ...]
+    symbert-transfer models/all-MiniLM-L6-v2 outputs/minilm-shared --attention_type shared --minutes 30
+
+1. conversion (symbert-convert): each layer's attention fitted to BERT's in closed form -> OUTPUT/stages/convert;
+2. attention (symbert-pretrain --distill_stage attention): only the self-attention trained, each layer on the
+   teacher's layer inputs, to reproduce the teacher's attention output -> OUTPUT/stages/attention;
+3. model (--distill_stage model): the whole encoder trained on the teacher's hidden states, its mean-pooled sentence
+   embedding and, where it has one, its MLM distribution -> OUTPUT/stages/model.
+
+Each training stage gets its share of --minutes, turned into steps by timing one step first, and ends earlier when
+its held-out loss stops improving; each logs and checkpoints as pre-training does. The agreement with BERT (mean
+cosine of held-out sentence embeddings) is printed before and after each stage. Then OUTPUT holds the teacher's kind
+of model (BertModel -> SymBertModel with its pooler, BertForMaskedLM -> SymBertForMaskedLM, a classifier ->
+SymBertForSequenceClassification with its head) with the distilled encoder, its tokenizer, BERT's
+sentence-transformers files, conversion.json, transfer.json (the settings and the agreement after each stage), and
+OUTPUT/bert, its plain-BERT export. Stopped (Ctrl-C, a kill), the same command goes on where it stopped: a finished
+stage is kept, a running one resumes from its last checkpoint.
+"""
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig
+
+from .. import modeling_symbert
+from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
+from ..cli import Interrupted, UserError, command_parser, run_command
+from ..files import write_atomically
+from ..loading_symbert import calibration_sequences
+from ..tools.convert import calibration_texts, load_bert, mean_cosine, quiet_loading
+from .distillation import DistillationLoss, load_teacher
+
+PLAN_FILE = "transfer-plan.json"  # the settings of the run in this folder: a rerun with others is refused
+RECORD_FILE = "transfer.json"  # written last: the folder is complete
+STAGES = ("attention", "model")
+# Measured on all-MiniLM-L6-v2 (benchmarks/results/real-minilm-transfer/): see its README for the ablation.
+DEFAULTS = dict(
+    minutes=60.0,
+    attention_share=0.2,  # of --minutes for stage 2 (the attention alone); the rest for stage 3
+    attention_learning_rate=1e-3,
+    model_learning_rate=2e-4,
+    batch_size=16,
+    max_seq_length=128,
+    eval_blocks=64,
+    evaluations=10,  # per stage: the held-out loss is measured (and a checkpoint saved) this many times
+    patience=3,  # evaluations without a 0.5% better held-out loss end a stage
+)
+
+
+@dataclass
+class TransferPlan:
+    """What the run in OUTPUT was started with; a rerun goes on only with the same."""
+
+    bert: str
+    attention_type: str
+    minutes: float
+    total_steps: int | None
+    attention_share: float
+    train_files: list[str] | None
+    calibration_files: list[str] | None
+    seconds_per_step: float | None = None  # timed once, on the first run
+    steps: dict | None = None  # stage -> max_steps
+
+
+def parse_command_line(argv):
+    parser = command_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("bert", help="a BERT folder or Hub id (config.json, weights, tokenizer)")
+    parser.add_argument("output", help="the folder to write; an unfinished run there goes on")
+    parser.add_argument("--attention_type", required=True, help=f"one of {', '.join(ATTENTION_TYPES)}")
+    parser.add_argument("--minutes", type=float, default=DEFAULTS["minutes"], help="training time of the two stages")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="training steps of the two stages instead of --minutes (not timed)"
+    )
+    parser.add_argument(
+        "--attention_share", type=float, default=DEFAULTS["attention_share"], help="share of --minutes for stage 2"
+    )
+    parser.add_argument(
+        "--train_files", nargs="+", default=None, help="text files to distil on (default: the embedded corpus)"
+    )
+    parser.add_argument("--calibration_files", nargs="+", default=None, help="symbert-convert's calibration text")
+    args = parser.parse_args(argv)
+    if args.attention_type not in ATTENTION_TYPES:
+        raise UserError(f"--attention_type {args.attention_type!r} is unknown; allowed: {', '.join(ATTENTION_TYPES)}.")
+    if attention_class(args.attention_type).fit_bert is SymBertSelfAttention.fit_bert:
+        raise UserError(f"--attention_type {args.attention_type!r} has no fit to BERT's attention (no fit_bert).")
+    if not (math.isfinite(args.minutes) and 0 < args.minutes <= 7 * 24 * 60):
+        raise UserError(f"--minutes={args.minutes} must be a number of minutes above 0 and at most a week (10080).")
+    if args.steps is not None and args.steps < 2:
+        raise UserError(f"--steps={args.steps} must be at least 2 (one a stage), or left out to use --minutes.")
+    if not (math.isfinite(args.attention_share) and 0 <= args.attention_share < 1):
+        raise UserError(f"--attention_share={args.attention_share} must be at least 0 and below 1.")
+    for name in args.train_files or ():
+        if not Path(name).is_file():
+            raise UserError(f"--train_files {name!r} is not a file.")
+    return args
+
+
+def the_plan(args, output: Path) -> TransferPlan:
+    """The plan of a new run, or the recorded one of the run OUTPUT holds, refused if the arguments differ."""
+    plan = TransferPlan(
+        bert=str(Path(args.bert).resolve()) if Path(args.bert).exists() else args.bert,
+        attention_type=args.attention_type,
+        minutes=args.minutes,
+        total_steps=args.steps,
+        attention_share=args.attention_share,
+        train_files=[str(Path(f).resolve()) for f in args.train_files] if args.train_files else None,
+        calibration_files=[str(Path(f).resolve()) for f in args.calibration_files] if args.calibration_files else None,
+    )
+    recorded_file = output / PLAN_FILE
+    if not recorded_file.is_file():
+        if output.exists() and (not output.is_dir() or any(output.iterdir())):
+            raise UserError(
+                f"output={str(output)!r} exists and holds no {PLAN_FILE} of an earlier run; choose a new folder."
+            )
+        return plan
+    try:
+        recorded = TransferPlan(**json.loads(recorded_file.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as error:
+        raise UserError(f"{recorded_file} is damaged ({error}); choose a new output folder.") from None
+    differing = [
+        f"{name} {getattr(plan, name)!r} (the run's {getattr(recorded, name)!r})"
+        for name in (
+            "bert",
+            "attention_type",
+            "minutes",
+            "total_steps",
+            "attention_share",
+            "train_files",
+            "calibration_files",
+        )
+        if getattr(plan, name) != getattr(recorded, name)
+    ]
+    if differing:
+        raise UserError(
+            f"output={str(output)!r} holds a run started with other settings: {'; '.join(differing)}. Rerun it with "
+            "its own settings to finish it, or choose a new folder."
+        )
+    return recorded
+
+
+def save_plan(plan: TransferPlan, output: Path) -> None:
+    write_atomically(output / PLAN_FILE, lambda file: file.write(json.dumps(asdict(plan), indent=2) + "\n"))
+
+
+def seconds_per_step(student_folder: Path, teacher: str) -> float:
+    """The seconds one training step of stage 3 takes here (the dearer stage): two timed after one to warm up."""
+    from .distillation import initial_model
+
+    config = AutoConfig.from_pretrained(student_folder)
+    config.sparse_prediction = True
+    with quiet_loading():
+        student = initial_model(str(student_folder), config).train()
+        loss = DistillationLoss(load_teacher(teacher, config), "model")
+    length = min(DEFAULTS["max_seq_length"], config.max_position_embeddings)
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(1000, config.vocab_size, (DEFAULTS["batch_size"], length), generator=generator)
+    labels = torch.where(torch.rand(input_ids.shape, generator=generator) < 0.15, input_ids, -100)
+    inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        loss(student, inputs).backward()
+        times.append(time.perf_counter() - start)
+    return sum(times[1:]) / 2
+
+
+def stage_arguments(plan: TransferPlan, stage: str, init_from: Path, output_dir: Path) -> list[str]:
+    """symbert-pretrain's command line for a training stage."""
+    steps = plan.steps[stage]
+    length = min(DEFAULTS["max_seq_length"], AutoConfig.from_pretrained(init_from).max_position_embeddings)
+    every = max(1, steps // DEFAULTS["evaluations"])
+    arguments = [
+        "--init_from",
+        str(init_from),
+        "--teacher",
+        plan.bert,
+        "--distill_stage",
+        stage,
+        "--output_dir",
+        str(output_dir),
+        "--max_seq_length",
+        str(length),
+        "--per_device_train_batch_size",
+        str(DEFAULTS["batch_size"]),
+        "--per_device_eval_batch_size",
+        str(DEFAULTS["batch_size"]),
+        "--learning_rate",
+        str(DEFAULTS[f"{stage}_learning_rate"]),
+        "--lr_scheduler_type",
+        "linear",
+        "--warmup_steps",
+        str(max(1, steps // 20)),
+        "--weight_decay",
+        "0.01",
+        "--max_steps",
+        str(steps),
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        str(every),
+        "--eval_on_start",
+        "true",
+        "--eval_blocks",
+        str(DEFAULTS["eval_blocks"]),
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        str(every),
+        "--logging_steps",
+        str(max(1, every // 5)),
+        "--stop_when_flat",
+        str(DEFAULTS["patience"]),
+        "--config_overrides",
+        json.dumps({"sparse_prediction": True, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+        "--report_to",
+        "none",
+        "--seed",
+        "42",
+    ]
+    if not torch.cuda.is_available():
+        arguments += ["--use_cpu", "true"]
+    if plan.train_files:
+        arguments += ["--train_files", *plan.train_files]
+    return arguments
+
+
+def run_stage(arguments: list[str], stage: str) -> None:
+    """symbert-pretrain in a child process (its output shown as it comes); Ctrl-C stops it where it is."""
+    command = Path(sys.executable).with_name("symbert-pretrain")
+    command = [str(command)] if command.is_file() else [sys.executable, "-m", "symbert.training.pretrain"]
+    child = subprocess.Popen([*command, *arguments])
+    try:
+        status = child.wait()
+    except KeyboardInterrupt:
+        try:
+            child.wait(timeout=60)  # it received the Ctrl-C too, and says which checkpoint is its last
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGKILL)
+        raise Interrupted(
+            f"stage {stage!r} stopped; what was done is kept: run the same command again to go on from its last "
+            "checkpoint."
+        ) from None
+    if status == 130:
+        raise Interrupted(f"stage {stage!r} stopped; run the same command again to go on from its last checkpoint.")
+    if status != 0:
+        raise UserError(f"stage {stage!r} failed (symbert-pretrain exit status {status}; its message is above).")
+
+
+def agreement(folder: Path, bert, sequences) -> float:
+    with quiet_loading():
+        model = modeling_symbert.SymBertModel.from_pretrained(folder, add_pooling_layer=False).eval()
+    return mean_cosine(model, bert, sequences)
+
+
+def assemble(converted: Path, distilled: Path, output: Path, record: dict) -> None:
+    """OUTPUT's model: the converted folder's class and heads (the teacher's kind: its pooler, classifier or MLM head),
+    the distilled encoder (and the distilled MLM head where the teacher has one, which stage 3 trained), the
+    converted folder's tokenizer and carried files; staged in a hidden folder, then moved in, transfer.json last."""
+    config = AutoConfig.from_pretrained(converted)
+    class_name = (config.architectures or ["SymBertModel"])[0]
+    with quiet_loading():
+        model = getattr(modeling_symbert, class_name).from_pretrained(converted).eval()
+        trained = modeling_symbert.SymBertForMaskedLM.from_pretrained(distilled).state_dict()
+    state = model.state_dict()
+    prefix = "" if class_name == "SymBertModel" else "bert."
+    replaced = 0
+    for name, tensor in trained.items():
+        # the encoder always; the MLM head only into a model that has one (the teacher's, distilled toward)
+        target = prefix + name[len("bert.") :] if name.startswith("bert.") else name
+        if target in state and state[target].shape == tensor.shape and ".pooler." not in f".{target}":
+            state[target] = tensor
+            replaced += 1
+    model.load_state_dict(state)
+    staging = output / ".assemble.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    for item in converted.iterdir():
+        if item.name not in ("config.json", "model.safetensors") and not (staging / item.name).exists():
+            (shutil.copytree if item.is_dir() else shutil.copyfile)(item, staging / item.name)
+    for item in staging.iterdir():
+        os.replace(item, output / item.name)
+    staging.rmdir()
+
+
+def transfer(argv):
+    args = parse_command_line(argv)
+    output = Path(args.output)
+    plan = the_plan(args, output)
+    if (output / RECORD_FILE).is_file():
+        print(f"{output} is complete (its {RECORD_FILE} is written): nothing to do.")
+        return json.loads((output / RECORD_FILE).read_text(encoding="utf-8"))
+    output.mkdir(parents=True, exist_ok=True)
+    save_plan(plan, output)
+    stages = output / "stages"
+    converted = stages / "convert"
+    if not (converted / "conversion.json").is_file():
+        print(f"Stage 1 of 3: converting {args.bert} to {args.attention_type}")
+        convert_arguments = [args.bert, str(converted), "--attention_type", args.attention_type]
+        if args.calibration_files:
+            convert_arguments += ["--calibration_files", *args.calibration_files]
+        from ..tools.convert import convert
+
+        with quiet_loading():
+            convert(convert_arguments)
+    conversion = json.loads((converted / "conversion.json").read_text(encoding="utf-8"))
+    _, held_out_texts = calibration_texts(args.calibration_files, 64)
+    config, bert, tokenizer = load_bert(plan.bert)
+    sequences = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    cosines = {"copy": conversion["held_out_mean_cosine"]["copy"], "convert": agreement(converted, bert, sequences)}
+    print(f"Agreement with BERT (held-out sentence embeddings, mean cosine): converted {cosines['convert']:.4f}")
+    if plan.steps is None:
+        if plan.total_steps is None:
+            plan.seconds_per_step = seconds_per_step(converted, plan.bert)
+            total = plan.minutes * 60 / plan.seconds_per_step
+        else:
+            total = plan.total_steps
+        plan.steps = {
+            "attention": max(1, round(total * plan.attention_share)) if plan.attention_share else 0,
+            "model": max(1, round(total * (1 - plan.attention_share))),
+        }
+        save_plan(plan, output)
+    if plan.seconds_per_step is not None and not any((stages / stage).exists() for stage in STAGES):
+        print(
+            f"One training step takes {plan.seconds_per_step:.2f} s here: {plan.minutes:g} minutes are "
+            f"{plan.steps['attention']} steps of the attention stage and {plan.steps['model']} of the model stage "
+            "(each ends earlier when its held-out loss stops improving)."
+        )
+    previous = converted
+    for number, stage in enumerate(STAGES, start=2):
+        if not plan.steps[stage]:
+            continue
+        folder = stages / stage
+        if not (folder / "training_summary.json").is_file():
+            print(f"Stage {number} of 3: {stage} ({plan.steps[stage]} steps at most)")
+            run_stage(stage_arguments(plan, stage, previous, folder), stage)
+        cosines[stage] = agreement(folder, bert, sequences)
+        print(f"Agreement with BERT after stage {number} ({stage}): {cosines[stage]:.4f}")
+        previous = folder
+    assemble(converted, previous, output, conversion)
+    from ..tools.bert_export import export_to_bert
+
+    if not (output / "bert" / "config.json").is_file():
+        shutil.rmtree(output / "bert", ignore_errors=True)
+        with quiet_loading():
+            export_to_bert(str(output), output / "bert")
+    final = agreement(output, bert, sequences)
+    published = asdict(plan)  # a local path by its name only: the record may be published, a home layout must not be
+    for key in ("bert", "train_files", "calibration_files"):
+        value = published[key]
+        if isinstance(value, str) and Path(value).exists():
+            published[key] = Path(value).name
+        elif isinstance(value, list):
+            published[key] = [Path(item).name for item in value]
+    record = {
+        "plan": published,
+        "held_out_mean_cosine": {**cosines, "final": final},
+        "stages": {
+            stage: json.loads((stages / stage / "training_summary.json").read_text(encoding="utf-8"))["steps"]
+            for stage in STAGES
+            if plan.steps[stage]
+        },
+    }
+    write_atomically(output / RECORD_FILE, lambda file: file.write(json.dumps(record, indent=2) + "\n"))
+    print(
+        f"{args.attention_type} from {args.bert}: held-out sentence-embedding cosine to BERT's, copy "
+        f"{cosines['copy']:.4f} -> converted {cosines['convert']:.4f} -> "
+        + " -> ".join(f"{stage} {cosines[stage]:.4f}" for stage in STAGES if stage in cosines)
+        + f". Written: {output}"
+    )
+    return record
+
+
+def main(argv=None):
+    run_command(transfer, argv)
+
+
+if __name__ == "__main__":
+    main()
