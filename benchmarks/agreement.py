@@ -13,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
+from report import Stopwatch, domain_texts, header, markdown_table, write_report  # benchmarks/report.py
 from transformers import AutoConfig
 
 from symbert import SymBertConfig, SymBertModel
@@ -27,6 +27,9 @@ def measure(argv):
     parser.add_argument("--bert", required=True)
     parser.add_argument("--models", nargs="+", required=True, help="SymBERT folders (e.g. checkpoints)")
     parser.add_argument("--held_out", type=int, default=64)
+    parser.add_argument(
+        "--domains", nargs="+", default=[], metavar="NAME=FILE", help="texts of other domains, each a cosine column"
+    )
     parser.add_argument("--output", required=True, help="results path without suffix")
     args = parser.parse_args(argv)
     for folder in args.models:  # before anything is loaded: a bad folder is refused at once
@@ -39,7 +42,11 @@ def measure(argv):
     stopwatch = Stopwatch()
     _, held_out_texts = calibration_texts(None, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
-    held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    length = min(128, config.max_position_embeddings)
+    held_out = calibration_sequences(tokenizer, held_out_texts, length)
+    domains = {
+        name: calibration_sequences(tokenizer, lines, length) for name, lines in domain_texts(args.domains).items()
+    }
     inputs = layer_inputs(bert, held_out)
     rows = []
     for folder in args.models:
@@ -53,23 +60,27 @@ def measure(argv):
         ]
         name = str(folder).replace(str(Path.home()), "~")
         rows.append({"model": name, "attention_type": model.config.attention_type,
-                     "mean_cosine": mean_cosine(model, bert, held_out), "layer_errors": errors})  # fmt: skip
+                     "mean_cosine": mean_cosine(model, bert, held_out), "layer_errors": errors,
+                     "domains": {name: mean_cosine(model, bert, texts) for name, texts in domains.items()}})  # fmt: skip
         print(f"{name}: mean cosine {rows[-1]['mean_cosine']:.4f}", flush=True)
     command = shlex.join(["python", "benchmarks/agreement.py", *argv]).replace(str(Path.home()), "~")
     facts = stopwatch.facts(command)
     table = markdown_table(
-        ["model", "type", "mean cosine", *(f"layer {i}" for i in range(config.num_hidden_layers))],
-        [[f"`{r['model']}`", f"`{r['attention_type']}`", f"{r['mean_cosine']:.4f}", *(f"{e:.3f}" for e in r["layer_errors"])]
+        ["model", "type", "mean cosine", *(f"{name}: cosine" for name in domains),
+         *(f"layer {i}" for i in range(config.num_hidden_layers))],
+        [[f"`{r['model']}`", f"`{r['attention_type']}`", f"{r['mean_cosine']:.4f}",
+          *(f"{c:.4f}" for c in r["domains"].values()), *(f"{e:.3f}" for e in r["layer_errors"])]
          for r in rows],
-        ["---", "---", *["---:"] * (1 + config.num_hidden_layers)],
+        ["---", "---", *["---:"] * (1 + len(domains) + config.num_hidden_layers)],
     )  # fmt: skip
     report = "\n\n".join(
         [
             "# Agreement with BERT",
             header(facts),
-            f"BERT: {args.bert.replace(str(Path.home()), '~')}. {len(held_out)} held-out lines of the embedded corpus. "
-            "Mean cosine of mean-pooled last hidden states to BERT's; per layer, the relative error of the attention "
-            "output against BERT's on BERT's inputs to that layer.",
+            f"BERT: {args.bert.replace(str(Path.home()), '~')}. {len(held_out)} held-out lines of the embedded "
+            "calibration text (books and State of the Union addresses), and the first 200 lines of each --domains "
+            "file. Mean cosine of mean-pooled last hidden states to BERT's; per layer, the relative error of the "
+            "attention output against BERT's on BERT's inputs to that layer.",
             table,
         ]
     )

@@ -14,7 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
+from report import Stopwatch, domain_texts, header, markdown_table, write_report  # benchmarks/report.py
 
 from symbert import ATTENTION_TYPES, attention_class
 from symbert.attention_symbert import SymBertSelfAttention
@@ -47,13 +47,9 @@ def measure(argv):
     config, bert, tokenizer = load_bert(args.bert)
     length = min(128, config.max_position_embeddings)
     held_out = calibration_sequences(tokenizer, held_out_texts, length)
-    domains = {}
-    for item in args.domains:
-        name, _, file = item.partition("=")
-        if not name or not Path(file).is_file():
-            raise UserError(f"--domains {item!r}: give NAME=FILE, FILE a text file of one text a line.")
-        lines = [line for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip()]
-        domains[name] = calibration_sequences(tokenizer, lines[:200], length)
+    domains = {
+        name: calibration_sequences(tokenizer, lines, length) for name, lines in domain_texts(args.domains).items()
+    }
     from symbert import SymBertModel
 
     rows = []

@@ -119,3 +119,21 @@ def write_report(output: str | Path, report: str, record: dict) -> None:
     write_atomically(output.with_suffix(".md"), lambda file: file.write(report.rstrip("\n") + "\n"))
     record = {**record, "machine": record.get("machine") or describe_machine()}
     write_atomically(output.with_suffix(".json"), lambda file: json.dump(record, file, indent=2))
+
+
+def domain_texts(items: Sequence[str], count: int = 200) -> dict[str, list[str]]:
+    """{NAME: the first `count` non-empty lines of FILE} of each NAME=FILE (--domains: texts of other domains than a
+    calibration's or a distillation's)."""
+    from symbert.cli import UserError
+
+    domains = {}
+    for item in items:
+        name, _, file = item.partition("=")
+        if not name or not Path(file).is_file():
+            raise UserError(f"--domains {item!r}: give NAME=FILE, FILE a text file of one text a line.")
+        try:
+            lines = [line for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, UnicodeDecodeError) as error:
+            raise UserError(f"--domains {item!r}: cannot read it as UTF-8 text ({error}).") from None
+        domains[name] = lines[:count]
+    return domains

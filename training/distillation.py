@@ -185,6 +185,8 @@ class DistillationLoss:
       hidden states (the sentence embedding a sentence-transformers teacher serves), + KL(teacher ‖ student) of the MLM
       distributions at the masked positions when the teacher has an MLM head.
 
+    Both read the blocks unmasked (each masked position's original token put back) except where the MLM divergence
+    is measured (the model stage of a teacher with an MLM head): a sentence encoder is used on text, not on [MASK]s.
     The student runs through its wrapper's forward (DDP syncs gradients there) with the labels, so its MLM head runs as
     in pre-training (sparse or full); without a teacher head the student's MLM loss enters with weight 0, which keeps
     every parameter in the graph (DDP) and leaves the encoder to the teacher."""
@@ -199,6 +201,9 @@ class DistillationLoss:
         num_items_in_batch = inputs.pop("num_items_in_batch", None)
         mask = inputs.get("attention_mask")
         mask = torch.ones_like(inputs["input_ids"]) if mask is None else mask
+        if self.stage == "attention" or not hasattr(self.teacher, "cls"):
+            # nothing is predicted at the masked positions: both models read the text itself, as they are used
+            inputs["input_ids"] = torch.where(labels != -100, labels, inputs["input_ids"])
         if self.stage == "attention":
             return self.attention_loss(model, inputs, labels, num_items_in_batch, mask)
         outputs = model(**inputs, labels=labels, output_hidden_states=True, num_items_in_batch=num_items_in_batch)

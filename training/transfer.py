@@ -382,7 +382,7 @@ def transfer(argv):
 
 
 def main(argv=None):
-    run_command(transfer, argv)
+    return run_command(transfer, argv)
 
 
 if __name__ == "__main__":

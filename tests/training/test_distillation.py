@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertForMaskedLM
+from transformers import AutoTokenizer, BertForMaskedLM, BertModel
 
 from conftest import assert_one_line, bert_teacher, run_args, sentence_embedding_bert, tiny_corpus, tiny_sentences
 from symbert import SymBertForMaskedLM
@@ -103,6 +103,22 @@ def test_the_attention_stage_loss_is_each_layers_attention_error_on_the_teachers
     trainable = {name for name, parameter in student.named_parameters() if parameter.requires_grad}
     assert trainable and all(".attention.self." in name for name in trainable)
     assert any(name.endswith("attention.self.pairwise") for name in trainable)
+
+
+@pytest.mark.parametrize("stage", ["attention", "model"])
+def test_without_a_teacher_mlm_head_both_models_read_the_text_unmasked(distillation_setup, stage):
+    teacher = BertModel.from_pretrained(distillation_setup["teacher"]).eval()
+    student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
+    text = torch.tensor([[2, 10, 11, 12, 13, 3]])
+    masked = text.clone()
+    masked[0, 2] = 4  # another token where the collator put [MASK] or a random one
+    labels = torch.full_like(text, -100)
+    labels[0, 2] = 11
+    loss = DistillationLoss(teacher, stage=stage)
+    ones = torch.ones_like(text)
+    on_masked = loss(student, {"input_ids": masked, "attention_mask": ones, "labels": labels})
+    on_text = loss(student, {"input_ids": text, "attention_mask": ones, "labels": labels})
+    assert torch.allclose(on_masked, on_text, rtol=1e-5), (on_masked, on_text)
 
 
 @pytest.mark.slow  # a stopped or concurrent run: README's suite stays under 10 minutes

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The staged-transfer study of benchmarks/results/real-minilm-transfer/: attention types made from all-MiniLM-L6-v2
+# by the one command (symbert-transfer: conversion, the attention stage, the model stage) on general English (the
+# State of the Union addresses, benchmarks/real/fetch.py), then fine-tuned on the UCI sentences (3 seeds) beside the
+# teacher fine-tuned identically; the agreement on held-out and other-domain text, and the tables.
+#
+#   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES TYPE...    # one lane: transfer and fine-tune each TYPE
+#   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES teacher    # the teacher's fine-tuning
+#   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES tables TYPE...
+#
+# Each step skips what a finished earlier run left (symbert-transfer goes on where it stopped; symbert-glue skips
+# finished seeds). The measured runs used two lanes of 1 torch thread each on 2 cores, MINUTES 25.
+set -euo pipefail
+OUT=$1; MINUTES=$2; shift 2
+BERT=~/.cache/symbert-real/all-MiniLM-L6-v2
+DATA=~/.cache/symbert-real/data
+UCI=(--tasks uci_sentiment --seeds 1,2,3 --data_dir "$DATA")
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+python benchmarks/real/fetch.py > /dev/null
+
+if [ "$1" = teacher ]; then
+  symbert-glue --model "$BERT" "${UCI[@]}" --output_dir "$OUT/glue-teacher"
+  exit
+fi
+if [ "$1" = tables ]; then
+  shift
+  RESULTS=benchmarks/results/real-minilm-transfer
+  models=(); rows=("teacher=$OUT/glue-teacher")
+  for type in "$@"; do
+    models+=("$OUT/transfer-$type/stages/convert" "$OUT/transfer-$type/stages/attention" "$OUT/transfer-$type")
+    rows+=("$type, one command ($MINUTES min)=$OUT/glue-transfer-$type")
+  done
+  python benchmarks/agreement.py --bert "$BERT" --models "${models[@]}" --output "$RESULTS/agreement" \
+    --domains "speeches (held-out addresses)=$DATA/general_english/held_out.txt" \
+    "licences=$DATA/other_domains/licences.txt" "reviews=$DATA/other_domains/reviews.txt" \
+    "e-mails=$DATA/other_domains/emails.txt"
+  python benchmarks/downstream_table.py --reference teacher --rows "${rows[@]}" --output "$RESULTS/downstream-uci"
+  exit
+fi
+for type in "$@"; do
+  symbert-transfer "$BERT" "$OUT/transfer-$type" --attention_type "$type" --minutes "$MINUTES" \
+    --train_files "$DATA/general_english/train.txt"
+  symbert-glue --model "$OUT/transfer-$type" "${UCI[@]}" --output_dir "$OUT/glue-transfer-$type"
+done

@@ -1,0 +1,174 @@
+"""symbert-transfer: a BERT to a distilled SymBERT folder in one command (conversion, the attention stage, the model
+stage), the teacher's kind of model at the end (its pooler, classifier or MLM head), resumed where it stopped, and
+bad input refused in one line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+from conftest import assert_one_line, bert_teacher, sentence_embedding_bert, tiny_corpus, tiny_sentences
+from symbert import SymBertForMaskedLM, SymBertForSequenceClassification, SymBertModel
+from symbert.training import pretrain, transfer
+
+
+@pytest.fixture(scope="module")
+def teachers(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transfer")
+    corpus = tiny_corpus(root / "corpus", tiny_sentences(300, seed=4), vocab_size=120)
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
+    bert_teacher(root / "plain", tokenizer, seed=6)
+    torch.manual_seed(5)
+    classifier = BertForSequenceClassification(BertConfig.from_pretrained(root / "plain", num_labels=3)).eval()
+    classifier.save_pretrained(root / "classifier")
+    tokenizer.save_pretrained(root / "classifier")
+    return {
+        "root": root,
+        "corpus": corpus,
+        "sentence": sentence_embedding_bert(root / "sentence", tokenizer),
+        "mlm": bert_teacher(root / "mlm", tokenizer, head=True),
+        "classifier": root / "classifier",
+    }
+
+
+def in_process(monkeypatch):
+    """The stages run in this process (pretrain.main), as the command runs them in a child: faster to test."""
+
+    def run_stage(arguments, stage):
+        pretrain.main([*arguments, "--disable_tqdm", "true"])
+
+    monkeypatch.setattr(transfer, "run_stage", run_stage)
+
+
+def transfer_args(teachers, teacher, output, *extra, steps=6):
+    corpus = teachers["corpus"] / "train.txt"
+    return [str(teachers[teacher]), str(output), "--attention_type", "shared", "--steps", str(steps),
+            "--train_files", str(corpus), "--calibration_files", str(corpus), *extra]  # fmt: skip
+
+
+@pytest.mark.heavy
+def test_one_command_makes_a_distilled_sentence_embedding_model_with_every_file(teachers, tmp_path, monkeypatch):
+    in_process(monkeypatch)
+    output = tmp_path / "out"
+    record = transfer.main(transfer_args(teachers, "sentence", output))
+    cosine = record["held_out_mean_cosine"]
+    assert set(cosine) == {"copy", "convert", "attention", "model", "final"}
+    assert cosine["final"] == pytest.approx(cosine["model"]) and cosine["final"] > cosine["copy"]
+    assert json.loads((output / "config.json").read_text())["architectures"] == ["SymBertModel"]
+    for name in ("modules.json", "1_Pooling/config.json", "conversion.json", "tokenizer.json", "bert/config.json"):
+        assert (output / name).is_file(), name
+    assert record["plan"]["bert"] == "sentence"  # a local path by its name only
+    # each training stage kept its checkpoints, and the final encoder is the model stage's
+    assert list((output / "stages" / "attention").glob("checkpoint-*"))
+    assert list((output / "stages" / "model").glob("checkpoint-*"))
+    final = SymBertModel.from_pretrained(output)
+    distilled = SymBertForMaskedLM.from_pretrained(output / "stages" / "model")
+    assert torch.equal(final.encoder.layer[1].attention.self.shared.weight,
+                       distilled.bert.encoder.layer[1].attention.self.shared.weight)  # fmt: skip
+    # a rerun of the finished folder does nothing
+    assert transfer.main(transfer_args(teachers, "sentence", output)) == record
+    from sentence_transformers import SentenceTransformer
+
+    embeddings = SentenceTransformer(str(output), trust_remote_code=True, device="cpu").encode(["a few words here"])
+    assert abs(float((embeddings**2).sum()) - 1) < 1e-4  # the teacher's Normalize module is kept
+
+
+@pytest.mark.parametrize("teacher, model_class", [("classifier", SymBertForSequenceClassification),
+                                                  ("mlm", SymBertForMaskedLM)])  # fmt: skip
+def test_the_result_is_the_teachers_kind_of_model_with_its_heads(teachers, tmp_path, teacher, model_class):
+    """assemble(): the converted folder's class and heads (the teacher's), the distilled encoder."""
+    from symbert.tools.convert import convert
+
+    converted, distilled, output = tmp_path / "converted", tmp_path / "distilled", tmp_path / "out"
+    convert([str(teachers[teacher]), str(converted), "--attention_type", "symmetric", "--held_out", "8",
+             "--calibration_files", str(teachers["corpus"] / "train.txt")])  # fmt: skip
+    trained = SymBertForMaskedLM.from_pretrained(converted)
+    with torch.no_grad():  # a stand-in for the stages' training: every tensor moved
+        for parameter in trained.parameters():
+            parameter.add_(0.5)
+    trained.save_pretrained(distilled)
+    output.mkdir()
+    transfer.assemble(converted, distilled, output, {})
+    final = model_class.from_pretrained(output)
+    assert type(final) is model_class
+    source = model_class.from_pretrained(converted)
+    heads = {n: t for n, t in source.state_dict().items() if not n.startswith("bert.")}
+    distilled_state = trained.state_dict()
+    for name, tensor in final.state_dict().items():
+        if name.startswith("bert.") and not name.startswith("bert.pooler."):
+            assert torch.equal(tensor, distilled_state[name]), name  # the distilled encoder
+        elif teacher == "classifier":
+            expected = heads.get(name, source.state_dict()[name])
+            assert torch.equal(tensor, expected), name  # the teacher's pooler and classifier
+        else:
+            assert torch.equal(tensor, distilled_state[name]), name  # the MLM head distilled toward the teacher's
+    assert (output / "tokenizer.json").is_file() and (output / "conversion.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--attention_type", "nope"], "--attention_type 'nope' is unknown; allowed: original"),
+        (["--minutes", "0"], "--minutes=0.0 must be a number of minutes above 0"),
+        (["--minutes", "nan"], "--minutes=nan must be a number of minutes above 0"),
+        (["--steps", "1"], "--steps=1 must be at least 2"),
+        (["--attention_share", "1"], "--attention_share=1.0 must be at least 0 and below 1"),
+        (["--train_files", "{missing}"], "--train_files '{missing}' is not a file"),
+    ],
+)
+def test_bad_arguments_are_one_line(teachers, tmp_path, capsys, extra, message):
+    argv = transfer_args(teachers, "sentence", tmp_path / "out", *extra)
+    assert_one_line(transfer.main, argv, message, capsys, missing=tmp_path / "missing.txt")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_of_another_run_or_of_other_things_is_refused(teachers, tmp_path, capsys):
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    assert_one_line(transfer.main, transfer_args(teachers, "sentence", output), "holds no transfer-plan.json", capsys)
+    assert (output / "notes.txt").read_text() == "mine"
+    started = tmp_path / "started"
+    started.mkdir()
+    plan = transfer.TransferPlan(
+        bert=str(teachers["sentence"].resolve()), attention_type="pairwise", minutes=60.0, total_steps=6,
+        attention_share=0.2, train_files=None, calibration_files=None,
+    )  # fmt: skip
+    transfer.save_plan(plan, started)
+    assert_one_line(
+        transfer.main,
+        transfer_args(teachers, "sentence", started),
+        "holds a run started with other settings: attention_type 'shared' (the run's 'pairwise')",
+        capsys,
+    )
+    (started / transfer.PLAN_FILE).write_text("{not json")
+    assert_one_line(
+        transfer.main, transfer_args(teachers, "sentence", started), "transfer-plan.json is damaged", capsys
+    )
+
+
+@pytest.mark.slow  # a stopped run in a subprocess
+def test_a_stopped_transfer_goes_on_where_it_stopped(teachers, tmp_path):
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "symbert.training.transfer", *transfer_args(teachers, "sentence", output,
+               steps=40)]  # fmt: skip
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    child = subprocess.Popen(command, env=environment, start_new_session=True, stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list((output / "stages" / "model").glob("checkpoint-*")):
+        time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGKILL)  # a kill in the model stage, after its first checkpoint
+    child.wait()
+    assert not (output / transfer.RECORD_FILE).exists()
+    attention_summary = (output / "stages" / "attention" / "training_summary.json").read_bytes()
+    finished = subprocess.run(command, env=environment, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert "Resuming from" in finished.stdout and "Stage 1 of 3" not in finished.stdout
+    assert (output / "stages" / "attention" / "training_summary.json").read_bytes() == attention_summary
+    assert json.loads((output / transfer.RECORD_FILE).read_text())["held_out_mean_cosine"]["final"] > 0
