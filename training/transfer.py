@@ -126,7 +126,10 @@ def the_plan(args, output: Path) -> TransferPlan:
         return plan
     try:
         recorded = TransferPlan(**json.loads(recorded_file.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError) as error:
+        steps = recorded.steps or {}
+        if set(steps) - set(STAGES) or not all(type(value) is int and value >= 0 for value in steps.values()):
+            raise ValueError(f"its steps {recorded.steps!r} are not a number of steps for each of {STAGES}")
+    except (OSError, ValueError, TypeError, AttributeError) as error:
         raise UserError(f"{recorded_file} is damaged ({error}); choose a new output folder.") from None
     differing = [
         f"{name} {getattr(plan, name)!r} (the run's {getattr(recorded, name)!r})"
@@ -164,7 +167,7 @@ def seconds_per_step(student_folder: Path, teacher: str) -> float:
         loss = DistillationLoss(load_teacher(teacher, config), "model")
     length = min(DEFAULTS["max_seq_length"], config.max_position_embeddings)
     generator = torch.Generator().manual_seed(0)
-    input_ids = torch.randint(1000, config.vocab_size, (DEFAULTS["batch_size"], length), generator=generator)
+    input_ids = torch.randint(0, config.vocab_size, (DEFAULTS["batch_size"], length), generator=generator)
     labels = torch.where(torch.rand(input_ids.shape, generator=generator) < 0.15, input_ids, -100)
     inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
     times = []
@@ -300,6 +303,9 @@ def transfer(argv):
     if (output / RECORD_FILE).is_file():
         print(f"{output} is complete (its {RECORD_FILE} is written): nothing to do.")
         return json.loads((output / RECORD_FILE).read_text(encoding="utf-8"))
+    # BERT, its tokenizer and the calibration text are checked before OUTPUT is made: a typo leaves nothing behind
+    config, bert, tokenizer = load_bert(plan.bert)
+    _, held_out_texts = calibration_texts(args.calibration_files, 64)
     output.mkdir(parents=True, exist_ok=True)
     save_plan(plan, output)
     stages = output / "stages"
@@ -314,8 +320,6 @@ def transfer(argv):
         with quiet_loading():
             convert(convert_arguments)
     conversion = json.loads((converted / "conversion.json").read_text(encoding="utf-8"))
-    _, held_out_texts = calibration_texts(args.calibration_files, 64)
-    config, bert, tokenizer = load_bert(plan.bert)
     sequences = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
     cosines = {"copy": conversion["held_out_mean_cosine"]["copy"], "convert": agreement(converted, bert, sequences)}
     print(f"Agreement with BERT (held-out sentence embeddings, mean cosine): converted {cosines['convert']:.4f}")
@@ -381,8 +385,8 @@ def transfer(argv):
     return record
 
 
-def main(argv=None):
-    return run_command(transfer, argv)
+def main(argv=None) -> None:
+    run_command(transfer, argv)
 
 
 if __name__ == "__main__":

@@ -52,11 +52,11 @@ def transfer_args(teachers, teacher, output, *extra, steps=6):
             "--train_files", str(corpus), "--calibration_files", str(corpus), *extra]  # fmt: skip
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # about a minute on 2 cores: README's suite stays under 10 minutes
 def test_one_command_makes_a_distilled_sentence_embedding_model_with_every_file(teachers, tmp_path, monkeypatch):
     in_process(monkeypatch)
     output = tmp_path / "out"
-    record = transfer.main(transfer_args(teachers, "sentence", output))
+    record = transfer.transfer(transfer_args(teachers, "sentence", output))
     cosine = record["held_out_mean_cosine"]
     assert set(cosine) == {"copy", "convert", "attention", "model", "final"}
     assert cosine["final"] == pytest.approx(cosine["model"]) and cosine["final"] > cosine["copy"]
@@ -72,13 +72,14 @@ def test_one_command_makes_a_distilled_sentence_embedding_model_with_every_file(
     assert torch.equal(final.encoder.layer[1].attention.self.shared.weight,
                        distilled.bert.encoder.layer[1].attention.self.shared.weight)  # fmt: skip
     # a rerun of the finished folder does nothing
-    assert transfer.main(transfer_args(teachers, "sentence", output)) == record
+    assert transfer.transfer(transfer_args(teachers, "sentence", output)) == record
     from sentence_transformers import SentenceTransformer
 
     embeddings = SentenceTransformer(str(output), trust_remote_code=True, device="cpu").encode(["a few words here"])
     assert abs(float((embeddings**2).sum()) - 1) < 1e-4  # the teacher's Normalize module is kept
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("teacher, model_class", [("classifier", SymBertForSequenceClassification),
                                                   ("mlm", SymBertForMaskedLM)])  # fmt: skip
 def test_the_result_is_the_teachers_kind_of_model_with_its_heads(teachers, tmp_path, teacher, model_class):
@@ -128,6 +129,13 @@ def test_bad_arguments_are_one_line(teachers, tmp_path, capsys, extra, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_missing_bert_leaves_no_output_folder(teachers, tmp_path, capsys):
+    argv = transfer_args(teachers, "sentence", tmp_path / "out")
+    argv[0] = str(tmp_path / "no-such-bert")
+    assert_one_line(transfer.main, argv, "does not exist", capsys)
+    assert not (tmp_path / "out").exists()  # a rerun with the right path is not refused as another run's folder
+
+
 def test_a_folder_of_another_run_or_of_other_things_is_refused(teachers, tmp_path, capsys):
     output = tmp_path / "out"
     output.mkdir()
@@ -172,3 +180,42 @@ def test_a_stopped_transfer_goes_on_where_it_stopped(teachers, tmp_path):
     assert "Resuming from" in finished.stdout and "Stage 1 of 3" not in finished.stdout
     assert (output / "stages" / "attention" / "training_summary.json").read_bytes() == attention_summary
     assert json.loads((output / transfer.RECORD_FILE).read_text())["held_out_mean_cosine"]["final"] > 0
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(
+    "attention_type, shape",
+    [
+        ("symmetric", dict(num_hidden_layers=1, num_attention_heads=4, hidden_size=64, intermediate_size=96)),
+        ("shared", dict(num_hidden_layers=3, num_attention_heads=1, hidden_size=32, intermediate_size=64)),
+        ("mhe_mul", dict(num_hidden_layers=2, num_attention_heads=8, hidden_size=64, intermediate_size=128)),
+    ],
+    ids=["symmetric-1x4x64", "shared-3x1x32", "mhe_mul-2x8x64"],
+)
+def test_teachers_of_every_shape_convert_and_distil(teachers, tmp_path, shape, attention_type):
+    """Any BERT: a teacher of another depth, head count and width converts (never below the copy) and both stages'
+    losses train only what they should."""
+    from symbert.tools.convert import convert
+
+    tokenizer = AutoTokenizer.from_pretrained(teachers["corpus"] / "tokenizer")
+    teacher_folder = bert_teacher(tmp_path / "teacher", tokenizer, seed=7, **shape)
+    report = convert([str(teacher_folder), str(tmp_path / "converted"), "--attention_type", attention_type,
+                      "--held_out", "8", "--calibration_files", str(teachers["corpus"] / "train.txt")])  # fmt: skip
+    assert report["held_out_mean_cosine"]["fit"] >= report["held_out_mean_cosine"]["copy"] - 1e-6
+    assert len(report["layers"]) == shape["num_hidden_layers"]
+    student = SymBertForMaskedLM.from_pretrained(tmp_path / "converted")
+    teacher = transfer.load_teacher(str(teacher_folder), student.config)
+    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2] = 11
+    inputs = {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
+    for stage in ("attention", "model"):
+        student.zero_grad()
+        student.requires_grad_(True)
+        if stage == "attention":
+            pretrain.trainable_only_attention(student)
+        loss = transfer.DistillationLoss(teacher, stage)(student, inputs)
+        assert torch.isfinite(loss) and loss > 1e-6  # none of these shapes can be held exactly by its type
+        loss.backward()
+        moved = {name for name, p in student.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+        assert moved and (stage == "model" or all(".attention.self." in name for name in moved)), (stage, moved)
