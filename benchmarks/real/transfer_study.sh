@@ -9,7 +9,7 @@
 #   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES tables TYPE...
 #
 # Each step skips what a finished earlier run left (symbert-transfer goes on where it stopped; symbert-glue skips
-# finished seeds). The measured runs used two lanes of 1 torch thread each on 2 cores, MINUTES 25.
+# finished seeds). The measured runs: two lanes of 1 torch thread each on 2 cores, MINUTES 25 (mhe_add 12).
 set -euo pipefail
 OUT=$1; MINUTES=$2; shift 2
 BERT=~/.cache/symbert-real/all-MiniLM-L6-v2
@@ -28,7 +28,8 @@ if [ "$1" = tables ]; then
   models=(); rows=("teacher=$OUT/glue-teacher")
   for type in "$@"; do
     models+=("$OUT/transfer-$type/stages/convert" "$OUT/transfer-$type/stages/attention" "$OUT/transfer-$type")
-    rows+=("$type, one command ($MINUTES min)=$OUT/glue-transfer-$type")
+    minutes=$(python -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))['minutes']:g}\")" "$OUT/transfer-$type/transfer-plan.json")
+    rows+=("$type, one command ($minutes min)=$OUT/glue-transfer-$type")
   done
   python benchmarks/agreement.py --bert "$BERT" --models "${models[@]}" --output "$RESULTS/agreement" \
     --domains "speeches (held-out addresses)=$DATA/general_english/held_out.txt" \

@@ -52,7 +52,7 @@ def transfer_args(teachers, teacher, output, *extra, steps=6):
             "--train_files", str(corpus), "--calibration_files", str(corpus), *extra]  # fmt: skip
 
 
-@pytest.mark.slow  # about a minute on 2 cores: README's suite stays under 10 minutes
+@pytest.mark.heavy
 def test_one_command_makes_a_distilled_sentence_embedding_model_with_every_file(teachers, tmp_path, monkeypatch):
     in_process(monkeypatch)
     output = tmp_path / "out"
