@@ -97,8 +97,20 @@ def sentence_transformers_files(source: str | Path) -> dict[str, Path]:
     try:
         modules = json.loads(modules_file.read_text(encoding="utf-8"))
         paths = {module["type"]: module.get("path", "") for module in modules}
-    except (OSError, ValueError, TypeError, KeyError):
-        return {}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise UserError(f"{source}: its modules.json is not a sentence-transformers module list ({error}).") from None
+    for kind, path in paths.items():
+        # a path is a folder's own subfolder by name, nothing else: the files it names are copied into outputs
+        if not isinstance(path, str) or (path and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", path)):
+            raise UserError(
+                f"{source}: its modules.json gives module {kind!r} the path {path!r}; a module's path must be a "
+                "subfolder name of the model folder (e.g. 1_Pooling), or empty."
+            )
+        if not isinstance(kind, str) or not kind.startswith("sentence_transformers.models."):
+            raise UserError(
+                f"{source}: its modules.json names the module {kind!r}, code of its own; only sentence-transformers' "
+                "own modules (sentence_transformers.models.*) are carried."
+            )
     if any(path and kind not in WEIGHT_FREE_MODULES for kind, path in paths.items()):
         return {}
     names = [*SENTENCE_TRANSFORMERS_CONFIGS, *(f"{path}/config.json" for path in paths.values() if path)]

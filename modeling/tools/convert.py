@@ -143,6 +143,7 @@ def convert(argv):
     args = parse_command_line(argv)
     fit_texts, held_out_texts = calibration_texts(args.calibration_files, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
+    carried = sentence_transformers_files(args.bert)  # checked before the fit: a bad modules.json is refused at once
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
     symbert_class = getattr(modeling_symbert, class_name)
     kwargs = dict(attention_type=args.attention_type)
@@ -179,7 +180,7 @@ def convert(argv):
         f"Held-out sentence embeddings (mean-pooled), mean cosine to BERT's over {len(held_out)} texts: "
         f"copy {cosine['copy']:.4f}, fit {cosine['fit']:.4f}"
     )
-    write_folder(fitted, tokenizer, report, Path(args.output), sentence_transformers_files(args.bert))
+    write_folder(fitted, tokenizer, report, Path(args.output), carried)
     print(f"Written: {args.output}")
     return report
 

@@ -4,6 +4,7 @@ bad input refused in one line."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -219,3 +220,28 @@ def test_teachers_of_every_shape_convert_and_distil(teachers, tmp_path, shape, a
         loss.backward()
         moved = {name for name, p in student.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
         assert moved and (stage == "model" or all(".attention.self." in name for name in moved)), (stage, moved)
+
+
+@pytest.mark.parametrize(
+    "module, message",
+    [
+        ({"type": "sentence_transformers.models.Pooling", "path": "../../victim"}, "the path '../../victim'"),
+        ({"type": "sentence_transformers.models.Pooling", "path": "/tmp/victim"}, "the path '/tmp/victim'"),
+        ({"type": "evil_mod.EvilModule", "path": ""}, "names the module 'evil_mod.EvilModule', code of its own"),
+    ],
+)
+def test_a_teacher_whose_modules_leave_its_folder_or_bring_code_is_refused(teachers, tmp_path, capsys, module, message):
+    """The files a BERT folder's modules.json names are copied into every output: never from outside it."""
+    from symbert.tools import convert
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(teachers["sentence"], teacher)
+    modules = json.loads((teacher / "modules.json").read_text())
+    (teacher / "modules.json").write_text(json.dumps([modules[0], {"idx": 1, "name": "1", **module}]))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "config.json").write_text("mine")
+    argv = [str(teacher), str(tmp_path / "out"), "--attention_type", "symmetric", "--held_out", "8",
+            "--calibration_files", str(teachers["corpus"] / "train.txt")]  # fmt: skip
+    assert_one_line(convert.main, argv, message, capsys)
+    assert (victim / "config.json").read_text() == "mine" and not (tmp_path / "out").exists()
