@@ -266,7 +266,7 @@ def agreement(folder: Path, bert, sequences) -> float:
     return mean_cosine(model, bert, sequences)
 
 
-def assemble(converted: Path, distilled: Path, output: Path, record: dict) -> None:
+def assemble(converted: Path, distilled: Path, output: Path) -> None:
     """OUTPUT's model: the converted folder's class and heads (the teacher's kind: its pooler, classifier or MLM head),
     the distilled encoder (and the distilled MLM head where the teacher has one, which stage 3 trained), the
     converted folder's tokenizer and carried files; staged in a hidden folder, then moved in, transfer.json last."""
@@ -277,13 +277,11 @@ def assemble(converted: Path, distilled: Path, output: Path, record: dict) -> No
         trained = modeling_symbert.SymBertForMaskedLM.from_pretrained(distilled).state_dict()
     state = model.state_dict()
     prefix = "" if class_name == "SymBertModel" else "bert."
-    replaced = 0
     for name, tensor in trained.items():
         # the encoder always; the MLM head only into a model that has one (the teacher's, distilled toward)
         target = prefix + name[len("bert.") :] if name.startswith("bert.") else name
         if target in state and state[target].shape == tensor.shape and ".pooler." not in f".{target}":
             state[target] = tensor
-            replaced += 1
     model.load_state_dict(state)
     staging = output / ".assemble.tmp"
     shutil.rmtree(staging, ignore_errors=True)
@@ -292,6 +290,8 @@ def assemble(converted: Path, distilled: Path, output: Path, record: dict) -> No
         if item.name not in ("config.json", "model.safetensors") and not (staging / item.name).exists():
             (shutil.copytree if item.is_dir() else shutil.copyfile)(item, staging / item.name)
     for item in staging.iterdir():
+        if (output / item.name).is_dir():  # left by an assembly stopped while moving: replaced whole
+            shutil.rmtree(output / item.name)
         os.replace(item, output / item.name)
     staging.rmdir()
 
@@ -351,7 +351,7 @@ def transfer(argv):
         cosines[stage] = agreement(folder, bert, sequences)
         print(f"Agreement with BERT after stage {number} ({stage}): {cosines[stage]:.4f}")
         previous = folder
-    assemble(converted, previous, output, conversion)
+    assemble(converted, previous, output)
     from ..tools.bert_export import export_to_bert
 
     if not (output / "bert" / "config.json").is_file():
