@@ -376,20 +376,41 @@ def attention_error(module, bert_attention, inputs, bert_inputs=None):
     return (difference / max(reference, 1e-300)) ** 0.5
 
 
+def shrunk_error(module, bert_attention, inputs, bert_inputs):
+    """(α, error): the scale α in [0, 1] of the module's output closest to BERT's self-attention output in least
+    squares (Σ⟨o, t⟩ / Σ⟨o, o⟩ over the tokens), and the relative error of α·o. A fit that holds little of BERT's
+    attention gets α < 1: less of an output that is mostly its error, as the copy's near-zero one is (shrinkage
+    chosen on held-out text, the regularisation that keeps a poor fit from doing worse than the copy elsewhere)."""
+    cross = own = reference = 0.0
+    with torch.no_grad():
+        for hidden, bert_hidden in zip(inputs, bert_inputs):
+            expected = bert_attention(bert_hidden)[0].double()
+            produced = module(hidden)[0].double()
+            cross += (produced * expected).sum().item()
+            own += produced.pow(2).sum().item()
+            reference += expected.pow(2).sum().item()
+    scale = min(1.0, max(0.0, cross / own)) if own > 0 else 1.0
+    squared = scale**2 * own - 2 * scale * cross + reference
+    return scale, (max(squared, 0.0) / max(reference, 1e-300)) ** 0.5
+
+
 def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     """Fit each self-attention module of `model` (made from `bert_model` by `from_bert`: same sizes) to the BERT layer
     it replaces, layer by layer, with the module's `fit_bert`, twice: on the inputs BERT's layer sees on `sequences`
     (unpadded [1, length] token-id tensors), and on those the partly converted model's layer sees (its earlier layers
     converted: the errors they leave are then part of what the fit corrects). The last `held_out_share` of the
     sequences is held out: on it each candidate (the copy, the two fits) runs on the converted model's own inputs and
-    is compared with BERT's self-attention on BERT's inputs, and the closest is kept (never worse than the copy).
-    Returns one row per layer: layer, copy_error, fit_error (the better fit's), kept ("fit" or "copy"), inputs
-    ("bert" or "own": which fit), fitted (the tensors the kept fit set)."""
+    is compared with BERT's self-attention on BERT's inputs (a fit's output at its least-squares scale α ≤ 1,
+    `shrunk_error`), and the closest is kept (never worse than the copy); a kept fit's α goes into the attention
+    output projection that follows (`attention.output.dense.weight`). Returns one row per layer: layer, copy_error,
+    fit_error (the better fit's), kept ("fit" or "copy"), inputs ("bert" or "own": which fit), output_scale (its α),
+    fitted (the tensors the kept fit set)."""
     held_out_count = max(1, int(len(sequences) * held_out_share)) if len(sequences) > 1 else 0
     fitting, held_out = sequences[: len(sequences) - held_out_count], sequences[len(sequences) - held_out_count :]
     held_out = held_out or fitting
     bert_layers = getattr(bert_model, "bert", bert_model).encoder.layer
-    modules = [layer.attention.self for layer in getattr(model, "bert", model).encoder.layer]
+    output_layers = getattr(model, "bert", model).encoder.layer
+    modules = [layer.attention.self for layer in output_layers]
     bert_fit_inputs, bert_held_out = layer_inputs(bert_model, fitting), layer_inputs(bert_model, held_out)
     training = model.training
     model.eval()
@@ -407,12 +428,16 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
                 continue
             module.load_state_dict(candidates["copy"][0])
             fitted = module.fit_bert(tensors, torch.cat([hidden[0] for hidden in fit_inputs]).double())
-            error = attention_error(module, bert_attention, own_held_out, bert_held_out[index])
-            candidates[inputs_name] = (copy.deepcopy(module.state_dict()), error, fitted)
+            scale, error = shrunk_error(module, bert_attention, own_held_out, bert_held_out[index])
+            candidates[inputs_name] = (copy.deepcopy(module.state_dict()), error, fitted, scale)
         best = min(candidates, key=lambda name: (candidates[name][1], name != "copy"))
         fits = {name: value for name, value in candidates.items() if name != "copy"}
         best_fit = min(fits, key=lambda name: fits[name][1])
         module.load_state_dict(candidates[best][0])
+        scale = 1.0 if best == "copy" else candidates[best][3]
+        if scale != 1.0:  # α·o: the attention output projection that follows takes the scale
+            with torch.no_grad():
+                output_layers[index].attention.output.dense.weight.mul_(scale)
         rows.append(
             {
                 "layer": index,
@@ -420,6 +445,7 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
                 "fit_error": fits[best_fit][1],
                 "kept": "copy" if best == "copy" else "fit",
                 "inputs": best_fit,
+                "output_scale": fits[best_fit][3],
                 "fitted": candidates[best][2],
             }
         )
