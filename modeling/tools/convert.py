@@ -169,11 +169,11 @@ def convert(argv):
         "new_parameters": new_parameters,
     }
     print(f"{args.attention_type} from {args.bert}: attention output against BERT's (relative error, held-out text)")
-    print("  layer    copy     fit   kept (fitted on the inputs of)")
+    print("  layer    copy     fit   kept  output scale α  (the fit on the inputs of)")
     for row in report["layers"]:
         print(
-            f"  {row['layer']:5d} {row['copy_error']:7.4f} {row['fit_error']:7.4f}   {row['kept']:4} "
-            f"({'BERT' if row['inputs'] == 'bert' else 'the converted model'})"
+            f"  {row['layer']:5d} {row['copy_error']:7.4f} {row['fit_error']:7.4f}   {row['kept']:4}  "
+            f"{row['output_scale']:14.3f}  ({'BERT' if row['inputs'] == 'bert' else 'the converted model'})"
         )
     cosine = report["held_out_mean_cosine"]
     print(

@@ -230,3 +230,30 @@ def test_a_type_without_a_fit_cannot_be_converted(bert_folder, tmp_path, capsys,
     monkeypatch.setattr(SymBertSymmetricSelfAttention, "fit_bert", SymBertSelfAttention.fit_bert)
     argv = [str(bert_folder), str(tmp_path / "out"), "--attention_type", "symmetric"]
     assert_one_line(convert.main, argv, "--attention_type 'symmetric' has no fit to BERT's attention", capsys)
+
+
+def test_a_fit_is_taken_at_its_least_squares_scale_on_held_out_text():
+    """shrunk_error: α = Σ⟨o, t⟩ / Σ⟨o, o⟩ clipped to [0, 1], and the relative error of α·o, by hand."""
+    from symbert.loading_symbert import shrunk_error
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(1, 5, 4, generator=generator) for _ in range(3)]
+    noise = [torch.randn(1, 5, 4, generator=generator) for _ in range(3)]
+
+    def bert_attention(hidden):
+        return (2 * hidden,)
+
+    noisy = {id(x): 2 * x + 3 * n for x, n in zip(inputs, noise)}
+
+    def module(hidden):
+        return (noisy[id(hidden)],)
+
+    scale, error = shrunk_error(module, bert_attention, inputs, inputs)
+    o = torch.cat([noisy[id(x)] for x in inputs]).double()
+    t = torch.cat([2 * x for x in inputs]).double()
+    expected = ((o * t).sum() / (o * o).sum()).item()
+    assert 0 < expected < 1 and scale == pytest.approx(expected)
+    assert error == pytest.approx(((scale * o - t).norm() / t.norm()).item())
+    assert error < ((o - t).norm() / t.norm()).item()  # shrinking a noisy fit brings it closer
+    exact_scale, exact_error = shrunk_error(bert_attention, bert_attention, inputs, inputs)
+    assert exact_scale == pytest.approx(1.0) and exact_error < 1e-7
