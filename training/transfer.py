@@ -39,7 +39,7 @@ from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
 from ..loading_symbert import calibration_sequences
 from ..tools.convert import calibration_texts, load_bert, mean_cosine, quiet_loading
-from .distillation import DistillationLoss, load_teacher
+from .distillation import DistillationLoss, initial_model, load_teacher
 
 PLAN_FILE = "transfer-plan.json"  # the settings of the run in this folder: a rerun with others is refused
 RECORD_FILE = "transfer.json"  # written last: the folder is complete
@@ -158,8 +158,6 @@ def save_plan(plan: TransferPlan, output: Path) -> None:
 
 def seconds_per_step(student_folder: Path, teacher: str) -> float:
     """The seconds one training step of stage 3 takes here (the dearer stage): two timed after one to warm up."""
-    from .distillation import initial_model
-
     config = AutoConfig.from_pretrained(student_folder)
     config.sparse_prediction = True
     with quiet_loading():
