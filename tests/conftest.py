@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, BertModel
+from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
 
 from symbert import ATTENTION_TYPES, SymBertConfig
 
@@ -146,23 +146,34 @@ def run_args(corpus: Path, output_dir: Path, *extra: str, **overrides) -> list[s
     return [*named, *extra]
 
 
+# the tiny BERT the distillation and transfer tests use as a teacher: 2 layers, 2 heads of 64
+TINY_BERT = dict(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=256,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+    initializer_range=0.1,
+)
+
+
 def bert_teacher(folder, tokenizer, head=False, seed=3, **overrides):
-    """A tiny random BERT (2 layers, 2 heads of 64) on `tokenizer`'s vocabulary, saved with it in `folder`."""
+    """A tiny random BERT (TINY_BERT) on `tokenizer`'s vocabulary, saved with it in `folder`."""
     torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=256,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        initializer_range=0.1,
-    )
-    config = BertConfig(**{**settings, **overrides})
+    config = BertConfig(**{"vocab_size": len(tokenizer), **TINY_BERT, **overrides})
     model = BertForMaskedLM(config) if head else BertModel(config, add_pooling_layer=False)
     model.eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def bert_classifier(folder, tokenizer, num_labels=3, seed=5):
+    """A tiny random BertForSequenceClassification (TINY_BERT) on `tokenizer`'s vocabulary, saved with it."""
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(tokenizer), **TINY_BERT, num_labels=num_labels)
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

@@ -119,6 +119,20 @@ class ModelArguments:
         default=1.0,
         metadata={"help": "--distill_stage model: weight of (1 - cosine) of the mean-pooled last hidden states"},
     )
+    attention_map_loss_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "--distill_stage attention: weight of the KL divergence of each head's attention distribution "
+            "from the teacher's"
+        },
+    )
+    value_relation_loss_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "with --teacher: weight of MiniLM's value-relation loss (the KL divergence of each head's "
+            "softmax(V·Vᵀ/√d) from the teacher's)"
+        },
+    )
     paper_weight_decay: bool = field(
         default=False,
         metadata={
@@ -426,8 +440,17 @@ def check_arguments(
         )
     if model_args.distill_stage != "model" and model_args.teacher is None:
         raise UserError(f"distill_stage {model_args.distill_stage!r} needs --teacher (a stage distils toward it).")
-    if not (math.isfinite(model_args.pooled_loss_weight) and model_args.pooled_loss_weight >= 0):
-        raise UserError(f"pooled_loss_weight={model_args.pooled_loss_weight} must be a finite number of at least 0.")
+    for name in ("pooled_loss_weight", "attention_map_loss_weight", "value_relation_loss_weight"):
+        value = getattr(model_args, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise UserError(f"{name}={value} must be a finite number of at least 0.")
+    if model_args.attention_map_loss_weight and model_args.distill_stage != "attention":
+        raise UserError(
+            f"attention_map_loss_weight={model_args.attention_map_loss_weight} applies to --distill_stage attention "
+            f"only (this run's is {model_args.distill_stage!r}); leave it at 0."
+        )
+    if model_args.teacher is None and (model_args.attention_map_loss_weight or model_args.value_relation_loss_weight):
+        raise UserError("attention_map_loss_weight and value_relation_loss_weight need --teacher (they distil).")
     if model_args.size not in SIZE_PRESETS:
         raise UserError(f"size {model_args.size!r} is not a preset; allowed: {', '.join(SIZE_PRESETS)}.")
     if run_args.precision not in PRECISIONS:

@@ -11,11 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, BertConfig, BertForMaskedLM, BertModel, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    BertConfig,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    BertModel,
+    PreTrainedModel,
+)
 from transformers.utils import logging as transformers_logging
 
-from .. import SymBertConfig, SymBertForMaskedLM, SymBertModel
-from ..attention_symbert import ATTENTION_MARKER
+from .. import SymBertConfig, SymBertForMaskedLM, SymBertForSequenceClassification, SymBertModel
+from ..attention_symbert import ATTENTION_MARKER, SymBertSelfAttention
 from ..cli import UserError, missing_local_path
 from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
@@ -76,8 +83,8 @@ def initial_model(path: str, config: SymBertConfig) -> SymBertForMaskedLM:
 
 
 def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
-    """The teacher (BERT or SymBERT, with its MLM head where it has one), in eval mode without gradients; one line
-    naming each field that differs from the student's."""
+    """The teacher (BERT or SymBERT, with its MLM head or its sequence classifier where it has one), in eval mode
+    without gradients; one line naming each field that differs from the student's."""
     if missing := missing_local_path(path):
         raise missing
     try:
@@ -93,11 +100,13 @@ def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
     ]
     if differing:
         raise UserError(f"--teacher {path!r} does not match the model trained: its {', '.join(differing)}.")
-    has_head = teacher_has_mlm_head(path)
-    if isinstance(config, SymBertConfig):
-        model_class = SymBertForMaskedLM if has_head else SymBertModel
-    else:
-        model_class = BertForMaskedLM if has_head else BertModel
+    head = teacher_head(config)
+    symbert = isinstance(config, SymBertConfig)
+    model_class = {
+        "mlm": SymBertForMaskedLM if symbert else BertForMaskedLM,
+        "classifier": SymBertForSequenceClassification if symbert else BertForSequenceClassification,
+        None: SymBertModel if symbert else BertModel,
+    }[head]
     level = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()  # a head the teacher has and a pooler it lacks are not used here
     try:
@@ -114,10 +123,20 @@ def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
     return teacher.eval()
 
 
+def teacher_head(config) -> str | None:
+    """The head the teacher's config names: "mlm" (a masked-LM architecture: distillation trains the student's
+    head on it), "classifier" (a sequence classifier: the student's encoder is trained through it) or None."""
+    architectures = config.architectures or []
+    if any(name.endswith(("ForMaskedLM", "ForPreTraining")) for name in architectures):
+        return "mlm"
+    if any(name.endswith("ForSequenceClassification") for name in architectures):
+        return "classifier"
+    return None
+
+
 def teacher_has_mlm_head(path: str) -> bool:
     """Whether the teacher's config names a masked-LM architecture (distillation then trains the student's head)."""
-    architectures = AutoConfig.from_pretrained(path, trust_remote_code=False).architectures or []
-    return any(name.endswith(("ForMaskedLM", "ForPreTraining")) for name in architectures)
+    return teacher_head(AutoConfig.from_pretrained(path, trust_remote_code=False)) == "mlm"
 
 
 def trainable_only_attention(model: torch.nn.Module) -> None:
@@ -178,12 +197,19 @@ class DistillationLoss:
 
     - "attention" (stage 1, only the self-attention parameters trainable): each layer's self-attention module is
       given the input the teacher's layer l sees, and the loss is the mean over layers of ‖attn_s(x_l) − attn_t(x_l)‖²
-      / ‖attn_t(x_l)‖² over the real tokens. The layers are independent problems; the rest of the student runs only
-      so that DDP sees its usual forward.
+      / ‖attn_t(x_l)‖² over the real tokens, + `attention_map_weight` × the KL divergence of the heads' attention
+      distributions. The layers are independent problems; the rest of the student runs only so that DDP sees its
+      usual forward.
     - "model" (stage 2, end to end): the mean over layers of ‖h_student − h_teacher‖² / ‖h_teacher‖² over the real
       tokens (every layer's output, the embeddings left out), + `pooled_weight` × (1 − cosine) of the mean-pooled last
       hidden states (the sentence embedding a sentence-transformers teacher serves), + KL(teacher ‖ student) of the MLM
-      distributions at the masked positions when the teacher has an MLM head.
+      distributions at the masked positions when the teacher has an MLM head, + the KL divergence of the task's
+      distribution (the MSE of its score for a regression) when the teacher is a sequence classifier: the student's
+      last hidden states go through the teacher's own pooler and classifier (frozen), which the final model keeps.
+
+    In both, `value_relation_weight` adds MiniLM's value-relation loss (Wang et al. 2020): per layer and head, the KL
+    divergence of softmax(V·Vᵀ/√d) over the real tokens, each model's values computed from its own attention's input
+    (the teacher's in stage 1): what the attention output alone leaves free in a changed value path (shared, MHE).
 
     Both read the blocks unmasked (each masked position's original token put back) except where the MLM divergence
     is measured (the model stage of a teacher with an MLM head): a sentence encoder is used on text, not on [MASK]s.
@@ -194,6 +220,8 @@ class DistillationLoss:
     teacher: PreTrainedModel
     stage: str = "model"
     pooled_weight: float = 1.0
+    attention_map_weight: float = 0.0
+    value_relation_weight: float = 0.0
 
     def __call__(self, model: torch.nn.Module, inputs: dict) -> torch.Tensor:
         inputs = dict(inputs)
@@ -206,8 +234,12 @@ class DistillationLoss:
             inputs["input_ids"] = torch.where(labels != -100, labels, inputs["input_ids"])
         if self.stage == "attention":
             return self.attention_loss(model, inputs, labels, num_items_in_batch, mask)
-        outputs = model(**inputs, labels=labels, output_hidden_states=True, num_items_in_batch=num_items_in_batch)
-        with torch.no_grad():
+        student_modules, teacher_modules = self_attention_modules(model), self_attention_modules(self.teacher)
+        student_inputs, teacher_inputs = {}, {}
+        relations = self.value_relation_weight > 0
+        with hooked(student_modules if relations else [], student_inputs, {}):
+            outputs = model(**inputs, labels=labels, output_hidden_states=True, num_items_in_batch=num_items_in_batch)
+        with hooked(teacher_modules if relations else [], teacher_inputs, {}), torch.no_grad():
             expected = teacher_encoder(self.teacher)(**inputs, output_hidden_states=True, return_dict=True)
         weights = mask.unsqueeze(-1).to(outputs.hidden_states[-1].dtype)
         loss = torch.stack(
@@ -222,14 +254,19 @@ class DistillationLoss:
                 mean_pooled(expected.last_hidden_state, weights),
             )
             loss = loss + self.pooled_weight * (1 - torch.nn.functional.cosine_similarity(mine, theirs, dim=-1)).mean()
+        if relations:
+            loss = loss + self.value_relation_weight * self.value_relations(
+                student_modules, student_inputs, teacher_modules, teacher_inputs, mask
+            )
+        if hasattr(self.teacher, "classifier"):
+            loss = loss + self.classifier_divergence(outputs.hidden_states[-1], expected)
         if not hasattr(self.teacher, "cls"):
             return loss + 0.0 * outputs.loss
         return loss + self.mlm_divergence(model, outputs, expected, labels)
 
     def attention_loss(self, model, inputs, labels, num_items_in_batch, mask):
         """Stage 1: every layer's self-attention against the teacher's, both given the teacher's layer input."""
-        teacher_modules = [layer.attention.self for layer in teacher_encoder(self.teacher).encoder.layer]
-        student_modules = [layer.attention.self for layer in teacher_encoder(unwrapped(model)).encoder.layer]
+        teacher_modules, student_modules = self_attention_modules(self.teacher), self_attention_modules(model)
         layer_inputs, expected, produced = {}, {}, {}
         with hooked(teacher_modules, layer_inputs, expected), torch.no_grad():
             teacher_encoder(self.teacher)(**inputs)
@@ -237,7 +274,46 @@ class DistillationLoss:
             outputs = model(**inputs, labels=labels, num_items_in_batch=num_items_in_batch)
         weights = mask.unsqueeze(-1).to(produced[0].dtype)
         errors = [normalised_error(produced[i], expected[i], weights) for i in range(len(student_modules))]
-        return torch.stack(errors).mean() + 0.0 * outputs.loss
+        loss = torch.stack(errors).mean() + 0.0 * outputs.loss
+        if self.attention_map_weight:
+            maps = []
+            for mine, theirs, hidden in zip(student_modules, teacher_modules, layer_inputs.values()):
+                (my_query, my_key, _), (their_query, their_key, _) = (
+                    head_projections(mine, hidden),
+                    head_projections(theirs, hidden),
+                )
+                with torch.no_grad():
+                    their_scores = their_query @ their_key.transpose(-1, -2)
+                maps.append(relation_divergence(my_query @ my_key.transpose(-1, -2), their_scores, mask))
+            loss = loss + self.attention_map_weight * torch.stack(maps).mean()
+        if self.value_relation_weight:
+            loss = loss + self.value_relation_weight * self.value_relations(
+                student_modules, layer_inputs, teacher_modules, layer_inputs, mask
+            )
+        return loss
+
+    def value_relations(self, student_modules, student_inputs, teacher_modules, teacher_inputs, mask):
+        """The mean over layers of the value-relation divergence, each module's values from its recorded input."""
+        divergences = []
+        for index, (mine, theirs) in enumerate(zip(student_modules, teacher_modules)):
+            my_values = head_projections(mine, student_inputs[index])[2]
+            with torch.no_grad():
+                their_values = head_projections(theirs, teacher_inputs[index])[2]
+            divergences.append(relation_divergence(self_relation(my_values), self_relation(their_values), mask))
+        return torch.stack(divergences).mean()
+
+    def classifier_divergence(self, hidden: torch.Tensor, expected) -> torch.Tensor:
+        """The teacher's task head read on the student's last hidden states against its own output: KL(teacher ‖
+        student) of the label distributions, or the squared error of a regression's score."""
+        head = self.teacher.classifier
+        mine = head(teacher_encoder(self.teacher).pooler(hidden)).float()
+        with torch.no_grad():
+            theirs = head(expected.pooler_output).float()
+        if self.teacher.config.problem_type == "regression" or self.teacher.config.num_labels == 1:
+            return torch.nn.functional.mse_loss(mine, theirs)
+        return torch.nn.functional.kl_div(
+            mine.log_softmax(-1), theirs.log_softmax(-1), log_target=True, reduction="batchmean"
+        )
 
     def mlm_divergence(self, model, outputs, expected, labels):
         config = unwrapped(model).config
@@ -269,6 +345,46 @@ def normalised_error(mine: torch.Tensor, theirs: torch.Tensor, weights: torch.Te
 def mean_pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """The mean of each sequence's real tokens' states [batch, hidden]: sentence-transformers' mean pooling."""
     return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1)
+
+
+def relation_divergence(mine: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """KL(theirs ‖ mine) of the row softmaxes over the real keys of two score tensors [batch, heads, seq, seq],
+    averaged over the heads and the real query tokens; `mask` [batch, seq] marks the real tokens (1) and padding (0)."""
+    keys = mask[:, None, None, :].bool()
+    mine = mine.float().masked_fill(~keys, -1e4).log_softmax(-1)  # -1e4: a zero weight, finite in every dtype
+    theirs = theirs.float().masked_fill(~keys, -1e4).log_softmax(-1)
+    divergence = (theirs.exp() * (theirs - mine)).masked_fill(~keys, 0.0).sum(-1)  # [batch, heads, queries]
+    queries = mask[:, None, :].to(divergence.dtype)
+    return (divergence * queries).sum() / (queries.sum() * divergence.shape[1]).clamp_min(1)
+
+
+def self_relation(values: torch.Tensor) -> torch.Tensor:
+    """MiniLM's value relation before its softmax: V·Vᵀ/√d per head [batch, heads, seq, seq]."""
+    return values @ values.transpose(-1, -2) / values.shape[-1] ** 0.5
+
+
+def head_projections(module: torch.nn.Module, hidden_states: torch.Tensor):
+    """(query, key, value) per head [batch, heads, seq, head_size] of a self-attention module, BERT's or a SymBERT
+    type's, as its scores and its output use them: query·keyᵀ is the score (the module's scaling in the query), a
+    key/value head shared by a group of query heads is repeated for each, and the values carry what the type does
+    per channel after attention (finish_output), which commutes with attention's weighted mean."""
+    if isinstance(module, SymBertSelfAttention):
+        query, key, value = module.project(hidden_states)
+        key, value = (tensor.repeat_interleave(module.num_key_value_groups, dim=1) for tensor in (key, value))
+        value = module.split_heads(module.finish_output(value.transpose(1, 2).flatten(2)))
+        return query * module.scaling, key, value
+    size = module.attention_head_size
+
+    def split(x):
+        return x.view(*x.shape[:-1], -1, size).transpose(1, 2)
+
+    query, key, value = module.query(hidden_states), module.key(hidden_states), module.value(hidden_states)
+    return split(query) * size**-0.5, split(key), split(value)
+
+
+def self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Each layer's self-attention module (`attention.self`) of a model with or without a head, wrapped or not."""
+    return [layer.attention.self for layer in teacher_encoder(unwrapped(model)).encoder.layer]
 
 
 def teacher_encoder(model: torch.nn.Module) -> torch.nn.Module:

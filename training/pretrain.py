@@ -440,7 +440,11 @@ def build_trainer(
     trainer.data_fingerprint = data_fingerprint(data_args, tokenizer, data.train_blocks)
     if teacher is not None:
         trainer.distillation = DistillationLoss(
-            teacher.to(trainer.args.device), model_args.distill_stage, model_args.pooled_loss_weight
+            teacher.to(trainer.args.device),
+            model_args.distill_stage,
+            model_args.pooled_loss_weight,
+            model_args.attention_map_loss_weight,
+            model_args.value_relation_loss_weight,
         )
     precision = precision_trained(trainer)
     if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)

@@ -6,12 +6,20 @@ import shutil
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertForMaskedLM, BertModel
+from transformers import AutoTokenizer, BertForMaskedLM, BertForSequenceClassification, BertModel
 
-from conftest import assert_one_line, bert_teacher, run_args, sentence_embedding_bert, tiny_corpus, tiny_sentences
+from conftest import (
+    assert_one_line,
+    bert_classifier,
+    bert_teacher,
+    run_args,
+    sentence_embedding_bert,
+    tiny_corpus,
+    tiny_sentences,
+)
 from symbert import SymBertForMaskedLM
 from symbert.training import pretrain
-from symbert.training.distillation import DistillationLoss
+from symbert.training.distillation import DistillationLoss, head_projections, load_teacher
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +111,106 @@ def test_the_attention_stage_loss_is_each_layers_attention_error_on_the_teachers
     trainable = {name for name, parameter in student.named_parameters() if parameter.requires_grad}
     assert trainable and all(".attention.self." in name for name in trainable)
     assert any(name.endswith("attention.self.pairwise") for name in trainable)
+
+
+def softmax_divergence(mine, theirs, mask):
+    """KL(theirs ‖ mine) of row softmaxes over the real keys, by hand: one sequence, head and query at a time."""
+    total, count = 0.0, 0
+    for b in range(mask.shape[0]):
+        real = mask[b].bool()
+        for h in range(mine.shape[1]):
+            for q in torch.nonzero(real).flatten():
+                p = theirs[b, h, q, real].softmax(-1)
+                total += (p * (p.log() - mine[b, h, q, real].log_softmax(-1))).sum()
+                count += 1
+    return total / count
+
+
+@pytest.mark.parametrize("attention_type", ["original", "shared", "mhe_add", "mhe_mul", "gqa", "pairwise"])
+def test_head_projections_give_each_types_own_attention_output(attention_type, distillation_setup):
+    # the per-head query, key and value the relation losses read are the ones the module's output is made of
+    student, _ = SymBertForMaskedLM.from_bert(
+        distillation_setup["teacher"], attention_type=attention_type, calibration_texts=None
+    )
+    module = student.bert.encoder.layer[0].attention.self.eval()
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))  # away from the copied BERT's values
+    hidden = torch.randn(2, 5, 128)
+    query, key, value = head_projections(module, hidden)
+    by_hand = ((query @ key.transpose(-1, -2)).softmax(-1) @ value).transpose(1, 2).flatten(2)
+    assert torch.allclose(by_hand, module(hidden)[0], atol=1e-5)
+    bert = BertModel.from_pretrained(distillation_setup["teacher"]).encoder.layer[0].attention.self.eval()
+    query, key, value = head_projections(bert, hidden)
+    by_hand = ((query @ key.transpose(-1, -2)).softmax(-1) @ value).transpose(1, 2).flatten(2)
+    assert torch.allclose(by_hand, bert(hidden)[0], atol=1e-5)
+
+
+def test_the_relation_losses_are_the_kl_divergences_of_attention_maps_and_value_relations(distillation_setup):
+    teacher = BertModel.from_pretrained(distillation_setup["teacher"]).eval()
+    student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
+    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
+    attention_mask = (input_ids != 0).long()
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2] = 11  # the student's MLM loss (weight 0) is over at least one position
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    hidden = teacher(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+    pairs = list(zip(student.bert.encoder.layer, teacher.encoder.layer))
+    maps, values = [], []
+    for index, (mine, theirs) in enumerate(pairs):
+        (q_s, k_s, v_s), (q_t, k_t, v_t) = (head_projections(m.attention.self, hidden[index]) for m in (mine, theirs))
+        maps.append(softmax_divergence(q_s @ k_s.transpose(-1, -2), q_t @ k_t.transpose(-1, -2), attention_mask))
+        scale = v_s.shape[-1] ** 0.5
+        values.append(
+            softmax_divergence(v_s @ v_s.transpose(-1, -2) / scale, v_t @ v_t.transpose(-1, -2) / scale, attention_mask)
+        )
+    base = DistillationLoss(teacher, stage="attention")(student, inputs)
+    with_maps = DistillationLoss(teacher, stage="attention", attention_map_weight=0.5)(student, inputs)
+    with_values = DistillationLoss(teacher, stage="attention", value_relation_weight=2.0)(student, inputs)
+    assert torch.allclose(with_maps - base, 0.5 * sum(maps) / len(maps), rtol=1e-4), (with_maps - base, maps)
+    assert torch.allclose(with_values - base, 2.0 * sum(values) / len(values), rtol=1e-4), (with_values - base, values)
+    # in the model stage each model's values come from its own layer inputs
+    mine_hidden = student.bert(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+    own = []
+    for index, (mine, theirs) in enumerate(pairs):
+        v_s = head_projections(mine.attention.self, mine_hidden[index])[2]
+        v_t = head_projections(theirs.attention.self, hidden[index])[2]
+        scale = v_s.shape[-1] ** 0.5
+        own.append(
+            softmax_divergence(v_s @ v_s.transpose(-1, -2) / scale, v_t @ v_t.transpose(-1, -2) / scale, attention_mask)
+        )
+    base = DistillationLoss(teacher)(student, inputs)
+    with_values = DistillationLoss(teacher, value_relation_weight=1.0)(student, inputs)
+    assert torch.allclose(with_values - base, sum(own) / len(own), rtol=1e-4), (with_values - base, own)
+    # a student equal to its teacher: no relation loss either
+    same = SymBertForMaskedLM.from_bert(distillation_setup["teacher"], calibration_texts=None)[0].eval()
+    both = DistillationLoss(teacher, stage="attention", attention_map_weight=1.0, value_relation_weight=1.0)
+    assert both(same, inputs).abs().item() < 1e-5
+
+
+def test_a_classifier_teacher_is_matched_through_its_own_pooler_and_classifier(distillation_setup, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(distillation_setup["teacher"])
+    folder = bert_classifier(tmp_path / "classifier", tokenizer)
+    config = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").config
+    teacher = load_teacher(str(folder), config)
+    assert isinstance(teacher, BertForSequenceClassification)
+    student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
+    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
+    attention_mask = (input_ids != 0).long()
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2] = 11
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    mine = student.bert(input_ids, attention_mask=attention_mask).last_hidden_state
+    theirs = teacher(input_ids, attention_mask=attention_mask).logits
+    log_student = teacher.classifier(teacher.bert.pooler(mine)).log_softmax(-1)
+    p_teacher = theirs.softmax(-1)
+    divergence = (p_teacher * (p_teacher.log() - log_student)).sum(-1).mean()
+    without_head = DistillationLoss(BertModel.from_pretrained(folder).eval())(student, inputs)
+    loss = DistillationLoss(teacher)(student, inputs)
+    assert torch.allclose(loss - without_head, divergence, rtol=1e-4), (loss - without_head, divergence)
+    loss.backward()  # through the teacher's frozen head into the student's encoder
+    assert student.bert.encoder.layer[-1].output.dense.weight.grad.abs().sum() > 0
+    assert all(parameter.grad is None for parameter in teacher.parameters())
 
 
 @pytest.mark.parametrize("stage", ["attention", "model"])

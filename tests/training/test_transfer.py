@@ -12,9 +12,16 @@ import time
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+from transformers import AutoTokenizer
 
-from conftest import assert_one_line, bert_teacher, sentence_embedding_bert, tiny_corpus, tiny_sentences
+from conftest import (
+    assert_one_line,
+    bert_classifier,
+    bert_teacher,
+    sentence_embedding_bert,
+    tiny_corpus,
+    tiny_sentences,
+)
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification, SymBertModel
 from symbert.training import pretrain, transfer
 
@@ -25,10 +32,7 @@ def teachers(tmp_path_factory):
     corpus = tiny_corpus(root / "corpus", tiny_sentences(300, seed=4), vocab_size=120)
     tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
     bert_teacher(root / "plain", tokenizer, seed=6)
-    torch.manual_seed(5)
-    classifier = BertForSequenceClassification(BertConfig.from_pretrained(root / "plain", num_labels=3)).eval()
-    classifier.save_pretrained(root / "classifier")
-    tokenizer.save_pretrained(root / "classifier")
+    bert_classifier(root / "classifier", tokenizer)
     return {
         "root": root,
         "corpus": corpus,
