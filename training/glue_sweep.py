@@ -93,6 +93,21 @@ def fine_tune(
     trust_remote_code: bool = False,
 ) -> dict[str, float]:
     """Fine-tune a fresh copy of the model on the task's train split with `seed`; the pair's metrics on its dev splits."""
+    trainer = fine_tuned(model_name, revision, task, tokenized, tokenizer, seed, training_args, trust_remote_code)
+    return dev_metrics(trainer, task, tokenized)
+
+
+def fine_tuned(
+    model_name: str,
+    revision: str | None,
+    task: str,
+    tokenized: dict[str, Dataset],
+    tokenizer: PreTrainedTokenizerBase,
+    seed: int,
+    training_args: TrainingArguments,
+    trust_remote_code: bool = False,
+) -> Trainer:
+    """The Trainer of a fresh copy of the model fine-tuned on the task's train split with `seed`."""
     spec = TASKS[task]
     set_seed(seed)  # the classifier head is initialised here, before the Trainer seeds anything
     label_names = {} if spec.label_names is None else {"id2label": dict(enumerate(spec.label_names))}
@@ -112,6 +127,12 @@ def fine_tune(
         processing_class=tokenizer,
     )
     trainer.train()
+    return trainer
+
+
+def dev_metrics(trainer: Trainer, task: str, tokenized: dict[str, Dataset]) -> dict[str, float]:
+    """The task's metrics of the trainer's model on its dev splits."""
+    spec = TASKS[task]
     per_split = {}
     for split in spec.eval_splits:
         output = trainer.predict(tokenized[split])

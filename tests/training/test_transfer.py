@@ -168,24 +168,67 @@ def test_a_folder_of_another_run_or_of_other_things_is_refused(teachers, tmp_pat
 
 
 @pytest.mark.slow  # a stopped run in a subprocess
-def test_a_stopped_transfer_goes_on_where_it_stopped(teachers, tmp_path):
+@pytest.mark.parametrize("stage", ["attention", "model"])
+def test_a_transfer_killed_in_a_stage_goes_on_where_it_stopped(teachers, tmp_path, stage):
     output = tmp_path / "out"
     command = [sys.executable, "-m", "symbert.training.transfer", *transfer_args(teachers, "sentence", output,
                steps=40)]  # fmt: skip
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     child = subprocess.Popen(command, env=environment, start_new_session=True, stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 300
-    while time.time() < deadline and not list((output / "stages" / "model").glob("checkpoint-*")):
-        time.sleep(0.2)
-    os.killpg(child.pid, signal.SIGKILL)  # a kill in the model stage, after its first checkpoint
+    while time.time() < deadline and not list((output / "stages" / stage).glob("checkpoint-*")):
+        time.sleep(0.1)
+    os.killpg(child.pid, signal.SIGKILL)  # a kill in the stage, after its first checkpoint
     child.wait()
     assert not (output / transfer.RECORD_FILE).exists()
-    attention_summary = (output / "stages" / "attention" / "training_summary.json").read_bytes()
+    conversion = (output / "stages" / "convert" / "conversion.json").read_bytes()
     finished = subprocess.run(command, env=environment, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert "Resuming from" in finished.stdout and "Stage 1 of 3" not in finished.stdout
-    assert (output / "stages" / "attention" / "training_summary.json").read_bytes() == attention_summary
+    assert (output / "stages" / "convert" / "conversion.json").read_bytes() == conversion
     assert json.loads((output / transfer.RECORD_FILE).read_text())["held_out_mean_cosine"]["final"] > 0
+
+
+def test_a_second_run_into_a_folder_in_use_is_refused(teachers, tmp_path, capsys):
+    from filelock import FileLock
+
+    output = tmp_path / "out"
+    argv = transfer_args(teachers, "sentence", output)
+    output.mkdir()
+    with FileLock(output / transfer.LOCK_FILE):  # the first run, holding the folder
+        assert_one_line(transfer.main, argv, "is in use by another symbert-transfer", capsys)
+    assert [item.name for item in output.iterdir()] == [transfer.LOCK_FILE]
+
+
+@pytest.mark.parametrize(
+    "teacher_change, train_file, message",
+    [
+        ("auto_map", None, "names code of its own (auto_map: evil.EvilModel); a folder's code is never run"),
+        ("tokenizer", None, "its tokenizer's ids reach 149, past its model's vocab_size 120"),
+        (None, b"", "is empty (0 bytes)"),
+        (None, bytes(range(256)), "is not text: line 1 holds a NUL byte"),
+    ],
+    ids=["own-code", "another-tokenizer", "empty-data", "binary-data"],
+)
+def test_a_bert_or_data_it_cannot_use_is_refused_before_anything_is_written(
+    teachers, tmp_path, capsys, teacher_change, train_file, message
+):
+    teacher = tmp_path / "teacher"
+    shutil.copytree(teachers["sentence"], teacher)
+    if teacher_change == "auto_map":
+        config = json.loads((teacher / "config.json").read_text())
+        (teacher / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "evil.EvilModel"}}))
+        (teacher / "evil.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\n")
+    elif teacher_change == "tokenizer":
+        other = tiny_corpus(tmp_path / "other", tiny_sentences(300, seed=9), vocab_size=200)
+        AutoTokenizer.from_pretrained(other / "tokenizer").save_pretrained(teacher)
+    argv = transfer_args(teachers, "sentence", tmp_path / "out")
+    argv[0] = str(teacher)
+    if train_file is not None:
+        (tmp_path / "data.txt").write_bytes(train_file)
+        argv[argv.index("--train_files") + 1] = str(tmp_path / "data.txt")
+    assert_one_line(transfer.main, argv, message, capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ran").exists()
 
 
 @pytest.mark.heavy
