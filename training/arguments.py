@@ -20,10 +20,10 @@ from transformers import (
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
 from ..cli import UserError, command_parser, group_arguments, missing_local_path
 from .compat import TRAINER_HAS_OVERWRITE
-from .distillation import DISTILLATION_STAGES
 from .manifest import with_prepared_source
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
+DISTILLATION_STAGES = ("attention", "model")  # --distill_stage: training/distillation.py's two losses
 
 
 @dataclass

@@ -314,8 +314,18 @@ def data_changes(saved: dict | None, current: dict) -> list[str]:
     return [
         f"{key} is {saved.get(key)!r} there but {current.get(key)!r} here"
         for key in sorted(saved.keys() | current.keys())
-        if saved.get(key) != current.get(key)
+        if saved.get(key) != current.get(key) and key != "teacher"
     ]
+
+
+def distilled_toward(teacher: dict | None) -> str:
+    """A data fingerprint's teacher (distillation.teacher_fingerprint) in words."""
+    if teacher is None:
+        return "without a teacher"
+    return (
+        f"toward {teacher.get('name')!r} (weights {teacher.get('weights')}, tokenizer {teacher.get('tokenizer')}, "
+        f"stage {teacher.get('stage')!r})"
+    )
 
 
 def resumed_reader_states(
@@ -336,6 +346,13 @@ def resumed_reader_states(
                 "(a checkpoint of an older version); train again with --overwrite_output_dir true."
             )
         return {}
+    saved = position.get("data") or {}
+    if "teacher" in saved and saved["teacher"] != (data_fingerprint or {}).get("teacher"):
+        raise UserError(
+            f"Cannot resume from {checkpoint}: it was trained {distilled_toward(saved['teacher'])}, this run "
+            f"{distilled_toward((data_fingerprint or {}).get('teacher'))}; resume with the teacher it was trained "
+            "toward, or train again with --overwrite_output_dir true."
+        )
     if changes := data_changes(position.get("data"), data_fingerprint):
         raise UserError(
             f"Cannot resume from {checkpoint}: the training data are not those it was trained on ({'; '.join(changes)}); "

@@ -6,13 +6,16 @@ so its time is in the run's tokens/s."""
 
 import contextlib
 import functools
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from huggingface_hub.utils.sha import sha_fileobj
 from transformers import (
     AutoConfig,
+    AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
     BertForSequenceClassification,
@@ -26,6 +29,7 @@ from ..attention_symbert import ATTENTION_MARKER, SymBertSelfAttention
 from ..cli import UserError, missing_local_path
 from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
+from .tokenizer import tokenizer_fingerprint
 
 CONVERSION_FILE = "conversion.json"  # symbert-convert's record of how a model was made from BERT
 # the teacher's fields that must equal the student's: the tokens it reads and the states it is compared on
@@ -123,6 +127,45 @@ def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
     return teacher.eval()
 
 
+def teacher_fingerprint(path: str | None, stage: str) -> dict | None:
+    """What identifies the teacher a run distils toward, saved in every checkpoint so that a resume toward another
+    (another folder, its weights changed, another tokenizer, no --teacher) or in another stage is refused: its name,
+    the sha256 of its weight files and its tokenizer's fingerprint (a Hub id: named only). None without a teacher."""
+    if path is None:
+        return None
+    folder = Path(path)
+    if not folder.is_dir():
+        return {"name": path, "weights": None, "tokenizer": None, "stage": stage}
+    digest = hashlib.sha256()
+    for file in sorted([*folder.glob("*.safetensors"), *folder.glob("*.bin")]):
+        with open(file, "rb") as handle:
+            digest.update(file.name.encode() + sha_fileobj(handle))
+    try:
+        tokenizer = tokenizer_fingerprint(AutoTokenizer.from_pretrained(path, trust_remote_code=False))
+    except (OSError, ValueError):
+        tokenizer = None
+    return {"name": folder.name, "weights": digest.hexdigest()[:16], "tokenizer": tokenizer, "stage": stage}
+
+
+def check_teacher_tokenizer(path: str, tokenizer) -> None:
+    """One line when the teacher's tokenizer gives other ids than the run's: the same vocab_size is not the same
+    vocabulary (the student would be taught the teacher's words under other ids)."""
+    try:
+        teacher_tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    except (OSError, ValueError):
+        return  # a teacher folder without tokenizer files: its vocab_size is all there is to compare
+    theirs, mine = teacher_tokenizer.get_vocab(), tokenizer.get_vocab()
+    # transformers 5 makes a tokenizer of the special tokens only for a folder without tokenizer files
+    if len(theirs) <= len(set(teacher_tokenizer.all_special_tokens)) or theirs == mine:
+        return
+    differing = sorted(set(theirs.items()) ^ set(mine.items()), key=lambda item: item[1])[:1]
+    token, index = differing[0]
+    raise UserError(
+        f"--teacher {path!r} reads text with another vocabulary than this run's tokenizer (e.g. id {index} is "
+        f"{token!r} in one of them only); distil with the teacher's own tokenizer."
+    )
+
+
 def teacher_head(config) -> str | None:
     """The head the teacher's config names: "mlm" (a masked-LM architecture: distillation trains the student's
     head on it), "classifier" (a sequence classifier: the student's encoder is trained through it) or None."""
@@ -186,9 +229,6 @@ def made_from_record(init_from: str | None, teacher_path: str | None, teacher: P
             "mlm_head": hasattr(teacher, "cls"),
         }
     return record
-
-
-DISTILLATION_STAGES = ("attention", "model")
 
 
 @dataclass

@@ -58,10 +58,12 @@ from .data import RunData, data_fingerprint, load_run_data, load_tokenizer
 from .distillation import (
     DistillationLoss,
     carried_files,
+    check_teacher_tokenizer,
     initial_config,
     initial_model,
     load_teacher,
     made_from_record,
+    teacher_fingerprint,
     teacher_has_mlm_head,
     trainable_only_attention,
 )
@@ -404,7 +406,10 @@ def build_trainer(
                     f"vocab_size {config.vocab_size}; use the model's own tokenizer (leave --tokenizer out)."
                 )
         # the teacher is checked against the config before the data or any weights are read
-        teacher = load_teacher(model_args.teacher, config) if model_args.teacher is not None else None
+        teacher = None
+        if model_args.teacher is not None:
+            check_teacher_tokenizer(model_args.teacher, tokenizer)
+            teacher = load_teacher(model_args.teacher, config)
         data = load_run_data(data_args, tokenizer, training_args.seed, max_predictions_per_seq=prediction_cap(config))
     if resume:
         check_checkpoint_matches(resume, config)
@@ -437,7 +442,10 @@ def build_trainer(
         processing_class=tokenizer,  # saved with every checkpoint: each folder is self-contained
         callbacks=callbacks,
     )
-    trainer.data_fingerprint = data_fingerprint(data_args, tokenizer, data.train_blocks)
+    trainer.data_fingerprint = {
+        **data_fingerprint(data_args, tokenizer, data.train_blocks),
+        "teacher": teacher_fingerprint(model_args.teacher, model_args.distill_stage),
+    }
     if teacher is not None:
         trainer.distillation = DistillationLoss(
             teacher.to(trainer.args.device),

@@ -31,9 +31,11 @@ def cache_dir() -> Path:
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """What decides the ids a tokenizer gives: its whole pipeline (vocabulary, normalizer, pre-tokenizer, special
-    tokens' post-processor) for a fast tokenizer, else its vocabulary."""
+    tokens' post-processor) for a fast tokenizer, else its vocabulary; the same before and after it tokenises."""
     if getattr(tokenizer, "is_fast", False):
-        description = tokenizer.backend_tokenizer.to_str()
+        # less its truncation and padding: the state of the last call (tokenising with truncation=True sets them)
+        pipeline = {**json.loads(tokenizer.backend_tokenizer.to_str()), "truncation": None, "padding": None}
+        description = json.dumps(pipeline, sort_keys=True)
     else:
         description = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]

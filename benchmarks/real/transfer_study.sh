@@ -10,11 +10,14 @@
 #
 # Each step skips what a finished earlier run left (symbert-transfer goes on where it stopped; symbert-glue skips
 # finished seeds). The measured runs: two lanes of 1 torch thread each on 2 cores, MINUTES 25 (mhe_add 12).
+# TASKS (default uci_sentiment; e.g. TASKS=uci_sentiment,spam_assassin) names the tasks fine-tuned; TRAIN the text
+# distilled on (default the State of the Union train text; e.g. TRAIN=$DATA/task_text/uci_sentiment.txt).
 set -euo pipefail
 OUT=$1; MINUTES=$2; shift 2
 BERT=~/.cache/symbert-real/all-MiniLM-L6-v2
 DATA=~/.cache/symbert-real/data
-UCI=(--tasks uci_sentiment --seeds 1,2,3 --data_dir "$DATA")
+TRAIN=${TRAIN:-$DATA/general_english/train.txt}
+UCI=(--tasks "${TASKS:-uci_sentiment}" --seeds 1,2,3 --data_dir "$DATA")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 python benchmarks/real/fetch.py > /dev/null
 
@@ -39,7 +42,6 @@ if [ "$1" = tables ]; then
   exit
 fi
 for type in "$@"; do
-  symbert-transfer "$BERT" "$OUT/transfer-$type" --attention_type "$type" --minutes "$MINUTES" \
-    --train_files "$DATA/general_english/train.txt"
+  symbert-transfer "$BERT" "$OUT/transfer-$type" --attention_type "$type" --minutes "$MINUTES" --train_files "$TRAIN"
   symbert-glue --model "$OUT/transfer-$type" "${UCI[@]}" --output_dir "$OUT/glue-transfer-$type"
 done

@@ -244,6 +244,44 @@ def test_a_stopped_distillation_resumes_to_the_same_weights(distillation_setup, 
 @pytest.mark.parametrize(
     "change, message",
     [
+        ("another teacher", "checkpoint-4: it was trained toward 'teacher' (weights "),
+        ("teacher weights changed", "this run toward 'teacher' (weights "),
+        ("no teacher", "this run without a teacher"),
+        ("another stage", "stage 'model'), this run toward 'teacher' (weights"),
+    ],
+)
+def test_a_resume_toward_another_teacher_is_refused_in_one_line(distillation_setup, tmp_path, capsys, change, message):
+    straight = tmp_path / "straight"
+    pretrain.main(distil_args(distillation_setup, straight))
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()  # as the run was left when stopped right after its checkpoint at step 4
+    shutil.copytree(straight / "checkpoint-4", resumed / "checkpoint-4")
+    argv = distil_args(distillation_setup, resumed)
+    teacher = argv.index("--teacher")
+    if change == "another teacher":
+        argv[teacher + 1] = str(distillation_setup["teacher_mlm"])
+    elif change == "teacher weights changed":
+        changed = tmp_path / "teacher"
+        shutil.copytree(distillation_setup["teacher"], changed)
+        model = BertModel.from_pretrained(changed)
+        with torch.no_grad():
+            model.embeddings.word_embeddings.weight[5] += 1
+        model.save_pretrained(changed)
+        argv[teacher + 1] = str(changed)
+    elif change == "no teacher":
+        del argv[teacher : teacher + 2]
+    else:
+        argv += ["--distill_stage", "attention"]
+    capsys.readouterr()  # the first run's output
+    with pytest.raises(SystemExit) as stopped:
+        pretrain.main(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bars of the models' loading
+    assert stopped.value.code == 2 and f"Cannot resume from {resumed / 'checkpoint-4'}: " in last and message in last
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
         ({"hidden_size": 64, "intermediate_size": 128}, "its hidden_size 64 (the student's 128)"),
         ({"num_attention_heads": 4}, "its num_attention_heads 4 (the student's 2)"),
         ({"vocab_size": 500}, "its vocab_size 500 (the student's"),
@@ -256,6 +294,19 @@ def test_a_teacher_of_another_shape_is_refused_in_one_line(distillation_setup, t
     argv = distil_args(distillation_setup, tmp_path / "run", teacher="other")
     assert_one_line(pretrain.main, argv, message, capsys)
     assert not (tmp_path / "run" / "training_summary.json").exists()
+
+
+def test_a_teacher_of_another_vocabulary_of_the_same_size_is_refused_in_one_line(distillation_setup, tmp_path, capsys):
+    other = tiny_corpus(tmp_path / "other", tiny_sentences(300, seed=9), vocab_size=120)
+    tokenizer = AutoTokenizer.from_pretrained(other / "tokenizer")
+    teacher = bert_teacher(tmp_path / "teacher", tokenizer)
+    assert len(tokenizer) == len(AutoTokenizer.from_pretrained(distillation_setup["teacher"]))  # only the words differ
+    argv = distil_args(distillation_setup, tmp_path / "run")
+    argv[argv.index("--teacher") + 1] = str(teacher)
+    capsys.readouterr()
+    assert_one_line(
+        pretrain.main, argv, "reads text with another vocabulary than this run's tokenizer (e.g. id", capsys
+    )
 
 
 def test_init_from_a_bert_folder_is_refused_in_one_line(distillation_setup, tmp_path, capsys):

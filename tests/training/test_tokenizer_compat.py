@@ -110,3 +110,15 @@ def test_pairs_get_token_type_ids_in_every_version(tmp_path, small_corpus, sourc
         loaded.save_pretrained(tmp_path / "saved-again")  # e.g. by a fine-tuning Trainer: the names stay
         config = json.loads((tmp_path / "saved-again" / "tokenizer_config.json").read_text())
         assert config["model_input_names"] == BERT_INPUT_NAMES
+
+
+def test_the_tokenizer_fingerprint_is_the_same_before_and_after_it_tokenises(tmp_path):
+    # a resumed run compares the fingerprint a checkpoint saved: tokenising with truncation must not change it
+    from symbert.training.tokenizer import tokenizer_fingerprint
+
+    folder = bert_vocab_tokenizer(tmp_path / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    before = tokenizer_fingerprint(tokenizer)
+    tokenizer(TEXTS[0] * 20, truncation=True, max_length=16, padding="max_length")
+    assert tokenizer_fingerprint(tokenizer) == before
+    assert tokenizer_fingerprint(AutoTokenizer.from_pretrained(folder)) == before
