@@ -245,7 +245,8 @@ class DistillationLoss:
       hidden states (the sentence embedding a sentence-transformers teacher serves), + KL(teacher ‖ student) of the MLM
       distributions at the masked positions when the teacher has an MLM head, + the KL divergence of the task's
       distribution (the MSE of its score for a regression) when the teacher is a sequence classifier: the student's
-      last hidden states go through the teacher's own pooler and classifier (frozen), which the final model keeps.
+      last hidden states go through the teacher's own pooler and classifier (frozen), which the final model keeps,
+      on each text the blocks hold whole, run alone as the classifier is used (`text_tokens`).
 
     In both, `value_relation_weight` adds MiniLM's value-relation loss (Wang et al. 2020): per layer and head, the KL
     divergence of softmax(V·Vᵀ/√d) over the real tokens, each model's values computed from its own attention's input
@@ -262,6 +263,9 @@ class DistillationLoss:
     pooled_weight: float = 1.0
     attention_map_weight: float = 0.0
     value_relation_weight: float = 0.0
+    # (cls, sep, pad) token ids: a classifier teacher is matched on the whole texts inside the blocks
+    text_tokens: tuple[int, int, int] | None = None
+    texts_per_step: int = 256
 
     def __call__(self, model: torch.nn.Module, inputs: dict) -> torch.Tensor:
         inputs = dict(inputs)
@@ -299,7 +303,7 @@ class DistillationLoss:
                 student_modules, student_inputs, teacher_modules, teacher_inputs, mask
             )
         if hasattr(self.teacher, "classifier"):
-            loss = loss + self.classifier_divergence(outputs.hidden_states[-1], expected)
+            loss = loss + self.classifier_divergence(model, inputs["input_ids"], outputs.hidden_states[-1], expected)
         if not hasattr(self.teacher, "cls"):
             return loss + 0.0 * outputs.loss
         return loss + self.mlm_divergence(model, outputs, expected, labels)
@@ -342,13 +346,22 @@ class DistillationLoss:
             divergences.append(relation_divergence(self_relation(my_values), self_relation(their_values), mask))
         return torch.stack(divergences).mean()
 
-    def classifier_divergence(self, hidden: torch.Tensor, expected) -> torch.Tensor:
+    def classifier_divergence(self, model, input_ids, hidden: torch.Tensor, expected) -> torch.Tensor:
         """The teacher's task head read on the student's last hidden states against its own output: KL(teacher ‖
-        student) of the label distributions, or the squared error of a regression's score."""
+        student) of the label distributions, or the squared error of a regression's score. Read where the head is
+        used, on whole texts: each [CLS] ... [SEP] a block holds whole, run again alone (at most `texts_per_step`);
+        a batch without one (texts longer than a block) is read at each block's first position."""
         head = self.teacher.classifier
-        mine = head(teacher_encoder(self.teacher).pooler(hidden)).float()
-        with torch.no_grad():
-            theirs = head(expected.pooler_output).float()
+        pooler = teacher_encoder(self.teacher).pooler
+        texts = None if self.text_tokens is None else whole_texts(input_ids, *self.text_tokens, self.texts_per_step)
+        if texts is None:
+            mine = head(pooler(hidden)).float()
+            with torch.no_grad():
+                theirs = head(expected.pooler_output).float()
+        else:
+            mine = head(pooler(teacher_encoder(unwrapped(model))(**texts).last_hidden_state)).float()
+            with torch.no_grad():
+                theirs = self.teacher(**texts).logits.float()
         if self.teacher.config.problem_type == "regression" or self.teacher.config.num_labels == 1:
             return torch.nn.functional.mse_loss(mine, theirs)
         return torch.nn.functional.kl_div(
@@ -385,6 +398,23 @@ def normalised_error(mine: torch.Tensor, theirs: torch.Tensor, weights: torch.Te
 def mean_pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """The mean of each sequence's real tokens' states [batch, hidden]: sentence-transformers' mean pooling."""
     return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1)
+
+
+def whole_texts(input_ids: torch.Tensor, cls: int, sep: int, pad: int, most: int) -> dict | None:
+    """The texts ([CLS] ... [SEP], as the data path tokenises each) that blocks [batch, seq] hold whole, in block
+    order, at most `most`, as a padded batch (input_ids, attention_mask, token_type_ids); None if there is none."""
+    texts = []
+    for row in input_ids:
+        ends = (row == sep).nonzero().flatten().tolist()
+        for start in (row == cls).nonzero().flatten().tolist():
+            end = next((end for end in ends if end > start), None)
+            if end is not None and len(texts) < most:
+                texts.append(row[start : end + 1])
+    if not texts:
+        return None
+    ids = torch.nn.utils.rnn.pad_sequence(texts, batch_first=True, padding_value=pad)
+    mask = torch.nn.utils.rnn.pad_sequence([torch.ones_like(t) for t in texts], batch_first=True)
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
 
 
 def relation_divergence(mine: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

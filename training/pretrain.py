@@ -453,6 +453,7 @@ def build_trainer(
             model_args.pooled_loss_weight,
             model_args.attention_map_loss_weight,
             model_args.value_relation_loss_weight,
+            text_tokens=(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id),
         )
     precision = precision_trained(trainer)
     if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)

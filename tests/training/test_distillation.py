@@ -19,7 +19,7 @@ from conftest import (
 )
 from symbert import SymBertForMaskedLM
 from symbert.training import pretrain
-from symbert.training.distillation import DistillationLoss, head_projections, load_teacher
+from symbert.training.distillation import DistillationLoss, head_projections, load_teacher, whole_texts
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +211,24 @@ def test_a_classifier_teacher_is_matched_through_its_own_pooler_and_classifier(d
     loss.backward()  # through the teacher's frozen head into the student's encoder
     assert student.bert.encoder.layer[-1].output.dense.weight.grad.abs().sum() > 0
     assert all(parameter.grad is None for parameter in teacher.parameters())
+    # packed blocks ([CLS]=2 ... [SEP]=3 a text): the head is read on the texts they hold whole, each run alone
+    blocks = torch.tensor([[2, 10, 11, 3, 2, 20], [21, 3, 2, 30, 31, 3]])
+    packed = {"input_ids": blocks, "attention_mask": torch.ones_like(blocks), "labels": torch.full_like(blocks, -100)}
+    packed["labels"][0, 1] = 10
+    texts = torch.tensor([[2, 10, 11, 3], [2, 30, 31, 3]])
+    mine = student.bert(texts).last_hidden_state
+    log_student = teacher.classifier(teacher.bert.pooler(mine)).log_softmax(-1)
+    p_teacher = teacher(texts).logits.softmax(-1)
+    divergence = (p_teacher * (p_teacher.log() - log_student)).sum(-1).mean()
+    without_head = DistillationLoss(BertModel.from_pretrained(folder).eval())(student, packed)
+    loss = DistillationLoss(teacher, text_tokens=(2, 3, 0))(student, packed)
+    assert torch.allclose(loss - without_head, divergence, rtol=1e-4), (loss - without_head, divergence)
+    ragged = torch.tensor([[2, 10, 3, 2, 11, 12, 13, 3]])  # texts of two lengths: padded, and masked
+    padded = whole_texts(ragged, 2, 3, 0, most=8)
+    assert padded["input_ids"].tolist() == [[2, 10, 3, 0, 0], [2, 11, 12, 13, 3]]
+    assert padded["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    assert whole_texts(ragged, 2, 3, 0, most=1)["input_ids"].tolist() == [[2, 10, 3]]
+    assert whole_texts(torch.tensor([[10, 11, 3, 2, 12]]), 2, 3, 0, most=8) is None
 
 
 @pytest.mark.parametrize("stage", ["attention", "model"])
