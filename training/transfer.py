@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 from filelock import FileLock, Timeout
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoTokenizer
 
 from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
@@ -172,12 +172,16 @@ def seconds_per_step(student_folder: Path, teacher: str) -> float:
     """The seconds one training step of stage 3 takes here (the dearer stage): two timed after one to warm up."""
     config = AutoConfig.from_pretrained(student_folder)
     config.sparse_prediction = True
+    tokenizer = AutoTokenizer.from_pretrained(student_folder)
+    text_tokens = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
     with quiet_loading():
         student = initial_model(str(student_folder), config).train()
-        loss = DistillationLoss(load_teacher(teacher, config), "model")
+        loss = DistillationLoss(load_teacher(teacher, config), "model", text_tokens=text_tokens)
     length = min(DEFAULTS["max_seq_length"], config.max_position_embeddings)
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(0, config.vocab_size, (DEFAULTS["batch_size"], length), generator=generator)
+    # texts of 16 tokens, [CLS] ... [SEP], as the blocks hold them (a classifier teacher reads each again alone)
+    input_ids[:, ::16], input_ids[:, 15::16] = text_tokens[0], text_tokens[1]
     labels = torch.where(torch.rand(input_ids.shape, generator=generator) < 0.15, input_ids, -100)
     inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels}
     times = []
