@@ -86,9 +86,10 @@ def initial_model(path: str, config: SymBertConfig) -> SymBertForMaskedLM:
     return model
 
 
-def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
+def load_teacher(path: str, student: SymBertConfig, block_length: int | None = None) -> PreTrainedModel:
     """The teacher (BERT or SymBERT, with its MLM head or its sequence classifier where it has one), in eval mode
-    without gradients; one line naming each field that differs from the student's."""
+    without gradients; one line naming each field that differs from the student's, or its positions when fewer than
+    `block_length`."""
     if missing := missing_local_path(path):
         raise missing
     try:
@@ -104,6 +105,12 @@ def load_teacher(path: str, student: SymBertConfig) -> PreTrainedModel:
     ]
     if differing:
         raise UserError(f"--teacher {path!r} does not match the model trained: its {', '.join(differing)}.")
+    if block_length is not None and config.max_position_embeddings < block_length:
+        raise UserError(
+            f"--teacher {path!r} reads at most {config.max_position_embeddings} tokens (its max_position_embeddings), "
+            f"fewer than the blocks' max_seq_length {block_length}; use --max_seq_length "
+            f"{config.max_position_embeddings} or less."
+        )
     head = teacher_head(config)
     symbert = isinstance(config, SymBertConfig)
     model_class = {

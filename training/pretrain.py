@@ -409,7 +409,7 @@ def build_trainer(
         teacher = None
         if model_args.teacher is not None:
             check_teacher_tokenizer(model_args.teacher, tokenizer)
-            teacher = load_teacher(model_args.teacher, config)
+            teacher = load_teacher(model_args.teacher, config, block_length=data_args.max_seq_length)
         data = load_run_data(data_args, tokenizer, training_args.seed, max_predictions_per_seq=prediction_cap(config))
     if resume:
         check_checkpoint_matches(resume, config)

@@ -56,6 +56,7 @@ def main(argv=None):
     parser.add_argument("--task", default="uci_sentiment", choices=("uci_sentiment", "spam_assassin"))
     parser.add_argument("--attention_types", nargs="+", default=["symmetric"])
     parser.add_argument("--minutes", type=float, default=12.0)
+    parser.add_argument("--steps", type=int, default=None, help="the two stages' steps instead of --minutes")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     output, data = Path(args.output), Path(args.data)
@@ -79,8 +80,8 @@ def main(argv=None):
         folder = output / f"transfer-{attention_type}"
         command = Path(sys.executable).with_name("symbert-transfer")
         subprocess.run(
-            [str(command), str(classifier), str(folder), "--attention_type", attention_type]
-            + ["--minutes", f"{args.minutes:g}", "--train_files", str(text)],
+            [str(command), str(classifier), str(folder), "--attention_type", attention_type, "--train_files", str(text)]
+            + (["--minutes", f"{args.minutes:g}"] if args.steps is None else ["--steps", str(args.steps)]),
             check=True,
         )
         for stage, path in (("converted", folder / "stages" / "convert"), ("one command", folder)):
@@ -88,11 +89,12 @@ def main(argv=None):
         rows[f"{attention_type}, cosine"] = json.loads((folder / RECORD_FILE).read_text())["held_out_mean_cosine"]
 
     teacher = rows["teacher (fine-tuned BERT)"]
+    budget = f"--minutes {args.minutes:g}" if args.steps is None else f"--steps {args.steps}"
     lines = [
         f"# A fine-tuned classifier made into attention types: {args.task} (dev split, accuracy %)",
         "",
         f"Teacher: {Path(args.bert).name} fine-tuned by symbert-glue's protocol (seed {args.seed}); each type made "
-        f"from it by symbert-transfer --minutes {args.minutes:g} on the task's train texts without labels "
+        f"from it by symbert-transfer {budget} on the task's train texts without labels "
         f"({text.name}), scored as it is (no fine-tuning after the transfer).",
         "",
         "| model | accuracy | gap to the teacher |",
@@ -102,7 +104,7 @@ def main(argv=None):
     for name, value in rows.items():
         if isinstance(value, float) and name != "teacher (fine-tuned BERT)":
             lines.append(f"| {name} | {value:.2f} | {value - teacher:+.2f} |")
-    record = {"task": args.task, "seed": args.seed, "minutes": args.minutes, "rows": rows}
+    record = {"task": args.task, "seed": args.seed, "minutes": args.minutes, "steps": args.steps, "rows": rows}
     write_atomically(output / "classifier-transfer.json", lambda f: f.write(json.dumps(record, indent=2) + "\n"))
     write_atomically(output / "classifier-transfer.md", lambda f: f.write("\n".join(lines) + "\n"))
     print("\n".join(lines))

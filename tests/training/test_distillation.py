@@ -303,6 +303,10 @@ def test_a_resume_toward_another_teacher_is_refused_in_one_line(distillation_set
         ({"hidden_size": 64, "intermediate_size": 128}, "its hidden_size 64 (the student's 128)"),
         ({"num_attention_heads": 4}, "its num_attention_heads 4 (the student's 2)"),
         ({"vocab_size": 500}, "its vocab_size 500 (the student's"),
+        (
+            {"max_position_embeddings": 16},
+            "reads at most 16 tokens (its max_position_embeddings), fewer than the blocks'",
+        ),
     ],
 )
 def test_a_teacher_of_another_shape_is_refused_in_one_line(distillation_setup, tmp_path, change, message, capsys):
