@@ -306,9 +306,33 @@ def parse_arguments(
             raise missing
         if data_args.tokenizer is None and data_args.blocks_dir is None:
             data_args = replace(data_args, tokenizer=model_args.init_from)
+        check_init_from_type(run_args, model_args, named)
     if data_args.blocks_dir is not None:  # the data a run trains on and records is the folder's
         data_args = with_prepared_source(data_args, given=argument_names(argv))
     return run_args, model_args, data_args, check_arguments(run_args, model_args, data_args, training_args, named)
+
+
+def check_init_from_type(run_args: RunArguments, model_args: ModelArguments, named: set[str]) -> None:
+    """--init_from trains the folder's model, of its own attention type: a --compare, or another type named by
+    --attention_type or --config_overrides, would be trained as the folder's type and labelled otherwise."""
+    if run_args.compare:
+        raise UserError(
+            f"--compare {run_args.compare!r} trains each type from scratch, --init_from {model_args.init_from!r} the "
+            "folder's model of its own type: give one of them."
+        )
+    if "attention_type" not in named and "attention_type" not in config_overrides(model_args):
+        return
+    try:
+        folder_type = json.loads((Path(model_args.init_from) / "config.json").read_text(encoding="utf-8"))
+        folder_type = folder_type.get("attention_type") if isinstance(folder_type, dict) else None
+    except (OSError, ValueError):
+        return  # initial_config says what is wrong with the folder
+    if isinstance(folder_type, str) and folder_type != model_args.attention_type:
+        raise UserError(
+            f"attention_type {model_args.attention_type!r} is not --init_from {model_args.init_from!r}'s "
+            f"({folder_type!r}): the run trains the folder's model; leave attention_type out, or convert a BERT to "
+            f"{model_args.attention_type!r} first (symbert-convert)."
+        )
 
 
 def settle_attention_type(run_args: RunArguments, model_args: ModelArguments, named: set[str]) -> ModelArguments:

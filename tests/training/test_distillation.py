@@ -337,6 +337,23 @@ def test_init_from_a_bert_folder_is_refused_in_one_line(distillation_setup, tmp_
     assert_one_line(pretrain.main, argv, "is a 'bert' model, not a SymBERT one; convert a BERT first", capsys)
 
 
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--attention_type", "shared"], "attention_type 'shared' is not --init_from"),
+        (["--config_overrides", '{"attention_type": "symmetric"}'], "attention_type 'symmetric' is not --init_from"),
+        (["--compare", "original,symmetric"], "--compare 'original,symmetric' trains each type from scratch"),
+    ],
+)
+def test_init_from_with_another_attention_type_is_refused_in_one_line(
+    distillation_setup, tmp_path, capsys, extra, message
+):
+    # the run would train the folder's pairwise model and label it with the type named
+    argv = [*distil_args(distillation_setup, tmp_path / "run"), *extra]
+    assert_one_line(pretrain.main, argv, message, capsys)
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_distillation_under_two_processes(distillation_setup, tmp_path):
     import os
