@@ -87,7 +87,10 @@ def load_bert(name):
     """BERT's config, encoder and tokenizer; UserError for anything that is not a BERT with a tokenizer."""
     if error := missing_local_path(name):
         raise error
-    if code := own_code(name):
+    model_type, code = declared_type_and_code(name)
+    if model_type not in (None, "bert"):
+        raise UserError(f"{name!r} is a {model_type!r} model, not a BERT (model_type 'bert').")
+    if code:
         raise UserError(
             f"{name!r} names code of its own ({code}); a folder's code is never run here: give a BERT folder "
             "(config.json's model_type 'bert')."
@@ -115,18 +118,22 @@ def load_bert(name):
     return config, bert, tokenizer
 
 
-def own_code(name) -> str | None:
-    """What a local model folder's config.json names of its own code (its auto_map), or None."""
+def declared_type_and_code(name) -> tuple[str | None, str | None]:
+    """A local model folder's config.json model_type and what it names of its own code (its auto_map), read as
+    plain JSON (AutoConfig would ask to run that code); (None, None) where there is no such file to read."""
     path = Path(name) / "config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
-        return None  # AutoConfig names what is wrong with it
-    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+        return None, None  # AutoConfig names what is wrong with it
+    if not isinstance(config, dict):
+        return None, None
+    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
+    auto_map = config.get("auto_map")
     if not auto_map:
-        return None
+        return model_type, None
     classes = auto_map.values() if isinstance(auto_map, dict) else auto_map
-    return f"auto_map: {', '.join(sorted(map(str, classes)))}"
+    return model_type, f"auto_map: {', '.join(sorted(map(str, classes)))}"
 
 
 @contextlib.contextmanager
