@@ -33,9 +33,12 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """What decides the ids a tokenizer gives: its whole pipeline (vocabulary, normalizer, pre-tokenizer, special
     tokens' post-processor) for a fast tokenizer, else its vocabulary; the same before and after it tokenises."""
     if getattr(tokenizer, "is_fast", False):
-        # less its truncation and padding: the state of the last call (tokenising with truncation=True sets them)
-        pipeline = {**json.loads(tokenizer.backend_tokenizer.to_str()), "truncation": None, "padding": None}
-        description = json.dumps(pipeline, sort_keys=True)
+        # as freshly loaded: without the truncation and padding its last call set (truncation=True sets them), so
+        # the fingerprint is the one a fresh tokenizer gave before, and checkpoints saved then still compare equal
+        pipeline = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        pipeline.no_truncation()
+        pipeline.no_padding()
+        description = pipeline.to_str()
     else:
         description = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]

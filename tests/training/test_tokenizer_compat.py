@@ -3,6 +3,7 @@ tokenizer_config.json names a class both know, it round-trips with the same ids,
 token_type_ids under every version. (tests/compat/run_matrix.sh loads it across versions.)"""
 
 import gzip
+import hashlib
 import json
 from itertools import islice
 
@@ -122,3 +123,6 @@ def test_the_tokenizer_fingerprint_is_the_same_before_and_after_it_tokenises(tmp
     tokenizer(TEXTS[0] * 20, truncation=True, max_length=16, padding="max_length")
     assert tokenizer_fingerprint(tokenizer) == before
     assert tokenizer_fingerprint(AutoTokenizer.from_pretrained(folder)) == before
+    # a freshly loaded tokenizer's is the one earlier versions saved in checkpoints and prepared folders
+    fresh = AutoTokenizer.from_pretrained(folder).backend_tokenizer.to_str()
+    assert before == hashlib.sha256(fresh.encode("utf-8")).hexdigest()[:16]
