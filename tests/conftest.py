@@ -169,6 +169,15 @@ def bert_teacher(folder, tokenizer, head=False, seed=3, **overrides):
     return folder
 
 
+def two_texts():
+    """A batch of two texts of the tiny tokenizer ([CLS]=2 ... [SEP]=3), the second padded (0), with one masked
+    position (the student's MLM loss, which distillation keeps in the graph at weight 0, is over one token)."""
+    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2] = 11
+    return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
+
+
 def bert_classifier(folder, tokenizer, num_labels=3, seed=5):
     """A tiny random BertForSequenceClassification (TINY_BERT) on `tokenizer`'s vocabulary, saved with it."""
     torch.manual_seed(seed)

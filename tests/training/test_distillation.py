@@ -16,6 +16,7 @@ from conftest import (
     sentence_embedding_bert,
     tiny_corpus,
     tiny_sentences,
+    two_texts,
 )
 from symbert import SymBertForMaskedLM
 from symbert.training import pretrain
@@ -90,11 +91,8 @@ def test_the_loss_is_the_layers_normalised_error_plus_the_masked_lm_divergence(d
 def test_the_attention_stage_loss_is_each_layers_attention_error_on_the_teachers_inputs(distillation_setup):
     teacher = BertForMaskedLM.from_pretrained(distillation_setup["teacher_mlm"]).eval()
     student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
-    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
-    attention_mask = (input_ids != 0).long()
-    labels = torch.full_like(input_ids, -100)
-    labels[0, 2] = 11
-    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    inputs = two_texts()
+    input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
     loss = DistillationLoss(teacher, stage="attention")(student, inputs)
     # by hand: layer l's attention modules, both given the teacher's layer-l input, eager padding mask
     hidden = teacher.bert(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
@@ -149,11 +147,8 @@ def test_head_projections_give_each_types_own_attention_output(attention_type, d
 def test_the_relation_losses_are_the_kl_divergences_of_attention_maps_and_value_relations(distillation_setup):
     teacher = BertModel.from_pretrained(distillation_setup["teacher"]).eval()
     student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
-    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
-    attention_mask = (input_ids != 0).long()
-    labels = torch.full_like(input_ids, -100)
-    labels[0, 2] = 11  # the student's MLM loss (weight 0) is over at least one position
-    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    inputs = two_texts()
+    input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
     hidden = teacher(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
     pairs = list(zip(student.bert.encoder.layer, teacher.encoder.layer))
     maps, values = [], []
@@ -195,11 +190,8 @@ def test_a_classifier_teacher_is_matched_through_its_own_pooler_and_classifier(d
     teacher = load_teacher(str(folder), config)
     assert isinstance(teacher, BertForSequenceClassification)
     student = SymBertForMaskedLM.from_pretrained(distillation_setup["root"] / "student").eval()
-    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
-    attention_mask = (input_ids != 0).long()
-    labels = torch.full_like(input_ids, -100)
-    labels[0, 2] = 11
-    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    inputs = two_texts()
+    input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
     mine = student.bert(input_ids, attention_mask=attention_mask).last_hidden_state
     theirs = teacher(input_ids, attention_mask=attention_mask).logits
     log_student = teacher.classifier(teacher.bert.pooler(mine)).log_softmax(-1)

@@ -21,6 +21,7 @@ from conftest import (
     sentence_embedding_bert,
     tiny_corpus,
     tiny_sentences,
+    two_texts,
 )
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification, SymBertModel
 from symbert.training import pretrain, transfer
@@ -254,10 +255,7 @@ def test_teachers_of_every_shape_convert_and_distil(teachers, tmp_path, shape, a
     assert len(report["layers"]) == shape["num_hidden_layers"]
     student = SymBertForMaskedLM.from_pretrained(tmp_path / "converted")
     teacher = transfer.load_teacher(str(teacher_folder), student.config)
-    input_ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
-    labels = torch.full_like(input_ids, -100)
-    labels[0, 2] = 11
-    inputs = {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
+    inputs = two_texts()
     for stage in ("attention", "model"):
         student.zero_grad()
         student.requires_grad_(True)
