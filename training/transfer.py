@@ -79,6 +79,7 @@ class TransferPlan:
     attention_share: float
     train_files: list[str] | None
     calibration_files: list[str] | None
+    seed: int = 42  # of both stages (data order and initialisation); earlier plans ran with 42
     seconds_per_step: float | None = None  # timed once, on the first run
     steps: dict | None = None  # stage -> max_steps
 
@@ -99,6 +100,7 @@ def parse_command_line(argv):
         "--train_files", nargs="+", default=None, help="text files to distil on (default: the embedded corpus)"
     )
     parser.add_argument("--calibration_files", nargs="+", default=None, help="symbert-convert's calibration text")
+    parser.add_argument("--seed", type=int, default=42, help="the stages' seed (data order, initialisation)")
     args = parser.parse_args(argv)
     if args.attention_type not in ATTENTION_TYPES:
         raise UserError(f"--attention_type {args.attention_type!r} is unknown; allowed: {', '.join(ATTENTION_TYPES)}.")
@@ -128,6 +130,7 @@ def the_plan(args, output: Path) -> TransferPlan:
         attention_share=args.attention_share,
         train_files=[str(Path(f).resolve()) for f in args.train_files] if args.train_files else None,
         calibration_files=[str(Path(f).resolve()) for f in args.calibration_files] if args.calibration_files else None,
+        seed=args.seed,
     )
     recorded_file = output / PLAN_FILE
     if not recorded_file.is_file():
@@ -153,6 +156,7 @@ def the_plan(args, output: Path) -> TransferPlan:
             "attention_share",
             "train_files",
             "calibration_files",
+            "seed",
         )
         if getattr(plan, name) != getattr(recorded, name)
     ]
@@ -245,7 +249,7 @@ def stage_arguments(plan: TransferPlan, stage: str, init_from: Path, output_dir:
         "--report_to",
         "none",
         "--seed",
-        "42",
+        str(plan.seed),
     ]
     if not torch.cuda.is_available():
         arguments += ["--use_cpu", "true"]

@@ -10,19 +10,31 @@
 #
 # Each step skips what a finished earlier run left (symbert-transfer goes on where it stopped; symbert-glue skips
 # finished seeds). The measured runs: two lanes of 1 torch thread each on 2 cores, MINUTES 25 (mhe_add 12).
-# TASKS (default uci_sentiment; e.g. TASKS=uci_sentiment,spam_assassin) names the tasks fine-tuned; TRAIN the text
-# distilled on (default the State of the Union train text; e.g. TRAIN=$DATA/task_text/uci_sentiment.txt).
+# TASKS (default uci_sentiment; e.g. TASKS=uci_sentiment,spam_assassin) names the tasks fine-tuned: the UCI
+# sentences by symbert-glue's protocol into glue-*, SpamAssassin's long e-mails with 1 epoch of 64-token inputs (as in
+# ../results/real-minilm/) into spam-*; TRAIN the text distilled on (default the State of the Union train text; e.g.
+# TRAIN=$DATA/task_text/uci_sentiment.txt); SEED the stages' seed (default 42).
 set -euo pipefail
 OUT=$1; MINUTES=$2; shift 2
 BERT=~/.cache/symbert-real/all-MiniLM-L6-v2
 DATA=~/.cache/symbert-real/data
 TRAIN=${TRAIN:-$DATA/general_english/train.txt}
-UCI=(--tasks "${TASKS:-uci_sentiment}" --seeds 1,2,3 --data_dir "$DATA")
+TASKS=${TASKS:-uci_sentiment}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 python benchmarks/real/fetch.py > /dev/null
 
+fine_tune() {  # MODEL NAME: each task of TASKS, 3 seeds, into OUT/glue-NAME (UCI) and OUT/spam-NAME (SpamAssassin)
+  if [[ ,$TASKS, == *,uci_sentiment,* ]]; then
+    symbert-glue --model "$1" --tasks uci_sentiment --seeds 1,2,3 --data_dir "$DATA" --output_dir "$OUT/glue-$2"
+  fi
+  if [[ ,$TASKS, == *,spam_assassin,* ]]; then
+    symbert-glue --model "$1" --tasks spam_assassin --num_train_epochs 1 --max_length 64 --seeds 1,2,3 \
+      --data_dir "$DATA" --output_dir "$OUT/spam-$2"
+  fi
+}
+
 if [ "$1" = teacher ]; then
-  symbert-glue --model "$BERT" "${UCI[@]}" --output_dir "$OUT/glue-teacher"
+  fine_tune "$BERT" teacher
   exit
 fi
 if [ "$1" = tables ]; then
@@ -42,6 +54,7 @@ if [ "$1" = tables ]; then
   exit
 fi
 for type in "$@"; do
-  symbert-transfer "$BERT" "$OUT/transfer-$type" --attention_type "$type" --minutes "$MINUTES" --train_files "$TRAIN"
-  symbert-glue --model "$OUT/transfer-$type" "${UCI[@]}" --output_dir "$OUT/glue-transfer-$type"
+  symbert-transfer "$BERT" "$OUT/transfer-$type" --attention_type "$type" --minutes "$MINUTES" --train_files "$TRAIN" \
+    --seed "${SEED:-42}"
+  fine_tune "$OUT/transfer-$type" "transfer-$type"
 done

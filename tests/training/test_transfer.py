@@ -162,6 +162,17 @@ def test_a_folder_of_another_run_or_of_other_things_is_refused(teachers, tmp_pat
         "holds a run started with other settings: attention_type 'shared' (the run's 'pairwise')",
         capsys,
     )
+    # a plan written before --seed existed ran with 42: the same run goes on with it, another seed is another run
+    corpus = str((teachers["corpus"] / "train.txt").resolve())
+    legacy = dict(vars(plan), attention_type="shared", train_files=[corpus], calibration_files=[corpus])
+    del legacy["seed"]
+    (started / transfer.PLAN_FILE).write_text(json.dumps(legacy))
+    assert (
+        transfer.the_plan(transfer.parse_command_line(transfer_args(teachers, "sentence", started)), started).seed == 42
+    )
+    assert_one_line(
+        transfer.main, transfer_args(teachers, "sentence", started, "--seed", "7"), "seed 7 (the run's 42)", capsys
+    )
     (started / transfer.PLAN_FILE).write_text("{not json")
     assert_one_line(
         transfer.main, transfer_args(teachers, "sentence", started), "transfer-plan.json is damaged", capsys
