@@ -5,13 +5,15 @@ each task, its gap to a reference row (the teacher, fine-tuned identically), and
         --rows "teacher=outputs/glue-minilm-teacher" "pairwise, distilled=outputs/glue-distil-minilm-pairwise" \
         --output benchmarks/results/real-minilm/downstream
 
-A row is LABEL=FOLDER (the folder holds glue_results.json) or LABEL=FILE. Rows scored on other data than the
-reference (by data_sha256) or with another protocol (seeds, epochs, learning rate, max length, ...) are marked, never
-compared silently. Writes OUTPUT.md and OUTPUT.json.
+A row is LABEL=FOLDER (the folder holds glue_results.json) or LABEL=FILE, each label given once; every file is
+checked as the release checks it (finite scores in their range, means and stds those of the per-seed scores, ...)
+and a bad one is refused in one line. Rows scored on other data than the reference (by each task's data_sha256:
+mnli-m and mnli-mm by mnli's) or with another protocol (seeds, epochs, learning rate, max length, ...) are marked,
+never compared silently. Writes OUTPUT.md and OUTPUT.json, never over an input (its glue_results.json or .md).
 """
 
-import json
 import math
+import os
 import shlex
 from pathlib import Path
 
@@ -21,21 +23,55 @@ from symbert.cli import UserError, command_parser, run_command
 from symbert.training.glue_results import GlueResults, protocol_differences
 
 
-def read_row(item: str) -> tuple[str, GlueResults]:
+def row_file(item: str) -> tuple[str, Path]:
+    """(label, its glue_results.json) of a LABEL=FOLDER or LABEL=FILE."""
     label, _, path = item.rpartition("=")
     if not label or not path:
         raise UserError(f"--rows {item!r} is not LABEL=FOLDER.")
-    file = Path(path) / GlueResults.FILE_NAME if Path(path).is_dir() else Path(path)
-    try:  # as written, unchecked: a row is shown beside the others, never published
-        return label, GlueResults.from_dict(json.loads(file.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as error:
-        raise UserError(f"--rows {item!r}: {file} is not a readable glue_results.json ({error}).") from None
+    return label, Path(path) / GlueResults.FILE_NAME if Path(path).is_dir() else Path(path)
+
+
+def read_rows(items: list[str]) -> dict[str, tuple[Path, GlueResults]]:
+    """{label: (file, results)} of --rows, each file checked as the release checks it (a NaN mean, or one that is
+    not its scores' mean, is refused in one line); a label given twice is refused (the table would drop a row)."""
+    rows = {}
+    for item in items:
+        label, file = row_file(item)
+        if label in rows:
+            raise UserError(
+                f"--rows {item!r}: the label {label!r} is given twice ({rows[label][0]} and {file}); give each "
+                "row a label of its own."
+            )
+        try:
+            rows[label] = file, GlueResults.read_scores(file)
+        except UserError as error:
+            raise UserError(f"--rows {item!r}: {error}") from None
+    return rows
+
+
+def check_output(output: str, inputs: list[Path]) -> None:
+    """Refuse an --output whose OUTPUT.md or OUTPUT.json is an input's glue_results.json or the glue_results.md
+    beside it (the same path, a link or a hard link to it): the table would replace the results it reads."""
+    if not output or Path(output).name in ("", ".", ".."):
+        raise UserError(f"--output {output!r} is not a path without suffix: give e.g. results/downstream.")
+    written = [Path(output).with_suffix(suffix) for suffix in (".md", ".json")]
+    for file in inputs:
+        for kept in (file, file.with_suffix(".md")):
+            for path in written:
+                if os.path.realpath(path) == os.path.realpath(kept) or (
+                    path.exists() and kept.exists() and os.path.samefile(path, kept)
+                ):
+                    raise UserError(
+                        f"--output {output!r} would write {path}, which is the input {kept}: give a path outside "
+                        "the rows' files."
+                    )
 
 
 def differences(results: GlueResults, reference: GlueResults, task: str) -> list[str]:
-    """What makes `results`' score on `task` not comparable with the reference's: its data or its protocol."""
+    """What makes `results`' score `task` not comparable with the reference's: its data (its task's data_sha256:
+    mnli-m's is mnli's) or its protocol."""
     notes = []
-    if (results.data_sha256 or {}).get(task) != (reference.data_sha256 or {}).get(task):
+    if results.score_data_sha256(task) != reference.score_data_sha256(task):
         notes.append("other data")
     return notes + [item.replace("'", "") for item in protocol_differences(reference.protocol, results.protocol)]
 
@@ -47,7 +83,9 @@ def table(argv):
     parser.add_argument("--output", required=True, help="results path without suffix")
     args = parser.parse_args(argv)
     stopwatch = Stopwatch()
-    rows = dict(read_row(item) for item in args.rows)
+    read = read_rows(args.rows)
+    check_output(args.output, [file for file, _ in read.values()])
+    rows = {label: results for label, (_, results) in read.items()}
     if args.reference not in rows:
         raise UserError(f"--reference {args.reference!r} is none of the rows' labels: {', '.join(rows)}.")
     reference = rows[args.reference]

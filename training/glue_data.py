@@ -235,6 +235,12 @@ def score_names(glue_mean_only: bool = False) -> tuple[str, ...]:
     return tuple(score.name for _, _, score in reported_scores(glue_mean_only))
 
 
+def score_task(name: str) -> str:
+    """The task a score name of glue_results.json "scores" is of (mnli-m and mnli-mm: mnli), whose "data_sha256" entry
+    names the data it was scored on; a name of no task: itself."""
+    return next((task for task, _, score in reported_scores() if score.name == name), name)
+
+
 def task_files(task: str, data_dir: str | Path) -> tuple[str, Path | dict[str, Path]]:
     """Where a local `data_dir` holds the task: ("saved", its save_to_disk folder) or ("tsv", {split: TSV file})."""
     spec = TASKS[task]

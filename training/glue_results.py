@@ -16,7 +16,15 @@ from transformers import TrainingArguments
 
 from ..cli import UserError
 from ..files import write_atomically
-from .glue_data import TASKS, benchmark_name, glue_mean_tasks, hub_datasets, reported_scores, score_names
+from .glue_data import (
+    TASKS,
+    benchmark_name,
+    glue_mean_tasks,
+    hub_datasets,
+    reported_scores,
+    score_names,
+    score_task,
+)
 from .glue_scoring import CORRELATIONS, NOISE_STANDARD_ERRORS, aggregate, learning_verdict, table, task_scores
 from .json_files import read_json
 from .summary import boolean, is_integer, is_number, mapping, number, text
@@ -153,21 +161,26 @@ class GlueResults:
         """The results `data` read from `path`, refused unless of this schema with a sha256 of the weights, and every
         value one a card can show as measured (`check_values`). With `skip_unmatchable`, results measured on weights
         no model.safetensors can match (sharded or .bin: weights_sha256 null) are None instead of refused."""
-        try:
-            sha = data["model"]["weights_sha256"]
-            data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018 (keys read later)
-        except (KeyError, TypeError) as error:
-            raise UserError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise UserError(
-                f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads {SCHEMA_VERSION}."
-            )
+        sha = results_structure(path, data)["model"]["weights_sha256"]
         if sha is None and skip_unmatchable:
             return None
         if not isinstance(sha, str) or len(sha) != 64:
             raise UserError(f"{path}: model.weights_sha256={sha!r} is not a sha256 hex digest.")
         check_values(path, data)
         return cls.from_dict(data)
+
+    @classmethod
+    def read_scores(cls, path: str | Path) -> "GlueResults":
+        """The results file at `path` with every value checked as `read` checks them (its scores, aggregates,
+        baselines, protocol and data hashes), whatever weights it was measured on: for a table of scores beside
+        others, where the weights are not published."""
+        data = read_json(path)
+        check_values(Path(path), results_structure(Path(path), data))
+        return cls.from_dict(data)
+
+    def score_data_sha256(self, name: str) -> str | None:
+        """The sha256 of the data the score `name` was scored on: its task's "data_sha256" entry (mnli-m: mnli's)."""
+        return (self.data_sha256 or {}).get(score_task(name))
 
     @property
     def task_aggregates(self) -> dict:
@@ -244,6 +257,20 @@ class GlueResults:
             )
             + "\n"
         )
+
+
+def results_structure(path: Path, data: Any) -> dict:
+    """`data`, refused in one line unless a results file of this schema: the keys every reader reads (the model's
+    weights hash, the scores, the aggregates of the tasks and of the GLUE score)."""
+    try:
+        data["model"]["weights_sha256"], data["scores"], data["aggregates"]["tasks"], data["aggregates"]["glue"]  # noqa: B018
+    except (KeyError, TypeError) as error:
+        raise UserError(f"{path} is not a GLUE results file ({type(error).__name__}: {error}).") from None
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UserError(
+            f"{path} has schema_version={data.get('schema_version')!r}; this release tool reads {SCHEMA_VERSION}."
+        )
+    return data
 
 
 def package_version(package: str) -> str | None:

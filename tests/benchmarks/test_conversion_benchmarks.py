@@ -12,6 +12,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from conftest import tiny_sentences, train_tokenizer
 from symbert import SymBertModel
 from symbert.tools.convert import mean_cosine
+from symbert.training.glue_data import TASKS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import agreement  # noqa: E402
@@ -111,25 +112,26 @@ def test_the_data_digest_of_a_saved_dataset_ignores_the_cache_files_tokenising_w
     assert glue_data.data_sha256("uci_sentiment", tmp_path) != before
 
 
-def glue_output(folder, scores, data="ab", learning_rate=1e-5):
-    """A symbert-glue output folder with uci_sentiment accuracy `scores` over seeds 1, 2, 3."""
-    import statistics
+def glue_output(folder, scores, data="ab", learning_rate=1e-5, task="uci_sentiment"):
+    """A symbert-glue output folder with `task`'s accuracy `scores` over seeds 1, 2, 3 (mnli: both dev splits)."""
+    from symbert.training.glue_results import GlueResults
 
-    folder.mkdir(parents=True)
-    aggregate = {"mean": statistics.mean(scores), "std": statistics.stdev(scores), "n": 3}
-    aggregate["baseline"] = {"majority": 51.67, "chance": 50.0}
-    results = {
-        "protocol": {
-            "seeds": [1, 2, 3],
-            "learning_rate": learning_rate,
-            "data": str(folder),
-            "tasks": ["uci_sentiment"],
-        },
-        "data_sha256": {"uci_sentiment": data * 32},
-        "scores": {"uci_sentiment": dict(zip("123", scores))},
-        "aggregates": {"tasks": {"uci_sentiment": aggregate}},
+    baseline = {"majority": 51.67, "chance": 50.0, "standard_error": 1.0, "n": 200}
+    names = [score.name for score in TASKS[task].scores]
+    runs = {
+        (task, seed): {
+            "metrics": {TASKS[task].metric_key("accuracy", split): value / 100 for split in TASKS[task].eval_splits},
+            "baselines": dict.fromkeys(names, baseline),
+            "data_sha256": data * 32,
+        }
+        for seed, value in zip((1, 2, 3), scores)
     }
-    (folder / "glue_results.json").write_text(json.dumps(results))
+    protocol = {"learning_rate": learning_rate, "data": str(folder)}
+    results = GlueResults.build(
+        {"name_or_path": str(folder), "weights_sha256": None}, protocol, runs, [task], [1, 2, 3]
+    )
+    results.write(folder)
+    (folder / "glue_results.md").write_text(results.markdown())
     return folder
 
 
@@ -147,3 +149,84 @@ def test_downstream_table_gives_each_gap_to_the_reference_and_marks_what_is_not_
     assert record["c"]["uci_sentiment"]["not_comparable"] == ["learning_rate=2e-05"]
     report = (tmp_path / "table.md").read_text()
     assert "| distilled | 91.00 (1.00), 3 | -1.50 |" in report and "majority 51.67, chance 50.00" in report
+
+
+def test_downstream_table_compares_mnli_s_data_by_its_task_s_digest(tmp_path):
+    teacher = glue_output(tmp_path / "teacher", [80.0, 81.0, 82.0], task="mnli")
+    other = glue_output(tmp_path / "other", [70.0, 71.0, 72.0], task="mnli", data="cd")
+    same = glue_output(tmp_path / "same", [75.0, 76.0, 77.0], task="mnli")
+    rows = [f"teacher={teacher}", f"other={other}", f"same={same}"]
+    downstream_table.table(["--reference", "teacher", "--rows", *rows, "--output", str(tmp_path / "table")])
+    record = json.loads((tmp_path / "table.json").read_text())["rows"]
+    assert [record["other"][name]["not_comparable"] for name in ("mnli-m", "mnli-mm")] == [["other data"]] * 2
+    assert [record["same"][name]["not_comparable"] for name in ("mnli-m", "mnli-mm")] == [[], []]
+
+
+def results_changed(folder, change):
+    """`folder`'s glue_results.json changed by `change` (a function of its dict)."""
+    file = folder / "glue_results.json"
+    results = json.loads(file.read_text())
+    change(results)
+    file.write_text(json.dumps(results))
+
+
+ROW_FAULTS = {
+    "a NaN mean": (
+        lambda r: r["aggregates"]["tasks"]["uci_sentiment"].update(mean=float("nan")),
+        "aggregates.tasks.uci_sentiment.mean=nan is not a finite number",
+    ),
+    "a mean other than its scores'": (
+        lambda r: r["aggregates"]["tasks"]["uci_sentiment"].update(mean=99.0),
+        "aggregates.tasks.uci_sentiment.mean=99.0 is not what its scores give (91.0",
+    ),
+    "a score out of range": (
+        lambda r: r["scores"]["uci_sentiment"].update({"1": 190.0}),
+        "scores.uci_sentiment.1=190.0",
+    ),
+    "not GLUE results": (lambda r: r.pop("scores"), "is not a GLUE results file"),
+}
+
+
+@pytest.mark.parametrize("fault", ROW_FAULTS, ids=list(ROW_FAULTS))
+def test_downstream_table_refuses_a_row_it_cannot_show_as_measured(tmp_path, capsys, fault):
+    from conftest import assert_one_line
+
+    change, message = ROW_FAULTS[fault]
+    teacher = glue_output(tmp_path / "teacher", [92.0, 92.5, 93.0])
+    bad = glue_output(tmp_path / "bad", [90.0, 91.0, 92.0])
+    results_changed(bad, change)
+    argv = ["--reference", "teacher", "--rows", f"teacher={teacher}", f"bad={bad}", "--output", str(tmp_path / "t")]
+    assert_one_line(run_table, argv, f"--rows 'bad={bad}'", capsys)
+    assert_one_line(run_table, argv, message, capsys)
+    assert not (tmp_path / "t.json").exists()
+
+
+def run_table(argv):
+    from symbert.cli import run_command
+
+    run_command(downstream_table.table, argv)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["a label twice", "output over an input's results", "output over the results' .md", "output through a link"],
+)
+def test_downstream_table_refuses_a_label_twice_and_an_output_over_an_input(tmp_path, capsys, case):
+    from conftest import assert_one_line
+
+    teacher = glue_output(tmp_path / "teacher", [92.0, 92.5, 93.0])
+    other = glue_output(tmp_path / "other", [90.0, 91.0, 92.0])
+    (tmp_path / "link").symlink_to(teacher)
+    before = {path: path.read_bytes() for path in sorted(tmp_path.rglob("glue_results.*"))}
+    rows, output, message = [f"teacher={teacher}", f"other={other}"], tmp_path / "table", "is the input"
+    if case == "a label twice":
+        rows, message = [f"teacher={teacher}", f"teacher={other}"], "the label 'teacher' is given twice"
+    elif case == "output over an input's results":
+        output = other / "glue_results"
+    elif case == "output over the results' .md":
+        output = teacher / "glue_results.json"  # OUTPUT.md is then the glue_results.md beside it
+    else:
+        output = tmp_path / "link" / "glue_results"
+    argv = ["--reference", "teacher", "--rows", *rows, "--output", str(output)]
+    assert_one_line(run_table, argv, message, capsys)
+    assert {path: path.read_bytes() for path in sorted(tmp_path.rglob("glue_results.*"))} == before
