@@ -322,9 +322,10 @@ def distilled_toward(teacher: dict | None) -> str:
     """A data fingerprint's teacher (distillation.teacher_fingerprint) in words."""
     if teacher is None:
         return "without a teacher"
+    losses = "".join(f", {name} {weight}" for name, weight in (teacher.get("losses") or {}).items())
     return (
         f"toward {teacher.get('name')!r} (weights {teacher.get('weights')}, tokenizer {teacher.get('tokenizer')}, "
-        f"stage {teacher.get('stage')!r})"
+        f"stage {teacher.get('stage')!r}{losses})"
     )
 
 

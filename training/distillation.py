@@ -8,7 +8,7 @@ import contextlib
 import functools
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -29,7 +29,13 @@ from ..attention_symbert import ATTENTION_MARKER, SymBertSelfAttention
 from ..cli import UserError, missing_local_path
 from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
+from .arguments import ModelArguments
 from .tokenizer import tokenizer_fingerprint
+
+# the distillation losses' weights as the command line defaults them (a resume with others is another run)
+LOSS_WEIGHT_DEFAULTS = {
+    field.name: field.default for field in fields(ModelArguments) if field.name.endswith("_loss_weight")
+}
 
 CONVERSION_FILE = "conversion.json"  # symbert-convert's record of how a model was made from BERT
 # the teacher's fields that must equal the student's: the tokens it reads and the states it is compared on
@@ -134,21 +140,28 @@ def load_teacher(path: str, student: SymBertConfig, block_length: int | None = N
     return teacher.eval()
 
 
-def teacher_fingerprint(path: str | None, stage: str) -> dict | None:
+def teacher_fingerprint(path: str | None, stage: str, loss_weights: dict | None = None) -> dict | None:
     """What identifies the teacher a run distils toward, saved in every checkpoint so that a resume toward another
-    (another folder, its weights changed, another tokenizer, no --teacher) or in another stage is refused: its name,
-    the sha256 of its weight files and its tokenizer's fingerprint (a Hub id: named only). None without a teacher."""
+    (another folder, its weights changed, another tokenizer, no --teacher), in another stage or with other loss
+    weights is refused: its name, the sha256 of its weight files, its tokenizer's fingerprint (a Hub id: named only)
+    and the `loss_weights` (name -> weight) that differ from their defaults, under "losses" only where one does (the
+    checkpoints of earlier versions, which saved none, resume with the defaults). None without a teacher."""
     if path is None:
         return None
-    folder = Path(path)
+    changed = {name: weight for name, weight in (loss_weights or {}).items() if weight != LOSS_WEIGHT_DEFAULTS[name]}
+    fingerprint = teacher_identity(Path(path), stage)
+    return {**fingerprint, "losses": changed} if changed else fingerprint
+
+
+def teacher_identity(folder: Path, stage: str) -> dict:
     if not folder.is_dir():
-        return {"name": path, "weights": None, "tokenizer": None, "stage": stage}
+        return {"name": str(folder), "weights": None, "tokenizer": None, "stage": stage}
     digest = hashlib.sha256()
     for file in sorted([*folder.glob("*.safetensors"), *folder.glob("*.bin")]):
         with open(file, "rb") as handle:
             digest.update(file.name.encode() + sha_fileobj(handle))
     try:
-        tokenizer = tokenizer_fingerprint(AutoTokenizer.from_pretrained(path, trust_remote_code=False))
+        tokenizer = tokenizer_fingerprint(AutoTokenizer.from_pretrained(folder, trust_remote_code=False))
     except (OSError, ValueError):
         tokenizer = None
     return {"name": folder.name, "weights": digest.hexdigest()[:16], "tokenizer": tokenizer, "stage": stage}

@@ -56,6 +56,7 @@ from .comparison_reuse import finished_comparison_run
 from .compat import overwrite_requested
 from .data import RunData, data_fingerprint, load_run_data, load_tokenizer
 from .distillation import (
+    LOSS_WEIGHT_DEFAULTS,
     DistillationLoss,
     carried_files,
     check_teacher_tokenizer,
@@ -444,7 +445,11 @@ def build_trainer(
     )
     trainer.data_fingerprint = {
         **data_fingerprint(data_args, tokenizer, data.train_blocks),
-        "teacher": teacher_fingerprint(model_args.teacher, model_args.distill_stage),
+        "teacher": teacher_fingerprint(
+            model_args.teacher,
+            model_args.distill_stage,
+            {name: getattr(model_args, name) for name in LOSS_WEIGHT_DEFAULTS},
+        ),
     }
     if teacher is not None:
         trainer.distillation = DistillationLoss(

@@ -258,6 +258,7 @@ def test_a_stopped_distillation_resumes_to_the_same_weights(distillation_setup, 
         ("teacher weights changed", "this run toward 'teacher' (weights "),
         ("no teacher", "this run without a teacher"),
         ("another stage", "stage 'model'), this run toward 'teacher' (weights"),
+        ("another loss weight", "stage 'model', value_relation_loss_weight 0.5)"),
     ],
 )
 def test_a_resume_toward_another_teacher_is_refused_in_one_line(distillation_setup, tmp_path, capsys, change, message):
@@ -280,6 +281,8 @@ def test_a_resume_toward_another_teacher_is_refused_in_one_line(distillation_set
         argv[teacher + 1] = str(changed)
     elif change == "no teacher":
         del argv[teacher : teacher + 2]
+    elif change == "another loss weight":
+        argv += ["--value_relation_loss_weight", "0.5"]
     else:
         argv += ["--distill_stage", "attention"]
     capsys.readouterr()  # the first run's output
