@@ -367,26 +367,9 @@ class SymBertOriginalSelfAttention(SymBertSelfAttention):
         return _projection_tensors(_float64(self.query), key, value)
 
     def fit_bert(self, bert, inputs):
-        # BERT's own form: a copy, where a key/value head shared by a group takes the group's best key (scores over
-        # the calibration tokens: the queries' metric) and the mean of its values
-        _set_linear(self.query, _projection(bert, "query"))
-        groups = self.num_key_value_groups
-        key, value = (_projection(bert, name).unflatten(1, (-1, self.attention_head_size)) for name in ("key", "value"))
-        if groups > 1:
-            augmented = _augmented(inputs)
-            queries = augmented @ _projection(bert, "query")  # [tokens, heads·d]
-            heads = queries.unflatten(1, (-1, self.attention_head_size)).transpose(0, 1)  # [heads, tokens, d]
-            query_metric = heads.transpose(1, 2) @ heads  # H_i = Q_iᵀQ_i [heads, d, d]
-            key = key.transpose(0, 1).unflatten(0, (-1, groups))  # [kv heads, group, h+1, d]
-            query_metric = query_metric.unflatten(0, (-1, groups))
-            # argmin Σ_i ||Q_i (K_g − K_i)ᵀ||²: B_g = (Σ_i B_i H_i)(Σ_i H_i)⁻¹
-            pooled = torch.linalg.solve(
-                (query_metric.sum(1)).transpose(1, 2), (key @ query_metric).sum(1).transpose(1, 2)
-            )
-            key = pooled.transpose(1, 2).transpose(0, 1)  # [h+1, kv heads, d]
-            value = value.unflatten(1, (-1, groups)).mean(2)
-        _set_linear(self.key, key.flatten(1))
-        _set_linear(self.value, value.flatten(1))
+        # BERT's own form: a copy
+        for name in ("query", "key", "value"):
+            _set_linear(getattr(self, name), _projection(bert, name))
         return ["query.weight", "query.bias", "key.weight", "key.bias", "value.weight", "value.bias"]
 
     @classmethod
@@ -446,6 +429,29 @@ class SymBertGroupedQuerySelfAttention(SymBertOriginalSelfAttention):
                 parameter.copy_(groups.mean(1).flatten(0, 1))
             converted.append(name)
         return converted
+
+    def fit_bert(self, bert, inputs):
+        # BERT's query; a key/value head shared by a group takes the group's best key (scores over the calibration
+        # tokens: the queries' metric) and the mean of its values
+        _set_linear(self.query, _projection(bert, "query"))
+        groups = self.num_key_value_groups
+        key, value = (_projection(bert, name).unflatten(1, (-1, self.attention_head_size)) for name in ("key", "value"))
+        if groups > 1:
+            augmented = _augmented(inputs)
+            queries = augmented @ _projection(bert, "query")  # [tokens, heads·d]
+            heads = queries.unflatten(1, (-1, self.attention_head_size)).transpose(0, 1)  # [heads, tokens, d]
+            query_metric = heads.transpose(1, 2) @ heads  # H_i = Q_iᵀQ_i [heads, d, d]
+            key = key.transpose(0, 1).unflatten(0, (-1, groups))  # [kv heads, group, h+1, d]
+            query_metric = query_metric.unflatten(0, (-1, groups))
+            # argmin Σ_i ||Q_i (K_g − K_i)ᵀ||²: B_g = (Σ_i B_i H_i)(Σ_i H_i)⁻¹
+            pooled = torch.linalg.solve(
+                (query_metric.sum(1)).transpose(1, 2), (key @ query_metric).sum(1).transpose(1, 2)
+            )
+            key = pooled.transpose(1, 2).transpose(0, 1)  # [h+1, kv heads, d]
+            value = value.unflatten(1, (-1, groups)).mean(2)
+        _set_linear(self.key, key.flatten(1))
+        _set_linear(self.value, value.flatten(1))
+        return ["query.weight", "query.bias", "key.weight", "key.bias", "value.weight", "value.bias"]
 
 
 def same_projection_score_moments(config):
