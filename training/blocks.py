@@ -278,9 +278,9 @@ def position_problem(position: Any) -> str | None:
         return f"it holds a {type(position).__name__}, not an object"
     if not is_count(position.get("micro_batches")):
         return f"micro_batches {position.get('micro_batches')!r} is not a count"
-    for name in ("world_size", "readers_per_process"):
-        if name in position and not is_count(position[name], least=1):
-            return f"{name} {position[name]!r} is not a positive count"
+    for name in ("world_size", "readers_per_process"):  # every version wrote both
+        if not is_count(position.get(name), least=1):
+            return f"{name} {position.get(name)!r} is not a positive count"
     for name in ("step", "micro_batches_per_step"):
         if name in position and not is_count(position[name], least=name == "micro_batches_per_step"):
             return f"{name} {position[name]!r} is not a count"
@@ -290,19 +290,60 @@ def position_problem(position: Any) -> str | None:
     if not isinstance(states, dict):
         return f"reader_states {states!r} is not an object"
     for key, state in states.items():
-        if not key.isdigit() or not isinstance(state, dict):
-            return f"reader state {key!r} is not a reader's"
+        if not (key.isdigit() and int(key) < position["readers_per_process"]) or not isinstance(state, dict):
+            return f"reader state {key!r} is not one of its {position['readers_per_process']} readers'"
         counts = [state.get("pass"), state.get("blocks_in_pass")]
         if not all(map(is_count, counts)) or not (
             state.get("blocks_per_pass") is None or is_count(state["blocks_per_pass"])
         ):
             return f"reader {key}'s pass and block counts {state!r} are not counts"
+        if not isinstance(state.get("dataset"), dict) and (state["blocks_in_pass"] or "dataset" in state):
+            return f"reader {key}'s stream state {state.get('dataset')!r} is not an object"
     if "step" in position and "micro_batches_per_step" in position:
         if position["micro_batches"] != position["step"] * position["micro_batches_per_step"]:
             return (
                 f"micro_batches {position['micro_batches']} is not step {position['step']} × "
                 f"{position['micro_batches_per_step']} micro-batches a step"
             )
+    return None
+
+
+def reader_state_problem(source: IterableDataset, readers: Readers, reader: int, state: dict) -> str | None:
+    """What makes the stream state a checkpoint saved for `reader` (of this process) other than one its part of
+    `source` gives, or None: the same keys, iterable types and epoch, and counts where the stream has counts, as the
+    state of that part after its first block (one block read, whatever the steps done). A damaged state would
+    otherwise fail inside datasets, in a worker, or resume at another place of the stream."""
+    if state.get("dataset") is None:
+        return None
+    total_readers = readers.world_size * readers.per_process
+    stream = stream_for_reader(source, readers.rank * readers.per_process + reader, total_readers)
+    if next(iter(stream.iter(batch_size=1)), None) is None:
+        return None  # a reader without data: training says so in one line
+    return state_shape_problem(state["dataset"], stream.state_dict(), "dataset")
+
+
+def state_shape_problem(saved: Any, fresh: Any, where: str) -> str | None:
+    """Where `saved` (a datasets state_dict read from JSON) differs in shape from `fresh`, the stream's own, or None."""
+    if isinstance(fresh, dict):
+        if not isinstance(saved, dict) or saved.keys() != fresh.keys():
+            found = sorted(saved) if isinstance(saved, dict) else repr(saved)
+            return f"{where} holds {found}, not the stream's {sorted(fresh)}"
+        problems = (state_shape_problem(saved[key], value, f"{where}.{key}") for key, value in fresh.items())
+        return next((problem for problem in problems if problem), None)
+    if isinstance(fresh, list):
+        if not isinstance(saved, list) or len(saved) != len(fresh):
+            return f"{where} is {saved!r}, not a list of {len(fresh)}"
+        pairs = enumerate(zip(saved, fresh, strict=True))
+        problems = (state_shape_problem(item, value, f"{where}[{index}]") for index, (item, value) in pairs)
+        return next((problem for problem in problems if problem), None)
+    if fresh is None:
+        return None  # a part not yet started there: whatever the stream saved later
+    if type(saved) is not type(fresh):
+        return f"{where} is {saved!r}, not of type {type(fresh).__name__}"
+    if (isinstance(fresh, str) or where == "dataset.epoch") and saved != fresh:  # an iterable's type; the pass's epoch
+        return f"{where} is {saved!r}, not {fresh!r}"
+    if isinstance(fresh, int) and saved < 0:
+        return f"{where} is {saved!r}, not a count"
     return None
 
 
@@ -336,10 +377,11 @@ def resumed_reader_states(
     micro_batches: int,
     streamed: bool,
     data_fingerprint: dict | None = None,
+    source: IterableDataset | None = None,
 ) -> dict[int, dict]:
     """The reader states to resume a stream from (map-style positions follow from the step alone), checked against
     this run: the same data (`data_fingerprint`, where the checkpoint saved one), the same micro-batch count as the
-    Trainer's step, and for a stream the same readers."""
+    Trainer's step, and for a stream the same readers and, given the stream (`source`), states of its shape."""
     if position is None:
         if streamed:
             raise UserError(
@@ -373,4 +415,10 @@ def resumed_reader_states(
                 f"{readers.workers}); resume with --dataloader_num_workers {saved[1] if saved[1] > 1 else 0} on "
                 f"{saved[0]} processes."
             )
+        for reader, state in sorted(position["reader_states"].items() if source is not None else ()):
+            if problem := reader_state_problem(source, readers, reader, state):
+                raise UserError(
+                    f"Cannot resume the stream from {checkpoint}: reader {reader}'s saved place in it is not one of "
+                    f"this stream's ({problem}); the checkpoint is damaged: resume from an earlier one."
+                )
     return position["reader_states"]

@@ -139,7 +139,13 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
             micro_batches = state.global_step * args.gradient_accumulation_steps
             position = read_position(self.resume_from, args.process_index)
             states = resumed_reader_states(
-                position, self.resume_from, readers, micro_batches, streamed, self.data_fingerprint
+                position,
+                self.resume_from,
+                readers,
+                micro_batches,
+                streamed,
+                self.data_fingerprint,
+                self.train_dataset if streamed else None,
             )
             self.data_positions.start_at(micro_batches, states)
         shards, total = getattr(self.train_dataset, "num_shards", None), readers.world_size * readers.per_process

@@ -187,6 +187,18 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         assert_same_metrics(resumed, straight, values=("loss", "eval_loss", "epoch", "learning_rate"))
 
 
+# a data position that is JSON but not a position (a map-style run's holds no reader state: one is added)
+POSITION_DAMAGES = {
+    "a damaged data position": lambda values: values.update(micro_batches="x"),
+    "a position of another step": lambda values: values.update(step=4, micro_batches=4),
+    "a position without its readers": lambda values: values.pop("readers_per_process"),
+    "a damaged reader state": lambda values: values.update(
+        reader_states={"0": {"pass": 0, "blocks_in_pass": 4, "blocks_per_pass": None, "dataset": "x"}}
+    ),
+    "a reader past its readers": lambda values: values.update(reader_states={"1": {"pass": 0, "blocks_in_pass": 0}}),
+}
+
+
 @pytest.mark.parametrize(
     "damage, reason",
     [
@@ -197,6 +209,18 @@ def test_a_run_resumed_between_evaluations_adds_no_evaluation(corpus, tmp_path):
         ("a state of another step", r"trainer_state\.json says global_step 4, not 8"),
         ("a damaged data position", r"data_position_rank0\.json is unreadable \(ValueError: micro_batches 'x' is not"),
         ("a position of another step", r"data_position_rank0\.json is at step 4, not 8"),
+        (
+            "a position without its readers",
+            r"data_position_rank0\.json is unreadable \(ValueError: readers_per_process None",
+        ),
+        (
+            "a damaged reader state",
+            r"data_position_rank0\.json is unreadable \(ValueError: reader 0's stream state 'x'",
+        ),
+        (
+            "a reader past its readers",
+            r"data_position_rank0\.json is unreadable \(ValueError: reader state '1' is not one",
+        ),
     ],
 )
 def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, capsys, damage, reason):
@@ -214,12 +238,10 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
         safetensors.torch.save_file(weights, newest / "model.safetensors", metadata={"format": "pt"})
     elif damage == "a state of another step":  # checkpoint-4's state copied over checkpoint-8's
         shutil.copyfile(output_dir / "checkpoint-4" / "trainer_state.json", newest / "trainer_state.json")
-    elif damage in ("a damaged data position", "a position of another step"):  # JSON that reads
+    elif damage in POSITION_DAMAGES:  # JSON that reads
         position = newest / "data_position_rank0.json"
         values = json.loads(position.read_text())
-        values.update(
-            {"micro_batches": "x"} if damage == "a damaged data position" else {"step": 4, "micro_batches": 4}
-        )
+        POSITION_DAMAGES[damage](values)
         position.write_text(json.dumps(values))
     elif damage == "truncated data position":
         position = newest / "data_position_rank0.json"
@@ -754,3 +776,30 @@ def test_a_resume_on_changed_data_is_refused_naming_the_file(two_file_corpus, tm
         r"trained on \(files is .*'1: part1.txt'.* there but .* here.*--overwrite_output_dir true",
     ):
         resume_from(straight, 2, resumed, resume_args(corpus, resumed, *extra))
+
+
+def test_a_stream_resumed_with_two_workers_checks_its_reader_states(two_file_corpus, tmp_path, capsys):  # noqa: F811
+    """A stream read by 2 dataloader workers resumes from its checkpoint as the uninterrupted run (each saved reader
+    state has the stream's own shape); one whose reader state is damaged is one line naming the checkpoint (no
+    worker traceback), exit status 2 (the states' every damage: data_order::test_a_damaged_reader_state_...)."""
+    extra = ("--streaming", "true", "--dataloader_num_workers", "2", "--max_steps", "4", "--save_steps", "2")
+    straight = tmp_path / "straight"
+    pretrain(*parse_arguments(resume_args(two_file_corpus, straight, *extra, "--eval_steps", "2")))
+    resumed = tmp_path / "resumed"
+    resume_from(straight, 2, resumed, resume_args(two_file_corpus, resumed, *extra, "--eval_steps", "2"))
+    assert_same_training(resumed, straight)
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(straight / "checkpoint-2", damaged / "checkpoint-2")
+    position = damaged / "checkpoint-2" / DATA_POSITION_FILE.format(rank=0)
+    values = json.loads(position.read_text())
+    values["reader_states"]["1"]["dataset"]["epoch"] = 3  # datasets would restart the reader's part of the stream
+    position.write_text(json.dumps(values))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(resume_args(two_file_corpus, damaged, *extra, "--eval_steps", "2"))
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    assert exit_info.value.code == 2 and "Traceback" not in err, err[-3000:]
+    assert f"Cannot resume the stream from {damaged / 'checkpoint-2'}: reader 1's" in line, line
+    assert "dataset.epoch is 3, not 0" in line and "the checkpoint is damaged" in line, line

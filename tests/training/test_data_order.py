@@ -180,3 +180,35 @@ def test_a_stream_resumed_with_other_readers_is_refused(tmp_path):
     with pytest.raises(UserError, match="has no data_position_rank0.json"):
         resumed_reader_states(None, tmp_path, Readers(), 8, streamed=True)
     assert resumed_reader_states(None, tmp_path, Readers(), 8, streamed=False) == {}
+
+
+def inner_state(position):  # the stream's own examples iterable in a reader's saved state
+    return position["reader_states"][1]["dataset"]["examples_iterable"]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda position: position["reader_states"][1].update(dataset={"x": 1}), r"dataset holds \['x'\], not"),
+        (lambda position: position["reader_states"][1]["dataset"].update(epoch=2), r"dataset.epoch is 2, not 0"),
+        (lambda position: inner_state(position).pop("shard_idx"), r"examples_iterable holds \['shard_example_idx',"),
+        (lambda position: inner_state(position).update(shard_idx="1"), r"shard_idx is '1', not of type int"),
+        (lambda position: inner_state(position).update(shard_example_idx=-4), r"shard_example_idx is -4, not a count"),
+        (lambda position: inner_state(position).update(type="Other"), r"type is 'Other', not 'ExamplesIterable'"),
+    ],
+    ids=["not the stream's", "another epoch", "a key missing", "a count as text", "a negative count", "another type"],
+)
+def test_a_damaged_reader_state_of_a_stream_is_refused_naming_the_checkpoint(tmp_path, damage, message):
+    """A saved stream state must have the shape of the stream's own (keys, iterable types, epoch, counts): datasets
+    would fail on it in a worker, or resume elsewhere in the stream. The states that training saves resume."""
+    readers = Readers(workers=2)
+    tracker = PositionTracker(readers, None, 3)
+    for batch in take(TrainingBlocks(stream_blocks(), batch_size=3, seed=0, readers=readers), 5):
+        tracker.consumed(batch["position"])
+    position = tracker.to_json(5, 1, None)
+    position["reader_states"] = {int(key): state for key, state in position["reader_states"].items()}
+    assert resumed_reader_states(position, tmp_path, readers, 5, True, source=stream_blocks()) == tracker.reader_states
+    damage(position)
+    with pytest.raises(UserError, match=rf"Cannot resume the stream from {tmp_path}: reader 1's .*{message}") as error:
+        resumed_reader_states(position, tmp_path, readers, 5, True, source=stream_blocks())
+    assert "\n" not in str(error.value) and "the checkpoint is damaged" in str(error.value)
