@@ -416,11 +416,16 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     model.eval()
     bert_model.eval()
     rows = []
+    own_fit_inputs, own_held_out = bert_fit_inputs[0], bert_held_out[0]  # the embeddings are BERT's
     for index, (module, bert_layer) in enumerate(zip(modules, bert_layers)):
         bert_attention = bert_layer.attention.self
         tensors = {name: tensor.detach().double() for name, tensor in bert_attention.state_dict().items()}
-        own_fit_inputs = layer_inputs(model, fitting, index) if index else bert_fit_inputs[0]
-        own_held_out = layer_inputs(model, held_out, index) if index else bert_held_out[0]
+        if index:  # the partly converted model's inputs: its converted layer `index - 1` on the inputs it saw
+            with torch.no_grad():
+                own_fit_inputs, own_held_out = (
+                    [output_layers[index - 1](hidden)[0] for hidden in inputs]
+                    for inputs in (own_fit_inputs, own_held_out)
+                )
         copy_error = attention_error(module, bert_attention, own_held_out, bert_held_out[index])
         candidates = {"copy": (copy.deepcopy(module.state_dict()), copy_error, [])}
         for inputs_name, fit_inputs in (("bert", bert_fit_inputs[index]), ("own", own_fit_inputs)):
