@@ -298,6 +298,11 @@ class DistillationLoss:
             inputs["input_ids"] = torch.where(labels != -100, labels, inputs["input_ids"])
         if self.stage == "attention":
             return self.attention_loss(model, inputs, labels, num_items_in_batch, mask)
+        texts = self.classified_texts(inputs["input_ids"])
+        if texts is not None:  # both models read each text alone, as the classifier does, instead of the blocks
+            inputs, mask, num_items_in_batch = texts, texts["attention_mask"], None
+            labels = torch.full_like(texts["input_ids"], -100)
+            labels[:, 0] = texts["input_ids"][:, 0]  # one position a text: the untrained MLM head stays in the graph
         student_modules, teacher_modules = self_attention_modules(model), self_attention_modules(self.teacher)
         student_inputs, teacher_inputs = {}, {}
         relations = self.value_relation_weight > 0
@@ -323,7 +328,7 @@ class DistillationLoss:
                 student_modules, student_inputs, teacher_modules, teacher_inputs, mask
             )
         if hasattr(self.teacher, "classifier"):
-            loss = loss + self.classifier_divergence(model, inputs["input_ids"], outputs.hidden_states[-1], expected)
+            loss = loss + self.classifier_divergence(outputs.hidden_states[-1], expected)
         if not hasattr(self.teacher, "cls"):
             return loss + 0.0 * outputs.loss
         return loss + self.mlm_divergence(model, outputs, expected, labels)
@@ -366,22 +371,22 @@ class DistillationLoss:
             divergences.append(relation_divergence(self_relation(my_values), self_relation(their_values), mask))
         return torch.stack(divergences).mean()
 
-    def classifier_divergence(self, model, input_ids, hidden: torch.Tensor, expected) -> torch.Tensor:
-        """The teacher's task head read on the student's last hidden states against its own output: KL(teacher ‖
-        student) of the label distributions, or the squared error of a regression's score. Read where the head is
-        used, on whole texts: each [CLS] ... [SEP] a block holds whole, run again alone (at most `texts_per_step`);
-        a batch without one (texts longer than a block) is read at each block's first position."""
+    def classified_texts(self, input_ids: torch.Tensor) -> dict | None:
+        """A classifier teacher's texts in the model stage: each [CLS] ... [SEP] the blocks hold whole (at most
+        `texts_per_step`), as a padded batch; None for another teacher, or blocks without a whole text (texts longer
+        than a block: the blocks are read, and the head at each block's first position)."""
+        if self.stage != "model" or not hasattr(self.teacher, "classifier") or self.text_tokens is None:
+            return None
+        return whole_texts(input_ids, *self.text_tokens, self.texts_per_step)
+
+    def classifier_divergence(self, hidden: torch.Tensor, expected) -> torch.Tensor:
+        """The teacher's task head (its pooler and classifier) read on the student's last hidden states against its
+        own output on the same input: KL(teacher ‖ student) of the label distributions, or the squared error of a
+        regression's score."""
         head = self.teacher.classifier
-        pooler = teacher_encoder(self.teacher).pooler
-        texts = None if self.text_tokens is None else whole_texts(input_ids, *self.text_tokens, self.texts_per_step)
-        if texts is None:
-            mine = head(pooler(hidden)).float()
-            with torch.no_grad():
-                theirs = head(expected.pooler_output).float()
-        else:
-            mine = head(pooler(teacher_encoder(unwrapped(model))(**texts).last_hidden_state)).float()
-            with torch.no_grad():
-                theirs = self.teacher(**texts).logits.float()
+        mine = head(teacher_encoder(self.teacher).pooler(hidden)).float()
+        with torch.no_grad():
+            theirs = head(expected.pooler_output).float()
         if self.teacher.config.problem_type == "regression" or self.teacher.config.num_labels == 1:
             return torch.nn.functional.mse_loss(mine, theirs)
         return torch.nn.functional.kl_div(

@@ -203,7 +203,7 @@ def test_a_classifier_teacher_is_matched_through_its_own_pooler_and_classifier(d
     loss.backward()  # through the teacher's frozen head into the student's encoder
     assert student.bert.encoder.layer[-1].output.dense.weight.grad.abs().sum() > 0
     assert all(parameter.grad is None for parameter in teacher.parameters())
-    # packed blocks ([CLS]=2 ... [SEP]=3 a text): the head is read on the texts they hold whole, each run alone
+    # packed blocks ([CLS]=2 ... [SEP]=3 a text): every loss is taken on the texts they hold whole, each run alone
     blocks = torch.tensor([[2, 10, 11, 3, 2, 20], [21, 3, 2, 30, 31, 3]])
     packed = {"input_ids": blocks, "attention_mask": torch.ones_like(blocks), "labels": torch.full_like(blocks, -100)}
     packed["labels"][0, 1] = 10
@@ -212,7 +212,9 @@ def test_a_classifier_teacher_is_matched_through_its_own_pooler_and_classifier(d
     log_student = teacher.classifier(teacher.bert.pooler(mine)).log_softmax(-1)
     p_teacher = teacher(texts).logits.softmax(-1)
     divergence = (p_teacher * (p_teacher.log() - log_student)).sum(-1).mean()
-    without_head = DistillationLoss(BertModel.from_pretrained(folder).eval())(student, packed)
+    alone = {"input_ids": texts, "attention_mask": torch.ones_like(texts), "labels": torch.full_like(texts, -100)}
+    alone["labels"][:, 0] = 2
+    without_head = DistillationLoss(BertModel.from_pretrained(folder).eval())(student, alone)
     loss = DistillationLoss(teacher, text_tokens=(2, 3, 0))(student, packed)
     assert torch.allclose(loss - without_head, divergence, rtol=1e-4), (loss - without_head, divergence)
     ragged = torch.tensor([[2, 10, 3, 2, 11, 12, 13, 3]])  # texts of two lengths: padded, and masked
