@@ -40,12 +40,16 @@ fi
 if [ "$1" = tables ]; then
   shift
   RESULTS=benchmarks/results/real-minilm-transfer
-  models=(); rows=("teacher=$OUT/glue-teacher")
+  models=(); rows=("teacher=$OUT/glue-teacher"); spam_rows=("teacher=$OUT/spam-teacher")
   for type in "$@"; do
     models+=("$OUT/transfer-$type/stages/convert" "$OUT/transfer-$type/stages/attention" "$OUT/transfer-$type")
     minutes=$(python -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))['minutes']:g}\")" "$OUT/transfer-$type/transfer-plan.json")
     rows+=("$type, one command ($minutes min)=$OUT/glue-transfer-$type")
+    spam_rows+=("$type, one command ($minutes min)=$OUT/spam-transfer-$type")
   done
+  if [[ ,$TASKS, == *,spam_assassin,* ]]; then
+    python benchmarks/downstream_table.py --reference teacher --rows "${spam_rows[@]}" --output "$RESULTS/downstream-spam"
+  fi
   python benchmarks/agreement.py --bert "$BERT" --models "${models[@]}" --output "$RESULTS/agreement" \
     --domains "speeches (held-out addresses)=$DATA/general_english/held_out.txt" \
     "licences=$DATA/other_domains/licences.txt" "reviews=$DATA/other_domains/reviews.txt" \
