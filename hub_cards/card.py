@@ -104,7 +104,11 @@ def card_data(
             pipeline_tag = "sentence-similarity" if made_from.sentence_transformers else "feature-extraction"
     return ModelCardData(
         language="en",
-        license=(made_from and made_from.license) or "apache-2.0",
+        # the project's licence for a model trained from scratch; a model made from a BERT carries its BERT's, and
+        # where that BERT's card states none the metadata states none either: no licence can be granted for weights
+        # whose owner granted none (apache-2.0 would claim one), and refusing would stop a release its uploader may
+        # hold the rights for; the card's text says the teacher's card states no licence
+        license=made_from.license if made_from is not None else "apache-2.0",
         library_name="transformers",
         pipeline_tag=pipeline_tag,
         base_model=made_from and made_from.base_model,
@@ -139,6 +143,11 @@ def is_repo_id(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def is_hub_id(name: Any) -> bool:
+    """Whether `name` (a recorded teacher's or BERT's) is a Hub model id, namespace/name, not a local folder's name."""
+    return isinstance(name, str) and name.count("/") == 1 and not name.startswith((".", "/")) and is_repo_id(name)
 
 
 def shown(value: Any) -> Any:
@@ -426,8 +435,8 @@ class MadeFrom:
         teacher = record.get("teacher") or {}
         conversion = record.get("conversion")
         name = teacher.get("name") or (conversion or {}).get("bert")
-        if base_model is None and isinstance(name, str) and name.count("/") == 1 and not name.startswith((".", "/")):
-            base_model = name if is_repo_id(name) else None  # a name the Hub would refuse links nowhere
+        if base_model is None and is_hub_id(name):  # a name the Hub would refuse links nowhere
+            base_model = name
         return cls(
             teacher=name,
             license=teacher.get("license") or (conversion or {}).get("bert_license"),

@@ -19,7 +19,7 @@ from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
 from ..training.glue_results import NAME, GlueResults, in_range, plain_text, protocol_differences
 from ..training.json_files import read_json, regular_file
-from ..training.summary import TrainingSummary, is_number
+from ..training.summary import TrainingSummary, is_number, mapping, number
 from . import card as cards
 from .options import ReleaseOptions
 from .values import check_log_history
@@ -133,7 +133,10 @@ class PretrainingRun:
         return files
 
     def made_from(self, base_model: str | None = None) -> cards.MadeFrom | None:
-        """How it was made from a pretrained BERT, for the card (None for a model pre-trained from scratch)."""
+        """How it was made from a pretrained BERT, for the card (None for a model pre-trained from scratch), its
+        record checked against what the folder proves (`check_made_from`)."""
+        if self.summary.made_from:
+            check_made_from(self.folder, self.summary, base_model)
         has_modules = "modules.json" in self.carried_files
         return cards.MadeFrom.read(self.summary.made_from, base_model, has_modules)
 
@@ -196,6 +199,64 @@ TRAINING_ARGUMENT_RANGES = {
     "learning_rate": (0.0, math.inf, True, False),  # 0 never trains; AdamW refuses a negative rate
     "adam_epsilon": (0.0, math.inf, True, False),
 }
+
+
+LICENCE_RULE = "a licence id of letters, digits, _ . -"
+
+
+def check_made_from(folder: Path, summary: TrainingSummary, base_model: str | None) -> None:
+    """Refuse a "made_from" record (training_summary.json) that the card could not show, or whose facts the folder
+    does not bear out, in one line naming the field: its teacher and --init_from other than the run's own arguments
+    (model_arguments), its conversion other than the folder's conversion.json, a conversion's layer rows and cosines
+    that are not numbers, and a --base_model other than the Hub id the record names."""
+    path, record = folder / TrainingSummary.FILE_NAME, summary.made_from
+    teacher = mapping(path, "made_from.teacher", record.get("teacher") or {})
+    for key in ("license", "architecture"):
+        if teacher.get(key) is not None:
+            plain_text(path, f"made_from.teacher.{key}", teacher[key], NAME, LICENCE_RULE)
+    arguments = summary.model_arguments or {}
+    for key, named in (("teacher", teacher.get("name")), ("init_from", record.get("init_from"))):
+        given = arguments.get(key)
+        if named is not None and (not isinstance(given, str) or named not in (given, Path(given).name)):
+            raise UserError(
+                f"{path}: made_from names {key} {named!r}, but the run's model_arguments.{key} is {given!r}: the "
+                "record of what a model was made from must be its run's own."
+            )
+    conversion = record.get("conversion")
+    if conversion is not None:
+        check_conversion(path, mapping(path, "made_from.conversion", conversion))
+        own = folder / CONVERSION_FILE
+        if not own.is_file() or read_json(own) != conversion:
+            raise UserError(
+                f"{path}: made_from.conversion is not {own} ({'absent' if not own.is_file() else 'another record'}): "
+                "a conversion is shown as the folder's own record of it."
+            )
+    named = {name for name in (teacher.get("name"), (conversion or {}).get("bert")) if cards.is_hub_id(name)}
+    if base_model is not None and named and base_model not in named:
+        raise UserError(
+            f"--base_model {base_model!r} is not the model {folder} was made from ({', '.join(sorted(named))}, as "
+            "its training summary and conversion.json name it)."
+        )
+
+
+def check_conversion(path: Path, conversion: dict) -> None:
+    """symbert-convert's record as the card shows it: layer rows with an integer index and finite errors, the held-
+    out cosines numbers in [-1, 1], the licence a licence id."""
+    if conversion.get("bert_license") is not None:
+        plain_text(path, "made_from.conversion.bert_license", conversion["bert_license"], NAME, LICENCE_RULE)
+    layers = conversion.get("layers") or []
+    if not isinstance(layers, list):
+        raise UserError(f"{path}: made_from.conversion.layers is a JSON {type(layers).__name__}, not a list of rows.")
+    for i, row in enumerate(layers):
+        row = mapping(path, f"made_from.conversion.layers[{i}]", row)
+        number(path, f"made_from.conversion.layers[{i}].layer", row.get("layer"), 0, integer=True)
+        for key in ("copy_error", "fit_error"):
+            if key in row:
+                number(path, f"made_from.conversion.layers[{i}].{key}", row[key], 0.0)
+    cosine = mapping(path, "made_from.conversion.held_out_mean_cosine", conversion.get("held_out_mean_cosine") or {})
+    for key in ("copy", "fit"):
+        if key in cosine:
+            number(path, f"made_from.conversion.held_out_mean_cosine.{key}", cosine[key], -1.0, 1.0)
 
 
 def check_training_arguments(path: Path, arguments: dict) -> None:
@@ -300,7 +361,7 @@ def check_baselines(results_path: Path, results: GlueResults, baselines: list[tu
         for task in results.task_aggregates:
             if task not in baseline.task_aggregates:
                 raise UserError(f"--baselines {label!r} has no {task} scores; {results_path} has.")
-            mine, theirs = ((r.data_sha256 or {}).get(task) for r in (results, baseline))
+            mine, theirs = (r.score_data_sha256(task) for r in (results, baseline))  # mnli-m: mnli's data
             if mine != theirs or mine is None:
                 raise UserError(
                     f"--baselines {label!r} scored {task} on other data than {results_path} (data_sha256 "
@@ -428,6 +489,7 @@ def plan_models(
         if results is not None:
             check_baselines(results, candidates[results], baselines)
         run.data(options.dataset)  # recorded, or given
+        run.made_from(options.base_model)  # what it was made from, checked before anything is staged
         size = "custom" if run.size is None else run.size
         repo_id = release_repo_id(options.namespace, options.name_template, model, size, config.attention_type)
         if repo_id in repos:

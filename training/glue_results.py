@@ -25,7 +25,16 @@ from .glue_data import (
     score_names,
     score_task,
 )
-from .glue_scoring import CORRELATIONS, NOISE_STANDARD_ERRORS, aggregate, learning_verdict, table, task_scores
+from .glue_scoring import (
+    CORRELATIONS,
+    DEV_EXAMPLES_MAX,
+    NOISE_STANDARD_ERRORS,
+    aggregate,
+    learning_verdict,
+    possible_baseline,
+    table,
+    task_scores,
+)
 from .json_files import read_json
 from .summary import boolean, is_integer, is_number, mapping, number, text
 
@@ -483,13 +492,20 @@ def check_shown(path: Path, results: dict) -> None:
         raise UserError(f"{path}: protocol.learning_rate is missing: the card shows the learning rate it ran with.")
     seeds = protocol["seeds"]
     names = {str(seed) for seed in seeds}
-    for name, by_seed in scores.items():
+    check_runs(path, results)
+    listed = [("scores", name, by_seed, score_task(name)) for name, by_seed in scores.items()]
+    listed += [("runs", task, by_seed, task) for task, by_seed in (results.get("runs") or {}).items()]
+    for key, name, by_seed, task in listed:
         if unknown := sorted(set(by_seed) - names):
             raise UserError(
-                f"{path}: scores.{name} has seed(s) {', '.join(map(repr, unknown))}, which protocol.seeds "
+                f"{path}: {key}.{name} has seed(s) {', '.join(map(repr, unknown))}, which protocol.seeds "
                 f"({seeds!r}) does not list: the card says which seeds its scores are over."
             )
-    check_runs(path, results)
+        if "tasks" in protocol and task not in protocol["tasks"]:
+            raise UserError(
+                f"{path}: {key} has {name!r}, of the task {task!r}, which protocol.tasks ({protocol['tasks']!r}) "
+                "does not list: the card says which tasks were run."
+            )
     expected = aggregate(scores, seeds)["glue"]
     stored = results["aggregates"]["glue"]
     if "per_seed" in stored:
@@ -508,10 +524,8 @@ def check_shown(path: Path, results: dict) -> None:
             number(path, f"{field}.{key}", baseline.get(key), *ranges[name])
         number(path, f"{field}.margin", baseline.get("margin"), 0.0)
         boolean(path, f"{field}.did_not_learn", baseline.get("did_not_learn"))
+        check_dev_set_baseline(path, field, name, baseline)
         if "standard_error" in baseline:  # symbert-glue's record: the margin and verdict follow from it
-            number(path, f"{field}.standard_error", baseline["standard_error"], 0.0)
-            if "n" in baseline:
-                number(path, f"{field}.n", baseline["n"], 1, integer=True)
             verdict = learning_verdict(task, baseline)
             for key in ("best", "margin", "did_not_learn"):
                 if key in baseline:
@@ -524,6 +538,34 @@ def check_shown(path: Path, results: dict) -> None:
     for task, digest in mapping(path, "data_sha256", results.get("data_sha256") or {}).items():
         if digest is not None and not (isinstance(digest, str) and HEX_DIGEST.fullmatch(digest)):
             raise UserError(f"{path}: data_sha256.{task}={digest!r} is not a sha256 hex digest (64 of 0-9a-f) or null.")
+
+
+ROUNDED_TOLERANCE = 0.05  # percent: how far a baseline recorded without its dev set's size may be (table rounding)
+ROUNDED_DEV_EXAMPLES = 100_000  # the dev set such a baseline is checked against (shares to 0.001 percent)
+
+
+def check_dev_set_baseline(path: Path, field: str, name: str, baseline: dict) -> None:
+    """Refuse a score's baselines that no dev set gives (`possible_baseline`: all zeros for an accuracy, a chance
+    accuracy other than 1/k): with the dev set's size (symbert-glue's record) the majority, chance and standard error
+    exactly, without it (an older or hand-made file) the majority and chance as rounded for a table."""
+    recorded = "standard_error" in baseline and "n" in baseline
+    if "standard_error" in baseline:
+        number(path, f"{field}.standard_error", baseline["standard_error"], 0.0)
+    if recorded:
+        number(path, f"{field}.n", baseline["n"], 1, DEV_EXAMPLES_MAX, integer=True)
+    size = baseline["n"] if recorded else ROUNDED_DEV_EXAMPLES
+    possible = possible_baseline(score_task(name), name, {**baseline, "n": size})
+    keys = ("majority", "chance", "standard_error") if recorded else ("majority", "chance")
+    for key in keys:
+        if not math.isclose(
+            baseline[key], possible[key], rel_tol=0.0, abs_tol=TOLERANCE if recorded else ROUNDED_TOLERANCE
+        ):
+            dev_set = f"{size} labels" if recorded else "labels"
+            raise UserError(
+                f"{path}: {field}.{key}={baseline[key]!r} is no dev set's baseline: {dev_set} with its majority and "
+                f"chance give {possible[key]:.6g} (a majority at least 1/k of an accuracy, chance 1/k, as symbert-glue "
+                "computes them)."
+            )
 
 
 def check_runs(path: Path, results: dict) -> None:
@@ -547,3 +589,14 @@ def check_runs(path: Path, results: dict) -> None:
                     number(path, field, value, -1.0, 1.0)
                 else:
                     number(path, field, value, 0.0, 1.0)
+            try:  # the scores its metrics give (accuracy 0.10 is no score of 86.4)
+                given = task_scores(task, metrics)
+            except KeyError:  # a metric the score needs is not recorded: only what is recorded is checked
+                continue
+            for name, value in given.items():
+                stored = scores.get(name, {}).get(seed)
+                if stored is not None and not math.isclose(stored, value, rel_tol=0.0, abs_tol=TOLERANCE):
+                    raise UserError(
+                        f"{path}: scores.{name}.{seed}={stored!r} is not what runs.{task}.{seed}'s metrics give "
+                        f"({value!r}, as symbert-glue computes it): a score is its run's."
+                    )

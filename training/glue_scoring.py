@@ -105,6 +105,29 @@ def baseline_scores(task: str, dev_labels: dict[str, ArrayLike]) -> dict[str, di
     return found
 
 
+DEV_EXAMPLES_MAX = 1_000_000  # the most dev examples a recorded baseline is checked for (GLUE's largest: 40,430)
+
+
+def possible_baseline(task: str, name: str, baseline: dict) -> dict[str, float]:
+    """The majority, chance and standard error (`baseline_scores`' entry) of the score `name` on a dev set of
+    baseline["n"] labels that gives `baseline`'s numbers if any dev set does: the labels are rebuilt from what
+    determines them (accuracy: the majority class's share; accuracy and F1: the positive class's share, from the
+    chance F1; a correlation's baselines depend on no label). A recorded baseline other than these is no dev set's."""
+    spec, n = TASKS[task], baseline["n"]
+    if spec.label_names is None or set(spec.metric.names) <= set(CORRELATIONS):
+        labels = np.arange(n) % 2
+    else:
+        uniform, share = 1 / spec.num_labels, baseline["majority"] / 100
+        if "f1" in spec.metric.names:  # chance = mean(1/k, 2·p·(1/k) / (p + 1/k)): p from the chance F1
+            f1 = 2 * baseline["chance"] / 100 - uniform
+            share = min(max(f1 * uniform / (2 * uniform - f1), 0.0), 1.0) if f1 < 2 * uniform else 1.0
+            labels = (np.arange(n) < round(share * n)).astype(int)
+        else:  # the majority class 0, the rest spread over the others
+            count = min(max(round(share * n), 0), n)
+            labels = np.concatenate([np.zeros(count, int), 1 + np.arange(n - count) % (spec.num_labels - 1)])
+    return baseline_scores(task, dict.fromkeys(spec.eval_splits, labels))[name]
+
+
 def learning_verdict(aggregate: dict, baseline: dict) -> dict:
     """The `baseline` entry of a score's aggregate: its baselines, the better one, the noise margin (NOISE_STANDARD_ERRORS
     × the larger of the dev-set standard error and the seeds' std) and `did_not_learn`: the mean is within it."""

@@ -139,7 +139,7 @@ def write_results(model_folder, path, offset=0.0, sha=None, data="nyu-mll/glue")
             "data": data,
         },
         "data_sha256": {name: f"{i:x}" * 64 for i, name in enumerate(["cola", "sst2", "mrpc", "qqp", "stsb"])},
-        "runs": {"mrpc": {seed: {"accuracy": 0.8, "f1": 0.85, "score": scores["mrpc"][seed]} for seed in SEEDS}},
+        "runs": {"mrpc": {seed: mrpc_metrics(scores["mrpc"][seed]) for seed in SEEDS}},
         "scores": scores,
         "aggregates": {
             "tasks": {
@@ -160,6 +160,11 @@ def write_results(model_folder, path, offset=0.0, sha=None, data="nyu-mll/glue")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2))
     return results
+
+
+def mrpc_metrics(score):
+    """An MRPC run's metrics that give `score` (percent): accuracy 0.01 above it, F1 0.01 below."""
+    return {"accuracy": score / 100 + 0.01, "f1": score / 100 - 0.01, "score": score}
 
 
 def fake_run(folder, tokenizer, marker, size="tiny"):

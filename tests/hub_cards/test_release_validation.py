@@ -89,10 +89,56 @@ def test_per_run_metrics_out_of_range_or_other_than_the_scores_are_refused(run, 
     assert error.startswith(f"{path}: {message}"), error
 
 
+ALL_ZEROS = {"majority": 0.0, "chance": 0.0, "margin": 0.0, "did_not_learn": False}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda r: r["runs"].update(sst2={"1": {"accuracy": 0.10}}),
+            "scores.sst2.1=85.7 is not what runs.sst2.1's metrics give (10.0, as symbert-glue computes it)",
+        ),
+        (
+            lambda r: r["runs"]["mrpc"]["2"].update(accuracy=0.10),
+            "scores.mrpc.2=81.4 is not what runs.mrpc.2's metrics give (",
+        ),
+        (
+            lambda r: r["runs"]["mrpc"].update({"7": r["runs"]["mrpc"]["1"]}),
+            "runs.mrpc has seed(s) '7', which protocol.seeds ([1, 2, 3]) does not list",
+        ),
+        (
+            lambda r: r["protocol"].update(tasks=["rte"]),
+            "scores has 'cola', of the task 'cola', which protocol.tasks (['rte']) does not list",
+        ),
+        (
+            lambda r: r["aggregates"]["tasks"]["sst2"].update(baseline=ALL_ZEROS),
+            "aggregates.tasks.sst2.baseline.majority=0.0 is no dev set's baseline: labels with its majority and "
+            "chance give 100",
+        ),
+        (
+            lambda r: r["aggregates"]["tasks"]["sst2"].update(baseline={**ALL_ZEROS, "standard_error": 0.0, "n": 872}),
+            "aggregates.tasks.sst2.baseline.majority=0.0 is no dev set's baseline: 872 labels",
+        ),
+        (
+            lambda r: r["aggregates"]["tasks"]["mnli-m"].update(baseline={**ALL_ZEROS, "majority": 40.0}),
+            "aggregates.tasks.mnli-m.baseline.chance=0.0 is no dev set's baseline: labels with its majority and "
+            "chance give 33.3333",
+        ),
+    ],
+    ids=["accuracy 0.10 beside 85.7", "F1 task", "seed outside the protocol", "one task of eight", "zero baselines",
+         "zero baselines with n", "zero chance"],
+)  # fmt: skip
+def test_run_records_and_baselines_other_than_the_scores_give_are_refused(run, tmp_path, change, message):
+    path, error = refused_results(run, tmp_path, change)
+    assert error.startswith(f"{path}: {message}"), error
+
+
 def test_a_baseline_verdict_other_than_its_numbers_give_is_refused(run, tmp_path, capsys):  # noqa: F811
     """The card's "majority / chance" and "against the baselines" columns: the verdict must follow from the mean,
     std and baselines the file holds (glue_scoring.learning_verdict), the baselines within the score's range."""
-    baseline = {"majority": 52.7, "chance": 50.0, "standard_error": 3.0, "n": 277}
+    baseline = glue_scoring.baseline_scores("rte", {"validation": [0] * 146 + [1] * 131})["rte"]  # RTE's dev set
+    assert (round(baseline["majority"], 1), round(baseline["standard_error"], 1)) == (52.7, 3.0)
 
     def with_baseline(results, **changes):
         task = results["aggregates"]["tasks"]["rte"]
@@ -126,10 +172,8 @@ def test_what_symbert_glue_writes_passes_the_new_checks(run, tmp_path):  # noqa:
     for i, task in enumerate(glue_data.TASKS):
         metrics = {"accuracy": 0.5 + i / 40, "f1": 0.6, "matthews_correlation": -0.1, "pearson": 0.3, "spearmanr": 0.2}
         metrics |= {"accuracy_matched": 0.7, "accuracy_mismatched": 0.71}
-        baselines = {
-            score.name: {"majority": 50.0, "chance": 50.0, "standard_error": 2.0, "n": 100}
-            for score in glue_data.TASKS[task].scores
-        }
+        labels = [0.5 * (i % 3) for i in range(100)] if task == "stsb" else [i % 2 for i in range(100)]
+        baselines = glue_scoring.baseline_scores(task, dict.fromkeys(glue_data.TASKS[task].eval_splits, labels))
         for seed in (1, 2):
             runs[(task, seed)] = {
                 "metrics": metrics | {"f1": 0.6 + seed / 100},
@@ -432,3 +476,114 @@ def test_a_file_deleted_between_validation_and_push_is_one_line_and_a_rerun_rest
     monkeypatch.setattr(release, "validate", validate)
     release_command(release_args(run.folder, run, output))  # the rerun stages it anew, and validates
     assert (main / "tokenizer_config.json").read_bytes() == (run.folder / "tokenizer_config.json").read_bytes()
+
+
+# f. What a model was made from: as its folder proves it, or refused
+
+
+def made_from_run(run, folder, made_from, model_arguments=None, conversion=None):
+    """A copy of the run recording `made_from` (training_summary.json), with `model_arguments` and, given, the
+    folder's own conversion.json."""
+    model = copy_run(run.folder, folder, made_from=made_from, model_arguments=model_arguments)
+    if conversion is not None:
+        (model / "conversion.json").write_text(json.dumps(conversion))
+    return model
+
+
+HUB_BERT = "google-bert/bert-base-uncased"
+CONVERSION = {
+    "bert": HUB_BERT,
+    "bert_license": "apache-2.0",
+    "attention_type": "pairwise",
+    "layers": [{"layer": 0, "copy_error": 0.5, "fit_error": 0.2, "kept": "fit"}],
+    "held_out_mean_cosine": {"copy": 0.9, "fit": 0.95},
+}
+
+
+@pytest.mark.parametrize(
+    "made_from, arguments, message",
+    [
+        (
+            {"init_from": None, "teacher": {"name": HUB_BERT, "license": "apache-2.0"}, "conversion": None},
+            {"teacher": None},
+            f"made_from names teacher '{HUB_BERT}', but the run's model_arguments.teacher is None: the record",
+        ),
+        (
+            {"init_from": "converted", "teacher": None, "conversion": CONVERSION},
+            {"init_from": "/data/converted"},
+            "made_from.conversion is not {model}/conversion.json (absent): a conversion is shown as the folder's own",
+        ),
+        (
+            {"teacher": None, "conversion": {**CONVERSION, "held_out_mean_cosine": {"copy": "0.9", "fit": 0.95}}},
+            {},
+            "made_from.conversion.held_out_mean_cosine.copy='0.9' is not a finite number in [-1, 1].",
+        ),
+        (
+            {"teacher": None, "conversion": {**CONVERSION, "layers": [{"copy_error": 0.5, "fit_error": 0.2}]}},
+            {},
+            "made_from.conversion.layers[0].layer=None is not an integer >= 0.",
+        ),
+        (
+            {"teacher": ["someone/teacher"]},
+            {},
+            "made_from.teacher is a JSON list, not an object.",
+        ),
+        (
+            {"teacher": None, "conversion": {**CONVERSION, "held_out_mean_cosine": [0.9, 0.95]}},
+            {},
+            "made_from.conversion.held_out_mean_cosine is a JSON list, not an object.",
+        ),
+        (
+            {"teacher": {"name": "someone/teacher", "license": "mit | <b>"}},
+            {"teacher": "someone/teacher"},
+            "made_from.teacher.license='mit | <b>' is not plain text for a card: a licence id of letters",
+        ),
+    ],
+    ids=["a teacher the run had not", "a conversion the folder has not", "a string cosine", "a row without its layer",
+         "a list for an object", "a list of cosines", "a licence that is not an id"],
+)  # fmt: skip
+def test_a_made_from_record_the_folder_does_not_bear_out_is_refused(run, tmp_path, made_from, arguments, message):
+    model = made_from_run(run, tmp_path / "model", made_from, arguments)
+    with pytest.raises(UserError) as error:
+        release_command(release_args(model, run, tmp_path / "staged"))
+    assert str(error.value).startswith(f"{model}/training_summary.json: {message.format(model=model)}"), error.value
+    assert not (tmp_path / "staged").exists()
+
+
+def test_a_base_model_other_than_the_record_names_is_refused(run, tmp_path):  # noqa: F811
+    made_from = {"init_from": "converted", "teacher": None, "conversion": CONVERSION}
+    model = made_from_run(run, tmp_path / "model", made_from, {"init_from": "/data/converted"}, CONVERSION)
+    arguments = [*release_args(model, run, tmp_path / "staged"), "--base_model", "someone/other-bert"]
+    with pytest.raises(UserError, match=f"--base_model 'someone/other-bert' is not the model {model} was made from"):
+        release_command(arguments)
+    assert not (tmp_path / "staged").exists()
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("licence", [None, "mit"])
+def test_a_teacher_s_licence_is_carried_and_none_is_claimed_where_its_card_states_none(run, tmp_path, licence):
+    """A teacher whose card states no licence: the metadata states none (apache-2.0 would grant terms its owner
+    never granted), and the card's text says its card states none; the base_model is the teacher the run had."""
+    from huggingface_hub import ModelCard
+
+    made_from = {"init_from": None, "teacher": {"name": "someone/teacher", "license": licence}, "conversion": None}
+    model = made_from_run(run, tmp_path / "model", made_from, {"teacher": "someone/teacher"})
+    release_command(release_args(model, run, tmp_path / "staged"))
+    card = ModelCard.load(tmp_path / "staged" / "symbert-tiny-original" / "main" / "README.md")
+    assert card.data.license == licence and card.data.base_model == "someone/teacher"
+    assert ("licence not stated in its card" in card.text) == (licence is None)
+
+
+def test_a_baseline_with_full_glue_results_is_compared_by_each_task_s_data(run, tmp_path):  # noqa: F811
+    """mnli-m and mnli-mm are scored on mnli's data: the digests are looked up by task, so a baseline of the whole
+    GLUE suite on the same data is taken, and one on other MNLI data refused."""
+    digests = {task: f"{i:x}" * 64 for i, task in enumerate(glue_data.glue_mean_tasks())}
+    paths = {}
+    for name, mnli in (("model", digests["mnli"]), ("same", digests["mnli"]), ("other", "f" * 64)):
+        paths[name] = bad_results(
+            run, tmp_path / name, lambda r, mnli=mnli: r.update(data_sha256={**digests, "mnli": mnli})
+        )
+    model, same, other = (GlueResults.read(path) for path in paths.values())
+    plan.check_baselines(paths["model"], model, [("same", same)])
+    with pytest.raises(UserError, match="--baselines 'other' scored mnli-m on other data than"):
+        plan.check_baselines(paths["model"], model, [("other", other)])
