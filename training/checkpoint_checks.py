@@ -3,6 +3,7 @@ will read it, without unpickling anything, its weights finite, its trainer state
 and whether it holds the model this run trains."""
 
 import json
+import math
 import pickletools
 import re
 import zipfile
@@ -58,8 +59,18 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     state = read_json(checkpoint / TRAINER_STATE_NAME)
     named = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", checkpoint.name)
     step = state.get("global_step") if isinstance(state, dict) else None
-    if named and step != int(named.group(1)):  # a resume would go on from another step's state with these weights
-        return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)}"
+    # a resume would go on from another step's state with these weights; a step of 8.0 fails every resume later
+    if named and (type(step) is not int or step != int(named.group(1))):
+        return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)} (an integer)"
+    history = state.get("log_history", []) if isinstance(state, dict) else []
+    for i, entry in enumerate(history if isinstance(history, list) else [history]):
+        # what the resumed run writes to metrics.csv and reports: a number (an eval loss turned NaN stops the run
+        # before its checkpoint is saved, so no checkpoint holds one)
+        if not isinstance(entry, dict):
+            return f"{TRAINER_STATE_NAME} says log_history[{i}] {entry!r}, not an object"
+        loss = entry.get("eval_loss", 0.0)
+        if not isinstance(loss, (int, float)) or isinstance(loss, bool) or not math.isfinite(loss):
+            return f"{TRAINER_STATE_NAME} says log_history[{i}] eval_loss {loss!r}, not a finite number"
     for name in positions:  # (a position of an older version names no step)
         if (saved := load_position(checkpoint / name).get("step", step)) != step:
             return f"{name} is at step {saved}, not {step}"

@@ -414,6 +414,10 @@ PLAIN_TEXT = re.compile(r"[\w .,:;/+=@~()'-]+")
 PLAIN_TEXT_RULE = "letters, digits, spaces and . , : ; / + = @ ~ ( ) ' -"
 NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # a setting's or key's name: lr_scheduler_type's "linear", "bf16"
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+# protocol.data as symbert-glue records it (training/glue_sweep.py): the Hub datasets read ("nyu-mll/glue"), or a
+# --data_dir's absolute path, which a release stages as its last part; never a URL or a relative path
+HUB_ID = r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"
+DATA_SOURCE = re.compile(rf"{HUB_ID}(, {HUB_ID})*|(/[\w .,;+=@~()'-]+)+/?|\w[\w .,;+=@~()'-]*")
 # The ranges of the protocol's numbers the card shows (symbert-glue's pair_protocol): (low, high, low excluded,
 # integer); None is a value the protocol may record (max_steps -1: none; warmup_steps None: a ratio)
 PROTOCOL_RANGES = {
@@ -490,6 +494,11 @@ def check_shown(path: Path, results: dict) -> None:
                 raise UserError(f"{path}: {where}={item!r} is not a number, name or list of them.")
     if protocol.get("learning_rate") is None:
         raise UserError(f"{path}: protocol.learning_rate is missing: the card shows the learning rate it ran with.")
+    if protocol.get("data") is not None and not DATA_SOURCE.fullmatch(protocol["data"]):
+        raise UserError(
+            f"{path}: protocol.data={protocol['data']!r} is not where symbert-glue reads data from: Hub datasets "
+            "(namespace/name, comma-separated), a local --data_dir's absolute path, or (staged) its name; no URL."
+        )
     seeds = protocol["seeds"]
     names = {str(seed) for seed in seeds}
     check_runs(path, results)

@@ -262,6 +262,11 @@ def read_runs(output_dir: Path, model: dict, protocol: dict) -> dict[tuple[str, 
             raise UserError(message) from None
         if problem := run_file_problem(record):
             raise UserError(f"{path} {problem}; remove it to rerun its pair.")
+        if path.name != f"seed-{key[1]}.json" or path.parent.name != key[0]:  # a copy would count as another seed
+            raise UserError(
+                f"{path} records task {key[0]!r} seed {key[1]}, not the pair its name says (runs/<task>/seed-<seed>"
+                ".json); remove it to rerun its pair."
+            )
         if differences:
             raise UserError(
                 f"{path} was made with another model or protocol than this run: {'; '.join(differences)}. "

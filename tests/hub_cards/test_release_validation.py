@@ -587,3 +587,16 @@ def test_a_baseline_with_full_glue_results_is_compared_by_each_task_s_data(run, 
     plan.check_baselines(paths["model"], model, [("same", same)])
     with pytest.raises(UserError, match="--baselines 'other' scored mnli-m on other data than"):
         plan.check_baselines(paths["model"], model, [("other", other)])
+
+
+@pytest.mark.parametrize("data", ["https://example.com/glue", "file:///etc/glue", "../glue", "~/glue", "glue/dev/"])
+def test_a_data_source_symbert_glue_never_records_is_refused(run, tmp_path, data):  # noqa: F811
+    """protocol.data is the Hub datasets symbert-glue read, a --data_dir's absolute path, or (staged) its name."""
+    path, error = refused_results(run, tmp_path, lambda r: r["protocol"].update(data=data))
+    assert error.startswith(f"{path}: protocol.data={data!r} is not where symbert-glue reads data from: Hub datasets")
+    for good in ("nyu-mll/glue", "/home/someone/glue_data", "glue_data"):
+        GlueResults.from_json(path, {**json.loads(path.read_text()), "protocol": {**read_protocol(path), "data": good}})
+
+
+def read_protocol(path):
+    return json.loads(path.read_text())["protocol"]

@@ -206,7 +206,10 @@ POSITION_DAMAGES = {
         ("missing trainer state", r"trainer_state\.json is missing"),
         ("truncated data position", r"data_position_rank0\.json is unreadable \(JSONDecodeError"),
         ("a NaN weight", r"model\.safetensors holds a NaN value in bert\.encoder\.layer\.1\.output\.dense\.bias"),
-        ("a state of another step", r"trainer_state\.json says global_step 4, not 8"),
+        ("a state of another step", r"trainer_state\.json says global_step 4, not 8 \(an integer\)"),
+        ("a fractional step", r"trainer_state\.json says global_step 8\.0, not 8 \(an integer\)"),
+        ("a NaN eval loss", r"trainer_state\.json says log_history\[\d+\] eval_loss nan, not a finite number"),
+        ("a string eval loss", r"trainer_state\.json says log_history\[\d+\] eval_loss '0\.5', not a finite number"),
         ("a damaged data position", r"data_position_rank0\.json is unreadable \(ValueError: micro_batches 'x' is not"),
         ("a position of another step", r"data_position_rank0\.json is at step 4, not 8"),
         (
@@ -238,6 +241,14 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
         safetensors.torch.save_file(weights, newest / "model.safetensors", metadata={"format": "pt"})
     elif damage == "a state of another step":  # checkpoint-4's state copied over checkpoint-8's
         shutil.copyfile(output_dir / "checkpoint-4" / "trainer_state.json", newest / "trainer_state.json")
+    elif damage == "a fractional step":  # accepted as 8, then every resume failed with a TypeError
+        state = json.loads((newest / "trainer_state.json").read_text())
+        (newest / "trainer_state.json").write_text(json.dumps({**state, "global_step": 8.0}))
+    elif damage in ("a NaN eval loss", "a string eval loss"):  # they reached metrics.csv on resume
+        state = json.loads((newest / "trainer_state.json").read_text())
+        evaluation = next(entry for entry in state["log_history"] if "eval_loss" in entry)
+        evaluation["eval_loss"] = float("nan") if damage == "a NaN eval loss" else "0.5"
+        (newest / "trainer_state.json").write_text(json.dumps(state))
     elif damage in POSITION_DAMAGES:  # JSON that reads
         position = newest / "data_position_rank0.json"
         values = json.loads(position.read_text())

@@ -719,12 +719,22 @@ def test_a_task_longer_than_the_models_training_blocks_is_named_before_training(
         ({"metrics": {"accuracy": float("nan")}}, "has accuracy=nan, not a finite number"),
         ({"seed": "1"}, "has seed '1', not an integer"),
         ({"task": "imdb"}, "names task 'imdb', which is not in the task table"),
+        ({"seed": 3}, "records task 'rte' seed 3, not the pair its name says (runs/<task>/seed-<seed>.json)"),
+        ({"task": "sst2"}, "records task 'sst2' seed 1, not the pair its name says (runs/<task>/seed-<seed>.json)"),
+        (
+            "copied as seed-3.json",
+            "records task 'rte' seed 1, not the pair its name says (runs/<task>/seed-<seed>.json)",
+        ),
     ],
 )
 def test_an_edited_run_file_is_not_reused(assets, tmp_path, capsys, fake_fine_tune, edit, message):
     output = tmp_path / "out"
     glue.main(suite_args(assets, output, "--tasks", "rte", "--seeds", "1"))
     run_file = output / "runs" / "rte" / "seed-1.json"
-    run_file.write_text(json.dumps({**json.loads(run_file.read_text()), **edit}))
+    if edit == "copied as seed-3.json":  # it would count as a third seed
+        run_file = run_file.with_name("seed-3.json")
+        run_file.write_bytes(run_file.with_name("seed-1.json").read_bytes())
+    else:
+        run_file.write_text(json.dumps({**json.loads(run_file.read_text()), **edit}))
     error = refused(suite_args(assets, output, "--tasks", "rte", "--seeds", "1"), capsys)
     assert f"{run_file} {message}; remove it to rerun its pair." in error
