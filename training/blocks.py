@@ -347,16 +347,36 @@ def state_shape_problem(saved: Any, fresh: Any, where: str) -> str | None:
     return None
 
 
+# fingerprint keys that checkpoints of earlier versions did not save: compared where the checkpoint has them
+LATER_DATA_KEYS = ("contents",)  # the whole files in the order read (before: sizes and 64 KiB at each end)
+
+
 def data_changes(saved: dict | None, current: dict) -> list[str]:
     """What differs between the data fingerprint a checkpoint saved (None: a checkpoint from before they were
-    saved, not compared) and this run's: each key with both values."""
+    saved, not compared) and this run's: each key with both values (`contents`, the first entry that differs)."""
     if saved is None:
         return []
+    keys = [key for key in sorted(saved.keys() | current.keys()) if key in saved or key not in LATER_DATA_KEYS]
     return [
-        f"{key} is {saved.get(key)!r} there but {current.get(key)!r} here"
-        for key in sorted(saved.keys() | current.keys())
+        describe_contents_change(saved[key], current.get(key) or [])
+        if key == "contents" and isinstance(saved[key], list)
+        else f"{key} is {saved.get(key)!r} there but {current.get(key)!r} here"
+        for key in keys
         if saved.get(key) != current.get(key) and key != "teacher"
     ]
+
+
+def describe_contents_change(saved: list, current: list) -> str:
+    """The first entry in which two `contents` (lists of [name, sha256] in the order read) differ, in words."""
+
+    def entry(item: Any) -> str:
+        if isinstance(item, list) and len(item) == 2:
+            return f"{item[0]} (sha256 {str(item[1])[:16]})"
+        return "nothing" if item is None else repr(item)
+
+    pairs = enumerate(itertools.zip_longest(saved, current))
+    index, (was, now) = next((index, pair) for index, pair in pairs if pair[0] != pair[1])
+    return f"contents (the data in the order read) hold at {index} {entry(was)} there but {entry(now)} here"
 
 
 def distilled_toward(teacher: dict | None) -> str:
@@ -400,6 +420,12 @@ def resumed_reader_states(
         raise UserError(
             f"Cannot resume from {checkpoint}: the training data are not those it was trained on ({'; '.join(changes)}); "
             "resume with the data it was trained on, or train again with --overwrite_output_dir true."
+        )
+    if data_fingerprint is not None and position.get("data") is not None and "contents" not in position["data"]:
+        print(
+            f"{checkpoint} was saved by an earlier version, which fingerprinted each training file by its size and "
+            "its first and last 64 KiB (a prepared folder by its shards' digests, not their order): the data are "
+            "compared by those."
         )
     if position["micro_batches"] != micro_batches:
         raise UserError(

@@ -9,6 +9,7 @@ from pathlib import Path
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
 
+from ..files import file_sha256
 from . import corpus_files
 from .arguments import DataArguments
 from .block_cutting import SkippedRecords, cut_blocks
@@ -79,27 +80,32 @@ def load_run_data(
 
 def data_fingerprint(data_args: DataArguments, tokenizer: PreTrainedTokenizerBase, train_blocks) -> dict:
     """What identifies a run's training data, saved in each checkpoint's data position so that a resume on other
-    data (files edited, replaced or reordered; another tokenizer or block length) is refused: the source's files
-    (their names and file_fingerprint; a prepared folder's shard digests), the tokenizer, the block length and, read
-    into memory, the number of blocks. A Hub dataset is named, not fingerprinted (its files are not read here)."""
+    data (files edited, replaced or reordered; another tokenizer or block length) is refused: the source's files in
+    the order they are read (`contents`: each one's name and the sha256 of its whole content, read once per run start;
+    a prepared folder's shards and their digests in the manifest's order), the same files by name with their
+    file_fingerprint (`files`, all that checkpoints of earlier versions saved, compared with theirs), the tokenizer,
+    the block length and, read into memory, the number of blocks. A Hub dataset is named, not fingerprinted (its
+    files are not read here)."""
     if data_args.blocks_dir is not None:
         manifest = json.loads((Path(data_args.blocks_dir) / "manifest.json").read_text())  # checked when loaded
-        files = {shard["file"]: shard.get("sha256", shard["blocks"]) for shard in manifest["train"]["shards"]}
-    elif uses_embedded_corpus(data_args):
-        corpus = corpus_files.EMBEDDED_CORPUS
-        files = {corpus.name: file_fingerprint(corpus)}
-    elif data_args.dataset_name is not None:
-        folder = Path(data_args.dataset_name)
-        local = sorted(path for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else []
-        files = {str(path.relative_to(folder)): file_fingerprint(path) for path in local}
-        files["dataset"] = f"{data_args.dataset_name} {data_args.dataset_config} {data_args.dataset_split}"
+        shards = [(shard["file"], shard.get("sha256", shard["blocks"])) for shard in manifest["train"]["shards"]]
+        files, contents = dict(shards), [list(shard) for shard in shards]
     else:
-        files = {
-            f"{index}: {Path(name).name}": file_fingerprint(Path(name))
-            for index, name in enumerate(data_args.train_files)
-        }
+        if uses_embedded_corpus(data_args):
+            paths = {corpus_files.EMBEDDED_CORPUS.name: corpus_files.EMBEDDED_CORPUS}
+        elif data_args.dataset_name is not None:
+            folder = Path(data_args.dataset_name)
+            local = sorted(path for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else []
+            paths = {str(path.relative_to(folder)): path for path in local}
+        else:
+            paths = {f"{index}: {Path(name).name}": Path(name) for index, name in enumerate(data_args.train_files)}
+        files = {name: file_fingerprint(path) for name, path in paths.items()}
+        contents = [[name, file_sha256(path)] for name, path in paths.items()]
+        if data_args.dataset_name is not None:
+            files["dataset"] = f"{data_args.dataset_name} {data_args.dataset_config} {data_args.dataset_split}"
     return {
         "files": files,
+        "contents": contents,
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "block_length": data_args.max_seq_length,
         "training_blocks": None if isinstance(train_blocks, IterableDataset) else len(train_blocks),

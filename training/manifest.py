@@ -2,7 +2,9 @@
 the folder holds, and whether it still holds it. Apart from prepared.py so that the command line's checks
 (arguments.py) can read a folder without importing the data path."""
 
+import hashlib
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +15,9 @@ from ..files import file_sha256
 
 MANIFEST = "manifest.json"
 FORMAT = "symbert-blocks"
-VERSION = 2  # 2 adds each shard's sha256; a folder of version 1 (sizes only) is still read, with a notice
+# 2 adds each shard's sha256, 3 the manifest's own (of all its other fields); folders of versions 1 (shards checked
+# by size only) and 2 (the manifest checked by nothing) are still read, with a notice
+VERSION = 3
 DTYPES = ("uint16", "uint32")  # token_dtype's: ids are never negative
 HELD_OUT_FILE = "held_out.bin"
 TOKENIZER_DIR = "tokenizer"
@@ -32,10 +36,27 @@ PREPARED_SOURCE_FIELDS = (
 )
 
 
+def manifest_digest(manifest: dict) -> str:
+    """The sha256 of a manifest's fields but its own digest (`sha256`), as canonical JSON: any edit changes it."""
+    fields = {name: value for name, value in manifest.items() if name != "sha256"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sealed(manifest: dict) -> dict:
+    """`manifest` with its own digest (manifest_digest), as prepare writes it."""
+    return {**manifest, "sha256": manifest_digest(manifest)}
+
+
+def file_identity(status: os.stat_result) -> list[int]:
+    """What tells a file apart from another or from its rewritten self, from its stat: device, inode, size and
+    modification time (a rewrite in place or a file renamed over it changes one)."""
+    return [status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns]
+
+
 def read_manifest(folder: str | Path, check_digests: bool = False) -> dict:
-    """The manifest of a prepared folder, checked: its format and values, and every shard a regular file of the
-    folder (not a link), named once, with the size it names; with `check_digests`, its sha256 too (a shard swapped
-    for another of the same size), which reads every shard once."""
+    """The manifest of a prepared folder, checked: its format and values, its own digest (version 3), and every shard
+    a regular file of the folder (not a link), named once, with the size it names; with `check_digests`, its sha256
+    too (a shard swapped for another of the same size: check_digests)."""
     folder = Path(folder)
     path = folder / MANIFEST
     if not folder.is_dir():
@@ -66,20 +87,29 @@ def read_manifest(folder: str | Path, check_digests: bool = False) -> dict:
                 f"{blocks:,} blocks of {length} {dtype.name} ids ({expected:,} bytes); the folder is damaged: prepare "
                 "it again."
             )
-        if check_digests and "sha256" in shard and file_sha256(file) != shard["sha256"]:
+    if check_digests:
+        check_shard_digests(folder, manifest)
+    return manifest
+
+
+def check_shard_digests(folder: Path, manifest: dict) -> None:
+    """Every shard of a read manifest (read_manifest) holds the bytes its sha256 names (version 2 on): a shard
+    swapped for another of the same size is refused. It reads every shard once."""
+    for shard in [*manifest["train"]["shards"], manifest["held_out"]]:
+        file = folder / shard["file"]
+        if "sha256" in shard and file_sha256(file) != shard["sha256"]:
             raise UserError(
                 f"{file} is not the shard that was prepared (its sha256 differs from the manifest's "
                 f"{shard['sha256'][:16]}...); the folder was changed or damaged: prepare it again."
             )
-    return manifest
 
 
 def manifest_problem(manifest: object) -> str | None:
     """What makes `manifest` (parsed JSON) other than a manifest written by `prepare`, or None."""
     if not isinstance(manifest, dict):
         return f"it holds a {type(manifest).__name__}, not an object"
-    if manifest.get("format") != FORMAT or manifest.get("version") not in (1, VERSION):
-        return f"format {manifest.get('format')!r} version {manifest.get('version')!r}, not {FORMAT!r} 1 or {VERSION}"
+    if manifest.get("format") != FORMAT or manifest.get("version") not in range(1, VERSION + 1):
+        return f"format {manifest.get('format')!r} version {manifest.get('version')!r}, not {FORMAT!r} 1 to {VERSION}"
     length, tokenizer = manifest.get("block_length"), manifest.get("tokenizer")
     if type(length) is not int or length < 1:
         return f"block_length {length!r} is not a positive integer"
@@ -112,6 +142,12 @@ def manifest_problem(manifest: object) -> str | None:
         return "its training shards hold no block"
     if held_out["blocks"] == 0:
         return "it holds no held-out block"
+    digests = [(shard["file"], shard.get("sha256")) for shard in train["shards"] if shard["blocks"]]
+    for index, (name, digest) in enumerate(digests):  # a copy listed under another name: trained on twice a pass
+        if same := [other for other, other_digest in digests[index + 1 :] if digest and other_digest == digest]:
+            return f"{name} and {same[0]} hold the same blocks (sha256 {digest[:16]}...), which a pass would read twice"
+    if manifest["version"] >= 3 and manifest.get("sha256") != manifest_digest(manifest):
+        return f"its sha256 {manifest.get('sha256')!r} is not that of its fields: it was edited after preparation"
     return None
 
 

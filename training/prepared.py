@@ -4,8 +4,8 @@ symbert-pretrain --blocks_dir DIR trains from with no tokenizer in the data path
 
 The folder holds train-NNNNN.bin (blocks × block length raw token ids; one shard per process that cut them),
 held_out.bin (the held-out blocks), tokenizer/ and manifest.json (the source, the block length, the tokenizer's
-fingerprint, the block counts and each shard's sha256, the held-out split: manifest.py). It appears whole or not at
-all: it is written under a temporary name beside it and renamed when complete.
+fingerprint, the block counts and each shard's sha256, the held-out split, and the sha256 of all that: manifest.py). It
+appears whole or not at all: it is written under a temporary name beside it and renamed when complete.
 """
 
 import json
@@ -34,7 +34,11 @@ from .manifest import (
     PREPARED_SOURCE_FIELDS,
     TOKENIZER_DIR,
     VERSION,
+    check_shard_digests,
+    file_identity,
+    manifest_problem,
     read_manifest,
+    sealed,
 )
 from .tokenizer import corpus_tokenizer, keep_token_type_ids, tokenizer_fingerprint
 
@@ -68,13 +72,24 @@ class PreparedBlocks:
 
     A micro-batch's blocks are read with one pread each rather than through a memory map: the file's pages stay in the
     page cache without counting in the process's resident memory, which a map of a freshly written shard fills with
-    whole cached folios around every block read at random (here 1 GB of RSS for 3,200 blocks of a 1 GB shard)."""
+    whole cached folios around every block read at random (here 1 GB of RSS for 3,200 blocks of a 1 GB shard).
+
+    Given the shards' `identities` (manifest.file_identity) as their digests were checked, each file opened is
+    compared with its own, and again after each read (one fstat per shard a micro-batch reads, whatever the steps
+    done): a shard rewritten, cut or replaced during a run is refused where it is read rather than trained on."""
 
     def __init__(
-        self, folder: str | Path, shards: list[dict], block_length: int, dtype: np.dtype, vocab_size: int | None = None
+        self,
+        folder: str | Path,
+        shards: list[dict],
+        block_length: int,
+        dtype: np.dtype,
+        vocab_size: int | None = None,
+        identities: list[list[int]] | None = None,
     ):
         self.folder, self.shards, self.block_length, self.dtype = Path(folder), shards, block_length, dtype
         self.vocab_size = vocab_size  # the tokenizer's: a block with a larger id is refused when read
+        self.identities = identities
         self.ends = np.cumsum([shard["blocks"] for shard in shards])
         self.starts = self.ends - [shard["blocks"] for shard in shards]
         self._files = None  # opened in the process that reads (each dataloader worker opens the files itself)
@@ -82,7 +97,18 @@ class PreparedBlocks:
     def files(self) -> list[int]:
         if self._files is None:
             self._files = [os.open(self.folder / shard["file"], os.O_RDONLY) for shard in self.shards]
+            for index, file in enumerate(self._files):
+                self.check_unchanged(index, os.fstat(file))
         return self._files
+
+    def check_unchanged(self, shard: int, status: os.stat_result) -> None:
+        """The shard file `status` describes must be the one checked when the run started (its identity), if known."""
+        if self.identities is not None and file_identity(status) != self.identities[shard]:
+            raise UserError(
+                f"{self.folder / self.shards[shard]['file']} changed during the run (its size, modification time or "
+                "file is not the one checked when the run started); a prepared folder must not change under a run: "
+                "prepare into a new folder and train again."
+            )
 
     def __getstate__(self):
         return {**self.__dict__, "_files": None}
@@ -93,18 +119,21 @@ class PreparedBlocks:
     def rows(self, indices: list[int]) -> list[list[int]]:
         size = self.block_length * self.dtype.itemsize
         files = self.files()
-        rows = []
+        blocks = []
         for index in indices:
             shard = int(np.searchsorted(self.ends, index, side="right"))
             data = os.pread(files[shard], size, (index - int(self.starts[shard])) * size)
             if len(data) != size:
+                self.check_unchanged(shard, os.fstat(files[shard]))
                 raise UserError(
                     f"{self.folder / self.shards[shard]['file']} ends before block {index}: it was cut short."
                 )
-            block = np.frombuffer(data, dtype=self.dtype)
+            blocks.append((index, shard, np.frombuffer(data, dtype=self.dtype)))
+        for shard in {shard for _, shard, _ in blocks}:  # after the reads: a change before or while they ran is seen
+            self.check_unchanged(shard, os.fstat(files[shard]))
+        for index, shard, block in blocks:
             check_ids(block, self.vocab_size, f"{self.folder / self.shards[shard]['file']}, block {index}")
-            rows.append(block.tolist())
-        return rows
+        return [block.tolist() for _, _, block in blocks]
 
     def __getitem__(self, index: int) -> dict:
         if not -len(self) <= index < len(self):
@@ -112,10 +141,14 @@ class PreparedBlocks:
         return {"input_ids": self.rows([index % len(self)])[0]}
 
     def iter(self, batch_size: int):
-        for shard in self.shards:
-            blocks = block_map(self.folder / shard["file"], shard["blocks"], self.block_length, self.dtype)
+        for index, shard in enumerate(self.shards):
+            path = self.folder / shard["file"]
+            self.check_unchanged(index, path.stat())
+            blocks = block_map(path, shard["blocks"], self.block_length, self.dtype)
             for start in range(0, len(blocks), batch_size):
-                yield {"input_ids": blocks[start : start + batch_size].tolist()}
+                rows = blocks[start : start + batch_size].tolist()
+                self.check_unchanged(index, path.stat())
+                yield {"input_ids": rows}
 
 
 def load_prepared(
@@ -123,11 +156,20 @@ def load_prepared(
 ) -> tuple[PreparedBlocks, Dataset, dict]:
     """(training blocks, held-out blocks, manifest) of data_args.blocks_dir, refused with both values when the run
     differs from the preparation in block length or tokenizer."""
-    manifest = read_manifest(data_args.blocks_dir, check_digests=True)
-    if manifest["version"] < 2:
+    folder = Path(data_args.blocks_dir)
+    manifest = read_manifest(folder)
+    shards = manifest["train"]["shards"]
+    identities = [file_identity((folder / shard["file"]).stat()) for shard in shards]  # before the digests are read
+    check_shard_digests(folder, manifest)
+    if manifest["version"] < VERSION:
+        unchecked = (
+            "its shards are checked by size only"
+            if manifest["version"] < 2
+            else "its manifest is covered by no digest (an edit of it is not noticed)"
+        )
         print(
-            f"{data_args.blocks_dir} was prepared by an older symbert-prepare-data: its shards are checked by size only "
-            "(prepare it again for checked contents)."
+            f"{data_args.blocks_dir} was prepared by an older symbert-prepare-data: {unchecked} (prepare it again "
+            "for checked contents)."
         )
     if data_args.max_seq_length != manifest["block_length"]:
         raise UserError(
@@ -141,10 +183,9 @@ def load_prepared(
             f"{manifest['tokenizer']['fingerprint']}) but this run's tokenizer {data_args.tokenizer} has fingerprint "
             f"{tokenizer_fingerprint(tokenizer)}; leave out --tokenizer (the folder's own is used) or prepare again."
         )
-    folder = Path(data_args.blocks_dir)
     length, dtype = manifest["block_length"], np.dtype(manifest["dtype"])
     vocab_size = manifest["tokenizer"]["vocab_size"]  # len() of the tokenizer whose fingerprint matched
-    train = PreparedBlocks(folder, manifest["train"]["shards"], length, dtype, vocab_size)
+    train = PreparedBlocks(folder, shards, length, dtype, vocab_size, identities)
     held_out_file = folder / manifest["held_out"]["file"]
     held_out = block_map(held_out_file, manifest["held_out"]["blocks"], length, dtype)
     check_ids(held_out, vocab_size, str(held_out_file))
@@ -258,6 +299,11 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
             "train": {"shards": shards, "blocks": sum(shard["blocks"] for shard in shards)},
             "tokens": (sum(shard["blocks"] for shard in shards) + held) * length,
         }
+        if problem := manifest_problem(manifest := sealed(manifest)):  # two processes' shards alike: a text repeated
+            raise UserError(
+                f"The blocks prepared from {describe_source(data_args)} cannot be trained from: {problem}; the corpus "
+                "holds the same texts twice: name each once."
+            )
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # last: the folder is complete
         if output_dir.is_dir():
             output_dir.rmdir()  # empty (checked above); os.replace needs the name free

@@ -24,9 +24,12 @@ from transformers import PreTrainedTokenizerBase, modeling_utils
 from conftest import run_args
 from helpers.runs import assert_same_metrics, assert_same_training, eval_losses, resume_args, resume_from
 from symbert.cli import UserError
+from symbert.files import file_sha256
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
 from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.checkpoint_checks import checkpoint_problem
+from symbert.training.corpus_files import SAMPLED_BYTES, file_fingerprint
+from symbert.training.data import data_fingerprint, load_tokenizer
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, resume_checkpoint
@@ -769,24 +772,101 @@ def test_the_hub_token_is_in_no_file_of_the_run(corpus, tmp_path):
     assert [path for path in files if secret.encode() in path.read_bytes()] == []
 
 
+def large_corpus(two_file_corpus, folder):  # noqa: F811
+    """A copy of the two-file corpus whose second file is past twice the 64 KiB the sampled fingerprint reads at each
+    end."""
+    shutil.copytree(two_file_corpus, folder)
+    (folder / "part1.txt").write_text((folder / "part1.txt").read_text() * 24)
+    assert (folder / "part1.txt").stat().st_size > 3 * SAMPLED_BYTES
+    return folder
+
+
+def edit_in_the_middle(path):
+    """One word changed halfway through: the size and both 64 KiB ends stay as they were."""
+    text = path.read_text()
+    middle = text.index(" the ", len(text) // 2)
+    path.write_text(text[:middle] + " a   " + text[middle + 5 :])
+
+
 @pytest.mark.parametrize("streaming", ["true", "false"], ids=["stream", "map"])
 def test_a_resume_on_changed_data_is_refused_naming_the_file(two_file_corpus, tmp_path, streaming):  # noqa: F811
-    corpus = tmp_path / "corpus"
-    shutil.copytree(two_file_corpus, corpus)
+    """An edit in the middle of a file (size and ends unchanged) is refused: `contents` is the sha256 of each whole
+    file, in the order read."""
+    corpus = large_corpus(two_file_corpus, tmp_path / "corpus")
     extra = ("--streaming", streaming, "--max_steps", "4", "--save_steps", "2", "--eval_steps", "2")
     straight = tmp_path / "straight"
     pretrain(*parse_arguments(resume_args(corpus, straight, *extra)))
     saved = json.loads((straight / "checkpoint-2" / DATA_POSITION_FILE.format(rank=0)).read_text())["data"]
     assert list(saved["files"]) == ["0: part0.txt", "1: part1.txt"] and saved["block_length"] == 32
-    text = (corpus / "part1.txt").read_text()
-    (corpus / "part1.txt").write_text(text.replace("the", "a", 1))  # one word of the second file
+    assert saved["contents"] == [
+        [f"{index}: part{index}.txt", file_sha256(corpus / f"part{index}.txt")] for index in (0, 1)
+    ]
+    sampled = file_fingerprint(corpus / "part1.txt")
+    edit_in_the_middle(corpus / "part1.txt")
+    assert file_fingerprint(corpus / "part1.txt") == sampled  # what the size and ends alone would not see
     resumed = tmp_path / "resumed"
     with pytest.raises(
         UserError,
-        match=r"Cannot resume from .*checkpoint-2: the training data are not those it was "
-        r"trained on \(files is .*'1: part1.txt'.* there but .* here.*--overwrite_output_dir true",
+        match=r"Cannot resume from .*checkpoint-2: the training data are not those it was trained on \(contents "
+        r"\(the data in the order read\) hold at 1 1: part1.txt \(sha256 [0-9a-f]{16}\) there but 1: part1.txt "
+        r"\(sha256 [0-9a-f]{16}\) here\).*--overwrite_output_dir true",
     ):
         resume_from(straight, 2, resumed, resume_args(corpus, resumed, *extra))
+
+
+def copied_over_itself(path):
+    shutil.copy2(path, path.with_name("copy.txt"))  # another file (inode), the same bytes and times
+    os.replace(path.with_name("copy.txt"), path)
+
+
+@pytest.mark.parametrize(
+    "edit, same",
+    [
+        (lambda path: None, True),
+        (lambda path: os.utime(path, (0, 0)), True),
+        (copied_over_itself, True),
+        (edit_in_the_middle, False),
+        (lambda path: path.write_text(path.read_text() + "x"), False),
+    ],
+    ids=["read again", "touched", "copied over itself", "a word in the middle", "a byte appended"],
+)
+def test_the_data_fingerprint_follows_the_whole_content_only(two_file_corpus, tmp_path, edit, same):  # noqa: F811
+    """The same files give the same fingerprint, whatever their times or inodes; any change of content another."""
+    corpus = large_corpus(two_file_corpus, tmp_path / "corpus")
+    data_args = parse_arguments(resume_args(corpus, tmp_path / "run"))[2]
+    tokenizer = load_tokenizer(data_args)
+    before = data_fingerprint(data_args, tokenizer, [])
+    edit(corpus / "part1.txt")
+    after = data_fingerprint(data_args, tokenizer, [])
+    assert (after == before) is same
+    assert [name for name, _ in after["contents"]] == ["0: part0.txt", "1: part1.txt"]
+
+
+def test_a_checkpoint_of_the_sampled_fingerprint_resumes_with_a_notice(two_file_corpus, tmp_path, capsys):  # noqa: F811
+    """A checkpoint saved before `contents` (each file by its size and 64 KiB ends only) resumes on the same files,
+    with a notice that the data are compared by what it saved; a change that fingerprint sees is still refused."""
+    corpus = large_corpus(two_file_corpus, tmp_path / "corpus")
+    extra = ("--max_steps", "4", "--save_steps", "2", "--eval_steps", "2")
+    straight = tmp_path / "straight"
+    pretrain(*parse_arguments(resume_args(corpus, straight, *extra)))
+    position = straight / "checkpoint-2" / DATA_POSITION_FILE.format(rank=0)
+    values = json.loads(position.read_text())
+    del values["data"]["contents"]
+    position.write_text(json.dumps(values))
+    resumed = tmp_path / "resumed"
+    capsys.readouterr()
+    resume_from(straight, 2, resumed, resume_args(corpus, resumed, *extra))
+    assert (
+        f"{resumed / 'checkpoint-2'} was saved by an earlier version, which fingerprinted each training file by its "
+        in capsys.readouterr().out
+    )
+    assert_same_training(resumed, straight)
+    (corpus / "part0.txt").write_text((corpus / "part0.txt").read_text().replace("the", "a", 1))
+    again = tmp_path / "again"
+    with pytest.raises(
+        UserError, match=r"the training data are not those it was trained on \(files is .*'0: part0.txt'"
+    ):
+        resume_from(straight, 2, again, resume_args(corpus, again, *extra))
 
 
 def test_a_stream_resumed_with_two_workers_checks_its_reader_states(two_file_corpus, tmp_path, capsys):  # noqa: F811

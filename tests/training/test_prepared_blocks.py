@@ -13,12 +13,15 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
-from conftest import run_args
-from helpers.runs import assert_same_training, resume_args
+from conftest import run_args, tiny_sentences, train_tokenizer
+from helpers.runs import assert_same_training, resume_args, resume_from
 from symbert.cli import UserError
 from symbert.training import data, prepared
 from symbert.training.arguments import parse_arguments
+from symbert.training.blocks import ERROR_KEY, Readers, TrainingBlocks
+from symbert.training.manifest import sealed
 from symbert.training.pretrain import pretrain
 from symbert.training.tokenizer import train_wordpiece
 
@@ -134,12 +137,13 @@ def edit_manifest(folder, field, value):
 
 
 def set_manifest(folder, file, field, value):
-    """Set `field` of the shard named `file` (a training shard or the held-out one) in the folder's manifest."""
+    """Set `field` of the shard named `file` (a training shard or the held-out one) in the folder's manifest, sealed
+    again with its own digest as a preparation would write it."""
     manifest = json.loads((folder / "manifest.json").read_text())
     for shard in [*manifest["train"]["shards"], manifest["held_out"]]:
         if shard["file"] == file:
             shard[field] = value
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "manifest.json").write_text(json.dumps(sealed(manifest)))
 
 
 def edit_top(folder, edit):
@@ -152,6 +156,14 @@ def swap_shard(folder):
     """Same size, other blocks: the held-out blocks' bytes in place of the training shard's first ones."""
     train, held_out = (folder / "train-00000.bin").read_bytes(), (folder / "held_out.bin").read_bytes()
     (folder / "train-00000.bin").write_bytes(held_out + train[len(held_out) :])
+
+
+def copy_shard(folder):
+    """The training shard copied under another name and listed with its true digest (the manifest sealed again)."""
+    shutil.copyfile(folder / "train-00000.bin", folder / "train-00001.bin")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["train"]["shards"].append({**manifest["train"]["shards"][0], "file": "train-00001.bin"})
+    (folder / "manifest.json").write_text(json.dumps(sealed(manifest)))
 
 
 def link_shard(folder):
@@ -182,6 +194,12 @@ def link_shard(folder):
             r"train-00000.bin is listed more than once",
         ),
         (lambda folder: edit_manifest(folder, "file", "held_out.bin"), r"held_out.bin is listed more than once"),
+        (copy_shard, r"train-00000.bin and train-00001.bin hold the same blocks \(sha256 [0-9a-f]{16}\.\.\.\), which"),
+        (
+            lambda folder: edit_top(folder, lambda m: m["data_arguments"].update(train_files=["other.txt"])),
+            r"its sha256 '[0-9a-f]{64}' is not that of its fields: it was edited after preparation",
+        ),
+        (lambda folder: edit_top(folder, lambda m: m.pop("sha256")), r"its sha256 None is not that of its fields"),
         (lambda folder: edit_top(folder, lambda m: m.update(dtype="int16")), r"dtype 'int16' is not one of uint16"),
         (lambda folder: edit_top(folder, lambda m: m.update(block_length=32.0)), r"block_length 32.0 is not a"),
         (lambda folder: edit_top(folder, lambda m: m.pop("tokenizer")), r"it names no tokenizer fingerprint"),
@@ -206,6 +224,9 @@ def link_shard(folder):
         "linked shard",
         "shard listed twice",
         "held-out file as a shard",
+        "shard copied under another name",
+        "edited data arguments",
+        "no manifest digest",
         "signed ids",
         "float length",
         "no tokenizer",
@@ -240,20 +261,33 @@ def test_the_held_out_file_is_the_one_the_manifest_names(corpus, prepared_folder
     assert held_out["input_ids"] == expected.tolist()
 
 
-def test_a_folder_of_version_1_is_read_by_size_with_a_notice(corpus, prepared_folder, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "version, notice",
+    [
+        (1, "its shards are checked by size only"),
+        (2, "its manifest is covered by no digest (an edit of it is not noticed)"),
+    ],
+)
+def test_a_folder_of_an_earlier_version_is_read_with_a_notice(
+    corpus, prepared_folder, tmp_path, capsys, version, notice
+):
+    """Version 1 has no shard digests (its shards are checked by size), version 2 no digest of the manifest itself
+    (an edit of it, here of its data arguments, is read)."""
     folder = tmp_path / "copy"
     shutil.copytree(prepared_folder, folder)
 
-    def version_1(manifest):
-        manifest["version"] = 1
-        for shard in [*manifest["train"]["shards"], manifest["held_out"]]:
+    def earlier(manifest):
+        manifest["version"] = version
+        del manifest["sha256"]
+        manifest["data_arguments"]["num_proc"] = 3
+        for shard in [*manifest["train"]["shards"], manifest["held_out"]] if version == 1 else ():
             del shard["sha256"]
 
-    edit_top(folder, version_1)
+    edit_top(folder, earlier)
     data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
     train, _ = data.load_blocks(data_args, data.load_tokenizer(data_args))
     assert len(train) == json.loads((prepared_folder / "manifest.json").read_text())["train"]["blocks"]
-    assert "prepared by an older symbert-prepare-data: its shards are checked by size only" in capsys.readouterr().out
+    assert f"prepared by an older symbert-prepare-data: {notice}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -309,6 +343,22 @@ def test_an_existing_folder_is_never_prepared_into(corpus, prepared_folder):
     with pytest.raises(UserError, match="already exists and is not empty"):
         prepare(run_args(corpus, prepared_folder))
     assert sorted(path.name for path in prepared_folder.iterdir()) == before
+
+
+def test_a_corpus_that_gives_two_equal_shards_is_refused_and_leaves_nothing(tmp_path):
+    """Two files of the same texts (not the same bytes: one more blank line), streamed by two processes: the shards
+    would be equal, and a pass would read their blocks twice."""
+    lines = tiny_sentences(240, seed=1)
+    for index in range(2):
+        (tmp_path / f"part{index}.txt").write_text("\n".join(lines) + "\n" * (index + 1))
+    train_tokenizer(tmp_path / "tokenizer", lines)
+    files = (str(tmp_path / "part0.txt"), str(tmp_path / "part1.txt"))
+    args = run_args(tmp_path, tmp_path / "blocks", "--train_files", *files, "--streaming", "true", "--num_proc", "2")
+    with pytest.raises(
+        UserError, match=r"train-00000.bin and train-00001.bin hold the same blocks .* the corpus holds"
+    ):
+        prepare(args)
+    assert not (tmp_path / "blocks").exists() and not list(tmp_path.glob(".blocks*"))
 
 
 def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatch):
@@ -394,3 +444,83 @@ def test_the_training_is_the_same_whatever_the_number_of_dataloader_workers_and_
         pretrain(*parse_arguments(run_args(corpus, output, *extra)))
         runs[workers] = output
     assert_same_training(runs["2"], runs["0"])
+
+
+@pytest.fixture(scope="module")
+def two_shard_run(two_file_corpus, tmp_path_factory):  # noqa: F811
+    """A folder prepared from a stream in two shards, and a run of 4 steps from it with a checkpoint at step 2."""
+    root = tmp_path_factory.mktemp("two-shards")
+    prepare(resume_args(two_file_corpus, root / "blocks", "--streaming", "true", "--num_proc", "2"))
+    pretrain(*parse_arguments(two_shard_args(two_file_corpus, root / "blocks", root / "straight")))
+    return root / "blocks", root / "straight"
+
+
+def two_shard_args(corpus, folder, output_dir):
+    extra = ("--streaming", "true", "--max_steps", "4", "--save_steps", "2", "--eval_steps", "2")
+    return resume_args(corpus, output_dir, "--blocks_dir", str(folder), *extra)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(
+    "seal, message",
+    [
+        (
+            True,
+            r"Cannot resume from .*checkpoint-2: the training data are not those it was trained on \(contents \(the "
+            r"data in the order read\) hold at 0 train-00000.bin \(sha256 [0-9a-f]{16}\) there but train-00001.bin",
+        ),
+        (False, r"manifest.json is not a manifest of symbert-prepare-data: its sha256 .* was edited after preparation"),
+    ],
+    ids=["sealed again", "as edited"],
+)
+def test_a_resume_on_swapped_shard_entries_is_refused(two_file_corpus, two_shard_run, tmp_path, seal, message):  # noqa: F811
+    """The two shards' entries swapped in the manifest, digests and counts included: every shard is still the one
+    its entry names, but a pass reads them in another order. A manifest sealed again is refused by the order the
+    checkpoint recorded; as edited, by the manifest's own digest."""
+    prepared_folder, straight = two_shard_run
+    folder = tmp_path / "blocks"
+    shutil.copytree(prepared_folder, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["train"]["shards"].reverse()
+    (folder / "manifest.json").write_text(json.dumps(sealed(manifest) if seal else manifest))
+    resumed = tmp_path / "resumed"
+    with pytest.raises(UserError, match=message):
+        resume_from(straight, 2, resumed, two_shard_args(two_file_corpus, folder, resumed))
+
+
+def rewrite_in_place(path):
+    data = path.read_bytes()
+    with open(path, "r+b") as file:  # the same file and size, other blocks
+        file.write(data[64:] + data[:64])
+
+
+def replace_file(path):
+    path.with_name("new.bin").write_bytes(path.read_bytes())  # the same blocks in another file renamed over it
+    os.replace(path.with_name("new.bin"), path)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(
+    "change, reads_before",
+    [(rewrite_in_place, 3), (lambda path: os.truncate(path, 64 * 50), 3), (replace_file, 0)],
+    ids=["rewritten in place", "cut short", "replaced before it is opened"],
+)
+def test_a_shard_changed_during_a_run_is_refused_where_it_is_read(
+    corpus, prepared_folder, tmp_path, change, reads_before, workers
+):
+    """A shard changed after the run checked its digest is refused when a micro-batch reads it (one fstat of each
+    shard a micro-batch reads), in one line from a dataloader worker too; a file renamed over it when it is opened."""
+    folder = tmp_path / "copy"
+    shutil.copytree(prepared_folder, folder)
+    data_args = parse_arguments(blocks_run_args(corpus, folder, tmp_path / "run"))[2]
+    train, _ = data.load_blocks(data_args, data.load_tokenizer(data_args))
+    blocks = TrainingBlocks(train, batch_size=4, seed=0, readers=Readers(workers=workers))
+    batches = iter(torch.utils.data.DataLoader(blocks, batch_size=None, num_workers=workers, collate_fn=lambda x: x))
+    assert all("blocks" in next(batches) for _ in range(reads_before))
+    change(folder / "train-00000.bin")
+    message = f"{folder / 'train-00000.bin'} changed during the run (its size, modification time or file is not"
+    with pytest.raises(UserError, match=re.escape(message)) as error:
+        for _, batch in zip(range(20), batches, strict=False):  # the batches read before the change, then one after
+            if ERROR_KEY in batch:
+                raise UserError(batch[ERROR_KEY])
+    assert "\n" not in str(error.value)
