@@ -412,6 +412,10 @@ def refuse_links(folder: Path, names: list[str]) -> None:
                 f"{path} is a symbolic link (to {os.readlink(path)!r}); a release stages no link target: replace it "
                 "with the file itself."
             )
+        if path != folder and os.path.lexists(path) and not path.is_file():  # never opened: a pipe would block
+            raise UserError(
+                f"{path} is not a regular file (a named pipe, device or folder); a release stages regular files only."
+            )
 
 
 def check_model_folder(folder: Path) -> SymBertConfig:
@@ -468,6 +472,11 @@ def plan_models(
         )
     plans, repos, used = [], {}, set()
     for model in models:
+        if model.resolve() == Path(options.output_dir).resolve():  # staging would write among the model's own files
+            raise UserError(
+                f"--output_dir {options.output_dir!r} is the model folder {model}: give a folder of its own (e.g. "
+                f"{model / 'release'})."
+            )
         config = check_model_folder(model)
         run = PretrainingRun.read(model)
         refuse_links(model, STAGED_FROM_MODEL)

@@ -530,6 +530,11 @@ def test_a_named_pipe_or_deeply_nested_results_file_is_one_line(run, tmp_path, c
     os.mkfifo(model / "training_summary.json")
     with pytest.raises(UserError, match=r"model/training_summary.json is not a regular file"):
         release_command(release_args(model, run, output))
+    model = copy_run(run.folder, tmp_path / "model-with-a-pipe")
+    (model / "metrics.csv").unlink()
+    os.mkfifo(model / "metrics.csv")  # staged as a file the card names: refused before staging, never opened
+    with pytest.raises(UserError, match=r"model-with-a-pipe/metrics.csv is not a regular file \(a named pipe"):
+        release_command(release_args(model, run, output))
     deep = tmp_path / "deep" / "glue_results.json"
     deep.parent.mkdir()
     deep.write_text("[" * 200_000 + "]" * 200_000)
@@ -563,6 +568,20 @@ def test_an_output_dir_inside_the_model_folder_is_never_read_as_input(run, stage
     ((*_, results_path, _, _, glue_plot, _),) = plan.plan_models(args)
     assert results_path == model / "glue_results.json" and glue_plot is None
     assert f"GLUE results from {model}/glue_results.json (its weights_sha256 is that" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["the model folder itself", "a link to the model folder"])
+def test_a_release_into_the_model_folder_or_of_a_linked_one_is_refused(run, tmp_path, case):
+    model = copy_run(run.folder, tmp_path / "model")
+    before = sorted(path.name for path in model.iterdir())
+    if case == "the model folder itself":
+        arguments, message = release_args(model, run, model), f"--output_dir '{model}' is the model folder {model}"
+    else:
+        (tmp_path / "link").symlink_to(model)
+        arguments, message = release_args(tmp_path / "link", run, tmp_path / "staged"), "link is a symbolic link"
+    with pytest.raises(UserError, match=re.escape(message)):
+        release_command(arguments)
+    assert sorted(path.name for path in model.iterdir()) == before and not (tmp_path / "staged").exists()
 
 
 def test_a_restaging_replaces_only_what_staging_wrote(run, staged, tmp_path):
