@@ -29,6 +29,7 @@ from symbert.training import prepared
 from symbert.training.arguments import parse_arguments
 from symbert.training.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks
 from symbert.training.corpus_files import EMBEDDED_CORPUS, stream_files
+from symbert.training.manifest import sealed
 from symbert.training.masking import ResumableMLMCollator
 from symbert.training.pretrain import BatchCollator
 
@@ -106,11 +107,13 @@ def write_synthetic_prepared(folder: Path, template: Path, total_bytes: int, sha
     length, dtype = manifest["block_length"], np.dtype(manifest["dtype"])
     vocab = manifest["tokenizer"]["vocab_size"]
     chunk_blocks = max(1, 2**24 // (length * dtype.itemsize))  # 16 MiB of random ids, written over and over
-    chunk = np.random.default_rng(0).integers(5, vocab, size=(chunk_blocks, length)).astype(dtype).tobytes()
     folder.mkdir(parents=True)
     blocks_per_shard = max(1, total_bytes // (length * dtype.itemsize) // shards)
     manifest_shards = []
     for index in range(shards):
+        # each shard its own ids: shards of equal digests are refused (a pass would read the same blocks twice)
+        random_ids = np.random.default_rng(index).integers(5, vocab, size=(chunk_blocks, length))
+        chunk = random_ids.astype(dtype).tobytes()
         name = f"train-{index:05d}.bin"
         with open(folder / name, "wb") as file:
             left = blocks_per_shard
@@ -126,6 +129,7 @@ def write_synthetic_prepared(folder: Path, template: Path, total_bytes: int, sha
     manifest["source"] = f"synthetic: random token ids in [5, {vocab})"
     manifest["train"] = {"shards": manifest_shards, "blocks": blocks_per_shard * shards}
     manifest["tokens"] = (blocks_per_shard * shards + manifest["held_out"]["blocks"]) * length
+    manifest = sealed(manifest)  # its own digest over the edited fields, as symbert-prepare-data writes it
     (folder / prepared.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     prepared.read_manifest(folder, check_digests=True)  # as symbert-pretrain --blocks_dir checks it
     return manifest
