@@ -5,6 +5,10 @@ Importing this package registers the SymBERT classes with transformers' Auto cla
 `register_for_auto_class`, so that `save_pretrained` writes the model code next to the weights.
 """
 
+# isort: off
+from . import interrupt  # noqa: F401  (first: a Ctrl-C while the rest imports is one line, exit status 130)
+
+# isort: on
 from transformers import (
     AutoConfig,
     AutoModel,

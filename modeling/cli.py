@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .interrupt import DEBUG_VARIABLE
 from .loading_symbert import missing_local_path_message
 
-DEBUG_VARIABLE = "SYMBERT_DEBUG"
 ERRORS_NOTE = f"A bad argument or input is one line on stderr and exit status 2; {DEBUG_VARIABLE}=1 adds the traceback."
 
 

@@ -118,13 +118,24 @@ def sentence_transformers_files(source: str | Path) -> dict[str, Path]:
 
 
 def model_card_license(source: str | Path) -> str | None:
-    """The `license` of a model folder's or Hub id's card (README.md metadata), or None where it names none."""
+    """The `license` of a model folder's or Hub id's card (README.md metadata), or None where it names none (no card,
+    no metadata, no licence). A card whose metadata cannot be read (malformed YAML, not a mapping, not UTF-8) is a
+    UserError naming it: the licence a converted or distilled model carries must not be lost to a typo."""
+    import yaml
     from huggingface_hub.repocard import metadata_load
     from transformers.utils import cached_file
 
     try:
         card = cached_file(str(source), "README.md", _raise_exceptions_for_missing_entries=False)
-        license_name = metadata_load(card).get("license") if card is not None else None
-    except (OSError, ValueError, AttributeError):  # unreadable, bad YAML, metadata that is not a mapping
+    except (OSError, ValueError):  # a Hub id that cannot be reached: the loader reports it
         return None
+    try:
+        metadata = metadata_load(card) if card is not None else None
+    except (OSError, ValueError, yaml.YAMLError) as error:  # ValueError: not UTF-8, or not a mapping
+        detail = " ".join(str(error).split())[:200]
+        raise UserError(
+            f"{card}: its metadata (the YAML block at the top) cannot be read ({detail}); fix it, so that the licence "
+            "it names is carried."
+        ) from None
+    license_name = (metadata or {}).get("license")
     return license_name if isinstance(license_name, str) else None

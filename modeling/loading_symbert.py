@@ -55,21 +55,19 @@ def convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
 
 
 def _bert_attention_tensors(name_or_path, subfolder=""):
-    """{layer: {"key.weight": tensor, ...}}: the self-attention tensors of a (possibly sharded) safetensors checkpoint."""
-    from transformers.utils import cached_file
-
-    def checkpoint_file(name, required=True):
-        return cached_file(name_or_path, name, subfolder=subfolder, _raise_exceptions_for_missing_entries=required)
-
-    index = checkpoint_file("model.safetensors.index.json", required=False)
-    shards = sorted(set(json.loads(Path(index).read_text())["weight_map"].values())) if index else ["model.safetensors"]
+    """{layer: {"key.weight": tensor, ...}}: the self-attention tensors of a (possibly sharded) checkpoint, safetensors
+    or pytorch_model.bin (read as tensors only), as from_pretrained found it (nothing is downloaded here)."""
     tensors = {}
-    for shard in shards:
-        with safe_open(checkpoint_file(shard), framework="pt") as file:
-            for name in file.keys():
-                if ATTENTION_MARKER in name and "encoder.layer." in name:
-                    layer = int(name.split("encoder.layer.")[1].split(".")[0])
-                    tensors.setdefault(layer, {})[name.split(ATTENTION_MARKER)[1]] = file.get_tensor(name)
+    for file in _checkpoint_files(name_or_path, {"subfolder": subfolder}):
+        if str(file).endswith(".safetensors"):
+            with safe_open(file, framework="pt") as weights:
+                state = {name: weights.get_tensor(name) for name in weights.keys() if ATTENTION_MARKER in name}
+        else:
+            state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        for name, tensor in state.items():
+            if ATTENTION_MARKER in name and "encoder.layer." in name:
+                layer = int(name.split("encoder.layer.")[1].split(".")[0])
+                tensors.setdefault(layer, {})[name.split(ATTENTION_MARKER)[1]] = tensor
     return tensors
 
 
@@ -343,12 +341,40 @@ def embedded_calibration_texts(count=256):
     return mixed + spread[0][len(spread[1]) :] + spread[1][len(spread[0]) :]
 
 
-def calibration_sequences(tokenizer, texts, max_length=128):
-    """Each non-empty text as one unpadded sequence of token ids [1, length], truncated to `max_length` tokens."""
+# The calibration tokens a fit reads at most: its memory grows with them (every layer's inputs are kept, and each fit
+# works on the tokens' matrix in float64), so more calibration text is not read. The embedded text gives about 22,000.
+MAX_CALIBRATION_TOKENS = 32768
+# A text is cut to this many characters per token of max_length before it is tokenised: tokenising costs memory for
+# every character however few tokens truncation keeps (a 50 MB line took gigabytes), and text averages 4 to 6.
+CHARACTERS_PER_TOKEN = 64
+
+
+def calibration_sequences(tokenizer, texts, max_length=128, max_tokens=None):
+    """Each non-empty text as one unpadded sequence of token ids [1, length], truncated to `max_length` tokens (cut to
+    `CHARACTERS_PER_TOKEN` characters a token before it is tokenised), in order until they hold `max_tokens` tokens
+    (default `MAX_CALIBRATION_TOKENS`): the texts past that are not read."""
+    max_tokens = MAX_CALIBRATION_TOKENS if max_tokens is None else max_tokens
     texts = [text for text in texts if isinstance(text, str) and text.strip()]
     if not texts:
         raise ValueError("The calibration text is empty: give at least one non-empty text.")
-    return [torch.tensor([tokenizer(text, truncation=True, max_length=max_length)["input_ids"]]) for text in texts]
+    sequences, count = [], 0
+    for text in texts:
+        ids = tokenizer(text[: max_length * CHARACTERS_PER_TOKEN], truncation=True, max_length=max_length)["input_ids"]
+        if sequences and count + len(ids) > max_tokens:
+            break
+        sequences.append(torch.tensor([ids]))
+        count += len(ids)
+    return sequences
+
+
+def non_finite_weights(model):
+    """The names of `model`'s floating-point parameters and buffers that hold a NaN or an infinity (meta tensors,
+    which hold no values, are skipped)."""
+    return [
+        name
+        for name, tensor in model.state_dict().items()
+        if tensor.is_floating_point() and not tensor.is_meta and not torch.isfinite(tensor).all()
+    ]
 
 
 def layer_inputs(bert_model, sequences, layer=None):
@@ -486,5 +512,9 @@ def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_te
             return None
         raise ValueError(f"{bert_name_or_path} has no tokenizer to read calibration_texts with: {error}") from error
     bert_model = transformers.AutoModel.from_pretrained(bert_name_or_path, subfolder=subfolder)
+    if bad := non_finite_weights(bert_model):  # the fits' eigendecompositions would fail on them
+        raise ValueError(
+            f"{bert_name_or_path} holds NaN or infinite weights ({', '.join(bad[:3])}): its attention cannot be fitted."
+        )
     max_length = min(128, model.config.max_position_embeddings)
     return fit_attention_to_bert(model, bert_model, calibration_sequences(tokenizer, texts, max_length))

@@ -84,6 +84,7 @@ from .loading_symbert import (
     mismatched_tensors,
     missing_local_path_message,
     model_skeleton,
+    non_finite_weights,
     warn_if_other_code,
     weights_source,
 )
@@ -378,6 +379,12 @@ class SymBertPreTrainedModel(PreTrainedModel):
             raise
         if message := integer_weights_message(name_or_path, kwargs, model):  # transformers 5 casts them
             raise ValueError(message)
+        if bad := non_finite_weights(model):  # reported as transformers reports weights it did not load as saved
+            shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            logger.warning(
+                f"Some weights of {cls.__name__} loaded from {weights_source(name_or_path)} hold NaN or infinite "
+                f"values: {shown}. Its outputs will not be finite: load a checkpoint saved before it diverged."
+            )
         if same_attention and holds_part_of_the_model(model, loading_info):
             check_attention_tensors(model.config.attention_type, loading_info, weights_source(name_or_path))
         if loading_info["mismatched_keys"] and not allow_new_shapes:

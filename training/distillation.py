@@ -29,6 +29,7 @@ from ..attention_symbert import ATTENTION_MARKER, SymBertSelfAttention
 from ..cli import UserError, missing_local_path
 from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
+from ..tools import check_model_folder
 from .arguments import ModelArguments
 from .tokenizer import tokenizer_fingerprint
 
@@ -117,6 +118,7 @@ def load_teacher(path: str, student: SymBertConfig, block_length: int | None = N
             f"fewer than the blocks' max_seq_length {block_length}; use --max_seq_length "
             f"{config.max_position_embeddings} or less."
         )
+    check_model_folder(path, "--teacher")  # readable, finite weights of its config's sizes; a readable card
     head = teacher_head(config)
     symbert = isinstance(config, SymBertConfig)
     model_class = {

@@ -6,9 +6,13 @@ that each refuses a bad folder or output path in the same one line before anythi
 path's checks, the weights files' headers against config.json (read, not loaded: a config asking for 100,000 layers
 is refused in milliseconds, not built for minutes), and the loading of the model itself."""
 
+import glob
+import json
 import os
 import pickle
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..cli import UserError
+from ..files import model_card_license
 from ..loading_symbert import INTEGER_DTYPES
 
 # ------------------------------------------------------------------------------------------------ output paths
@@ -48,6 +53,52 @@ def check_output(path: str | Path, argument: str, kind: str) -> Path:
     if kind == "file" and path.exists() and not path.is_file():
         raise UserError(f"{shown} is a folder (or another non-file); give the path of a file.")
     return path
+
+
+def staging_folder(output: Path, suffix: str) -> Path:
+    """A new hidden sibling of `output` to write it in before the rename that makes it appear complete:
+    `.NAME.PID-XXXXXXXX<suffix>`, PID this process's, with the mode a new folder gets (mkdtemp's 0700 would become
+    the output's). Staging folders of the same naming left beside it by a process that is gone (a killed run) are
+    removed first, each named in a notice; one whose process still runs is left to it; one without a process id (of
+    an older version) is named for the user to remove."""
+    pattern = re.compile(rf"\.{re.escape(output.name)}\.(?:(\d+)-)?[A-Za-z0-9_]+{re.escape(suffix)}")
+    for path in sorted(output.parent.glob(f".{glob.escape(output.name)}.*{suffix}")):
+        if not (match := pattern.fullmatch(path.name)) or not path.is_dir() or path.is_symlink():
+            continue
+        if match.group(1) is None:
+            print(f"notice: {path} was left by an earlier, stopped run (it is not complete); remove it.")
+        elif not process_exists(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            print(f"notice: removed {path}, left incomplete by a stopped run (process {match.group(1)}).")
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.{os.getpid()}-", suffix=suffix, dir=output.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)
+    return staging
+
+
+def move_into_place(staging: Path, output: Path, doing: str) -> None:
+    """Rename the complete `staging` folder to `output` (atomic: it replaces an empty folder); an output that appeared
+    meanwhile with something in it is a UserError, `doing` saying what ("converting")."""
+    try:
+        os.rename(staging, output)
+    except OSError as error:
+        raise UserError(f"output={str(output)!r} appeared while {doing}; nothing was written.") from error
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process of that id runs (one of another user's counts: it may be the writer)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:  # past the system's process ids: not one of its processes
+        return False
+    return True
 
 
 def is_broken_link(path: Path) -> bool:
@@ -199,6 +250,53 @@ def tensor_order(name: str) -> tuple:
     """Embeddings first, then layer by layer (10 after 9), then the rest."""
     match = LAYER.search(name)
     return (1, int(match.group(1)), name) if match else (0 if "embeddings." in name else 2, 0, name)
+
+
+def non_finite_tensor(folder: Path) -> tuple[str, Path] | None:
+    """(name, file) of the first floating-point tensor of the folder's weights that holds a NaN or an infinity, read
+    tensor by tensor (safetensors) or memory-mapped (a .bin file, as tensors only); None when all are finite."""
+    for file in weights_files(folder):
+        try:
+            if file.suffix == ".safetensors":
+                with safe_open(file, framework="pt") as weights:
+                    tensors = ((name, weights.get_tensor(name)) for name in weights.keys())
+                    found = next(
+                        (name for name, t in tensors if t.is_floating_point() and not t.isfinite().all()), None
+                    )
+            else:
+                state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+                found = next(
+                    (name for name, t in state.items() if t.is_floating_point() and not t.isfinite().all()), None
+                )
+        except READ_ERRORS as error:
+            raise unreadable(file, error) from None
+        if found is not None:
+            return found, file
+    return None
+
+
+def check_model_folder(name: str, argument: str) -> None:
+    """What a command checks of a local model folder it reads (`argument` names it: "--teacher", "bert") before any
+    model is built or anything is fitted or trained: its config.json against its weights' headers (a truncated,
+    foreign or pickled-but-unreadable weights file, integer weights, 100,000 layers or sizes the weights do not
+    have: `check_config_against_weights`), every weight finite, and its card's metadata readable (the licence it
+    names is carried into what the command writes). A Hub id (no local folder) is left to the loader."""
+    folder = Path(name)
+    if not folder.is_dir():
+        return
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UserError(f"{argument} {name!r}: its config.json cannot be read ({error}).") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{argument} {name!r}: its config.json is not a JSON object.")
+    check_config_against_weights(folder, config)
+    if found := non_finite_tensor(folder):
+        raise UserError(
+            f"{found[1]}: the tensor {found[0]} holds NaN or infinite values; {argument} {name!r} must have finite "
+            "weights: give the checkpoint before it diverged, or download the model again."
+        )
+    model_card_license(folder)
 
 
 # ------------------------------------------------------------------------------------------------ loading

@@ -11,9 +11,7 @@ a fixed padded batch, both evaluated in float64 so that the measure is of the we
 command prints the largest relative difference and refuses to write above 1e-5. OUTPUT appears only when complete. The export has BERT's parameter count: a variant's saving is a training-time saving.
 """
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -25,7 +23,7 @@ from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..configuration_symbert import SymBertConfig
 from ..files import write_failure
 from ..modeling_symbert import BERT_CLASSES
-from . import check_config_against_weights, check_output, created_parents, load_checked
+from . import check_config_against_weights, check_output, created_parents, load_checked, move_into_place, staging_folder
 
 BOUND = 1e-5  # largest relative error ‖a - b‖ / ‖a‖ of an output tensor allowed
 CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on
@@ -126,9 +124,8 @@ def export_to_bert(model: str, output: str | Path) -> float:
 
 def _write_export(model: str, symbert: PreTrainedModel, bert: PreTrainedModel, tokenizer, output: Path) -> float:
     """The export written in a hidden sibling of `output`, loaded back and measured, then renamed to `output`."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".to-bert.tmp", dir=output.parent))
+    staging = staging_folder(output, ".to-bert.tmp")  # a killed export's is removed by the next
     try:
-        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the output folder's mode
         try:
             bert.save_pretrained(staging, safe_serialization=True)
             if tokenizer is not None:
@@ -153,19 +150,10 @@ def _write_export(model: str, symbert: PreTrainedModel, bert: PreTrainedModel, t
             )
         if leftovers := [p.name for p in staging.iterdir() if p.suffix == ".py"] + _auto_map(staging):
             raise RuntimeError(f"the export holds remote code: {leftovers}")  # a bug: BertConfig has no auto_map
-        try:
-            os.rename(staging, output)  # atomic; replaces an empty folder, fails on a non-empty one
-        except OSError as error:
-            raise UserError(f"output={str(output)!r} appeared while exporting; nothing was written.") from error
+        move_into_place(staging, output, "exporting")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return difference
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _auto_map(folder: Path) -> list[str]:

@@ -6,7 +6,9 @@
 `SymBert*.from_bert` copies BERT's tensors of the same name and shape, then fits each layer's attention to BERT's on
 the inputs that layer sees on calibration text (each attention class's `fit_bert`), keeping a layer's fit only where
 it is closer to BERT than the copy. Calibration text: one text per non-empty line of --calibration_files, or lines of
-the embedded calibration text (books and speeches, in turn); the last --held_out texts are kept out of the fit. Printed: per layer, the relative error of the
+the embedded calibration text (books and speeches, in turn); a line given twice (a file named twice) is read once,
+and the last --held_out texts are kept out of the fit. The fit reads at most the first 32,768 calibration tokens (its
+memory grows with them), each text truncated to 128 tokens. Printed: per layer, the relative error of the
 attention output against BERT's on held-out text, copied and fitted; and end to end, the mean cosine of the
 mean-pooled last hidden states (a sentence embedding) to BERT's on the held-out texts, copied and fitted. OUTPUT (a
 self-contained SymBERT folder: weights, code, BERT's tokenizer, conversion.json with these figures and BERT's
@@ -18,18 +20,19 @@ import json
 import logging
 import os
 import shutil
-import tempfile
+import stat
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig
 from transformers.utils import logging as transformers_logging
 
-from .. import modeling_symbert
+from .. import loading_symbert, modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import model_card_license, sentence_transformers_files
 from ..loading_symbert import calibration_sequences, embedded_calibration_texts
+from . import check_model_folder, check_output, created_parents, move_into_place, staging_folder
 
 # from the embedded text of two domains, in turn: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
 DEFAULT_TEXTS = 320
@@ -45,7 +48,14 @@ def parse_command_line(argv):
     parser.add_argument("bert", help="a BERT folder or Hub id (config.json, weights, tokenizer)")
     parser.add_argument("output", help="the SymBERT folder to write (must not exist, or be empty)")
     parser.add_argument("--attention_type", required=True, help=f"one of {', '.join(ATTENTION_TYPES)}")
-    parser.add_argument("--calibration_files", nargs="+", default=None, help="text files, one text per line")
+    parser.add_argument(
+        "--calibration_files",
+        nargs="+",
+        default=None,
+        help=f"text files, one text per line (a line given twice is read once); the fit reads at most its first "
+        f"{loading_symbert.MAX_CALIBRATION_TOKENS:,} tokens, each text truncated to 128 tokens; default: the embedded "
+        "text",
+    )
     parser.add_argument("--held_out", type=int, default=64, help="texts kept out of the fit, for the agreement")
     args = parser.parse_args(argv)
     if args.attention_type not in ATTENTION_TYPES:
@@ -54,9 +64,7 @@ def parse_command_line(argv):
         raise UserError(f"--attention_type {args.attention_type!r} has no fit to BERT's attention (no fit_bert).")
     if args.held_out < 1:
         raise UserError(f"--held_out={args.held_out} must be at least 1.")
-    output = Path(args.output)
-    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
-        raise UserError(f"output={str(output)!r} exists and is not an empty folder; choose a new path.")
+    check_output(args.output, "output", "new folder")  # before anything is read: a path under a file, a link
     return args
 
 
@@ -69,18 +77,39 @@ def calibration_texts(files, held_out):
                 "The embedded calibration text is missing from this installation: give --calibration_files."
             )
     else:
-        texts = []
-        for name in files:
-            try:
-                texts += [line.strip() for line in Path(name).read_text(encoding="utf-8").splitlines() if line.strip()]
-            except (OSError, UnicodeDecodeError) as error:
-                raise UserError(f"--calibration_files {name!r}: cannot read it as UTF-8 text ({error}).") from error
+        texts = [line for name in files for line in text_lines(name)]
+        unique = list(dict.fromkeys(texts))
+        if len(unique) < len(texts):
+            print(
+                f"notice: {len(texts) - len(unique)} calibration line(s) given more than once (a file named twice, or "
+                "a repeated line) are read once, so that no held-out text is also fitted on."
+            )
+        texts = unique
     if len(texts) < held_out + 2:
         raise UserError(
             f"The calibration text has {len(texts)} non-empty line(s); it needs at least {held_out + 2} "
             f"(--held_out {held_out} held out, at least 2 to fit on)."
         )
     return texts[:-held_out], texts[-held_out:]
+
+
+def text_lines(name):
+    """The non-empty lines of the text file `name`, stripped; a named pipe (opened without waiting), a device such as
+    /dev/zero or a folder is refused before anything is read, as is text that is not UTF-8."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise UserError(f"--calibration_files {name!r}: cannot read it as UTF-8 text ({error.strerror}).") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise UserError(
+            f"--calibration_files {name!r} is not a regular file (a named pipe, a device or a folder); give text files."
+        )
+    try:
+        with open(descriptor, encoding="utf-8") as file:
+            return [line.strip() for line in file if line.strip()]
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"--calibration_files {name!r}: cannot read it as UTF-8 text ({error}).") from None
 
 
 def load_bert(name):
@@ -101,6 +130,7 @@ def load_bert(name):
         raise UserError(f"{name!r} is not a model folder with a readable config.json ({error}).") from error
     if not isinstance(config, BertConfig):
         raise UserError(f"{name!r} is a {config.model_type!r} model, not a BERT (model_type 'bert').")
+    check_model_folder(name, "BERT")  # its weights readable, of the config's sizes and finite; its card's metadata
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
         with quiet_loading():  # a classifier's or MLM head's tensors, not the encoder's: not reported
@@ -175,24 +205,32 @@ def convert(argv):
     args = parse_command_line(argv)
     fit_texts, held_out_texts = calibration_texts(args.calibration_files, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)
+    bert_license = model_card_license(args.bert)  # before the fit: a card that cannot be read is refused at once
     carried = sentence_transformers_files(args.bert)  # checked before the fit: a bad modules.json is refused at once
+    length = min(128, config.max_position_embeddings)
+    if (used := len(calibration_sequences(tokenizer, fit_texts, length))) < len(fit_texts):
+        print(
+            f"notice: the fit reads the first {used} of the {len(fit_texts)} calibration texts: it reads "
+            f"{loading_symbert.MAX_CALIBRATION_TOKENS:,} tokens at most (its memory grows with them)."
+        )
+        fit_texts = fit_texts[:used]
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
     symbert_class = getattr(modeling_symbert, class_name)
     kwargs = dict(attention_type=args.attention_type)
     with quiet_loading():  # the tensors BERT lacks or the type adds are expected here: the report below says them
         copied, _ = symbert_class.from_bert(args.bert, calibration_texts=None, **kwargs)
         fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
-    held_out = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
+    held_out = calibration_sequences(tokenizer, held_out_texts, length)
     report = {
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be
         "bert": Path(args.bert).name if Path(args.bert).exists() else args.bert,
-        "bert_license": model_card_license(args.bert),
+        "bert_license": bert_license,
         "attention_type": args.attention_type,
         "calibration": [Path(f).name for f in args.calibration_files]
         if args.calibration_files
         else "the embedded calibration text (lines of nine 19th-century books and of US State of the Union addresses)",
         "fit_texts": len(fit_texts),
-        "held_out_texts": len(held_out_texts),
+        "held_out_texts": len(held_out),
         "layers": fitted.bert_fit_report,
         "held_out_mean_cosine": {
             "copy": mean_cosine(copied.eval(), bert, held_out),
@@ -220,24 +258,18 @@ def convert(argv):
 def write_folder(model, tokenizer, report, output, carried):
     """OUTPUT with the model, the tokenizer, conversion.json and the `carried` files ({name: file}: BERT's
     sentence-transformers configuration, so that it loads there as BERT does), moved into place when complete."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".convert.tmp", dir=output.parent))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the output folder's mode
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        (staging / "conversion.json").write_text(json.dumps(report, indent=2) + "\n")
-        for name, source in carried.items():
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, staging / name)
+    with created_parents(output.parent):
+        staging = staging_folder(output, ".convert.tmp")
         try:
-            os.rename(staging, output)  # atomic; replaces an empty folder, fails on a non-empty one
-        except OSError as error:
-            raise UserError(f"output={str(output)!r} appeared while converting; nothing was written.") from error
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            (staging / "conversion.json").write_text(json.dumps(report, indent=2) + "\n")
+            for name, source in carried.items():
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, staging / name)
+            move_into_place(staging, output, "converting")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def main(argv=None):

@@ -92,6 +92,31 @@ def per_folder(values: list[str] | None, folders: list[str]) -> list[str | None]
     return values * len(folders) if len(values) == 1 else values
 
 
+def missing_code(folder: str) -> str | None:
+    """A one-line error for a local folder whose config.json's `auto_map` names code files the folder lacks (copied
+    without its .py files, or saved by code that did not write them): transformers would say the file is missing at a
+    Hub address made of the folder's path. None when nothing named is missing, or nothing can be read."""
+    try:
+        auto_map = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("auto_map") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    references = auto_map.values() if isinstance(auto_map, dict) else []
+    names = {  # "module.Class" (a "repo--module.Class" is another repository's code, not the folder's)
+        f"{str(item).rsplit('.', 1)[0]}.py"
+        for ref in references
+        for item in (ref if isinstance(ref, list) else [ref])
+        if item and "--" not in str(item)
+    }
+    missing = sorted(name for name in names if not (Path(folder) / name).is_file())
+    if not missing:
+        return None
+    return (
+        f"{folder} lacks {', '.join(missing)}, the model code its config.json's auto_map names for "
+        "trust_remote_code=True: copy the folder with its .py files, or save the model again with save_pretrained "
+        "after `import symbert` (which writes them)."
+    )
+
+
 def load_and_report(
     folder: str, auto_class: str, remote_code: bool, inputs_file: str | None, args: argparse.Namespace, outputs: dict
 ) -> dict:
@@ -99,6 +124,8 @@ def load_and_report(
     import transformers
     from safetensors.torch import load_file
 
+    if remote_code and (message := missing_code(folder)):
+        raise FileNotFoundError(message)
     model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=remote_code).eval()
     report = {"class": type(model).__name__, "module": type(model).__module__}
     tokenizer = None

@@ -127,6 +127,24 @@ def test_fresh_load_script_reports_code_that_needs_the_project(tmp_path):
 
 
 @pytest.mark.heavy
+def test_a_folder_without_its_code_is_named_not_sent_to_the_hub(tmp_path):
+    """A folder copied without its .py files, loaded with trust_remote_code=True where the project loads folders
+    (fresh_load.py: the fill-mask example, the release's validation), gave transformers' line about a file missing
+    at https://huggingface.co/<the folder's path>: one line names the files it lacks."""
+    folder = tmp_path / "no-code"
+    symbert.SymBertForMaskedLM(tiny_config("original")).save_pretrained(folder)
+    for code in folder.glob("*.py"):
+        code.unlink()
+    report = load_in_fresh_process([folder], "--auto_class", "AutoModel")
+    error = report["models"][str(folder.resolve())]["error"]
+    assert error == (
+        f"FileNotFoundError: {folder.resolve()} lacks configuration_symbert.py, modeling_symbert.py, the model code "
+        "its config.json's auto_map names for trust_remote_code=True: copy the folder with its .py files, or save "
+        "the model again with save_pretrained after `import symbert` (which writes them)."
+    )
+
+
+@pytest.mark.heavy
 def test_native_auto_classes_without_remote_code(saved_models):
     cases, expected, _ = saved_models
     folder = next(c["folder"] for c in cases if c["folder"].endswith("pairwise/AutoModelForMaskedLM"))

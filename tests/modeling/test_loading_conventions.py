@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
     AutoModelForMaskedLM,
+    AutoTokenizer,
     BertForMaskedLM,
     BertForSequenceClassification,
     BertModel,
@@ -451,3 +452,48 @@ def test_corrupt_weights_file_is_named(tmp_path, damage):
         AutoModelForMaskedLM.from_pretrained(tmp_path)
     with pytest.raises(OSError, match=rf"Cannot read {weights}"):
         AutoModelForMaskedLM.from_pretrained(tmp_path, trust_remote_code=True)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("loader", ["from_pretrained", "AutoModelForMaskedLM", "from_bert"])
+def test_non_finite_weights_load_with_one_warning_naming_the_tensor(tmp_path, caplog, value, loader):
+    """A NaN or infinite weight loaded without a word: one warning names it, as transformers reports weights it did
+    not load as saved (a finite folder gives none)."""
+    SymBertForMaskedLM(tiny_config()).save_pretrained(tmp_path / "finite")
+    BertForMaskedLM(bert_config()).save_pretrained(tmp_path / "bert")
+    folder = tmp_path / ("bert" if loader == "from_bert" else "finite")
+    load = {
+        "from_pretrained": SymBertForMaskedLM.from_pretrained,
+        "AutoModelForMaskedLM": AutoModelForMaskedLM.from_pretrained,
+        "from_bert": lambda path: SymBertForMaskedLM.from_bert(path, calibration_texts=None),
+    }[loader]
+
+    def warnings():
+        return [r for r in caplog.records if "hold NaN or infinite values" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING):
+        load(folder)
+    assert warnings() == []
+    weights = load_file(folder / "model.safetensors")
+    name = next(n for n in weights if n.endswith("encoder.layer.1.attention.self.query.weight"))
+    weights[name][3, 5] = value
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        load(folder)
+    (record,) = warnings()
+    message = record.getMessage()
+    assert record.levelno == logging.WARNING and "\n" not in message
+    assert "bert.encoder.layer.1.attention.self.query.weight" in message and str(folder) in message
+
+
+def test_fitting_to_a_bert_with_a_nan_weight_is_a_value_error_naming_it(tmp_path, corpus):
+    """The fit's eigendecomposition failed in LAPACK on a NaN weight."""
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
+    BertForMaskedLM(bert_config(vocab_size=len(tokenizer))).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    weights["bert.encoder.layer.0.attention.self.key.weight"][0, 0] = float("nan")
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"holds NaN or infinite weights \(.*encoder.layer.0.attention.self.key"):
+        SymBertForMaskedLM.from_bert(tmp_path, attention_type="symmetric", calibration_texts=["the river"] * 4)
