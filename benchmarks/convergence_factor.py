@@ -34,6 +34,18 @@ from scipy import stats
 from symbert.cli import UserError, command_parser, run_command
 from symbert.files import write_atomically
 
+# the largest size of a value read: far past any step, loss or accuracy, and small enough that the differences,
+# variances and their squares the tables compute stay finite (1e308 gave OverflowError there)
+LARGEST_VALUE = 1e15
+
+
+def study_number(value, where: str) -> float:
+    """`value` as finite_number reads it, and of a size LARGEST_VALUE at most; else a UserError naming `where`."""
+    number = finite_number(value, where)
+    if abs(number) > LARGEST_VALUE:
+        raise UserError(f"{where} is {json.dumps(value)[:40]}, past what a study holds: allowed, -1e15 to 1e15")
+    return number
+
 
 def parse_study(text: str) -> tuple[str, dict]:
     label, separator, path = text.partition("=")
@@ -83,7 +95,7 @@ def read_study(label: str, path: str) -> dict:
                 raise UserError(f"{where} has no per_seed list (one value or null per seed)")
             for index, value in enumerate(per_seed):
                 if value is not None:
-                    finite_number(value, f"{where} per_seed[{index}]")
+                    study_number(value, f"{where} per_seed[{index}]")
             num_seeds = len(per_seed) if num_seeds is None else num_seeds
             if len(per_seed) != num_seeds:  # the values pair by position: one per seed
                 raise UserError(f"{where} has {len(per_seed)} per-seed values, not one per seed ({num_seeds})")
@@ -96,7 +108,7 @@ def read_study(label: str, path: str) -> dict:
                 where = f"study {label}: {path}: eval_loss_curves[{key!r}][{step!r}]"
                 if not (step.isdigit() and step.isascii()):
                     raise UserError(f"{where}: {step!r} is not a step (a whole number)")
-                finite_number(loss, where)
+                study_number(loss, where)
     return {"rows": rows_by_type, "path": path, "curves": curves, "seeds": seeds}
 
 

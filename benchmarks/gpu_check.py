@@ -52,7 +52,7 @@ from throughput_timing import (  # benchmarks/throughput_timing.py
 )
 
 from symbert import ATTENTION_TYPES, SymBertConfig
-from symbert.cli import UserError, command_parser, run_command
+from symbert.cli import Interrupted, UserError, command_parser, run_command
 from symbert.files import write_atomically
 from symbert.training.arguments import RECIPES_DIR, check_output_dir
 
@@ -88,7 +88,11 @@ class Part:
 
 def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     parser = command_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--output", default="benchmarks/results/gpu-check", help="folder of the results")
+    parser.add_argument(
+        "--output",
+        default="benchmarks/results/gpu-check",
+        help="folder of the results; a dry run needs one that holds no measured figures",
+    )
     parser.add_argument("--budget", type=float, default=540.0, help="wall-clock seconds for everything (default 9 min)")
     parser.add_argument(
         "--recipe_steps", type=int, default=None, help="optimizer steps of the paper-small run (100; dry run 10)"
@@ -111,9 +115,26 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
         raise UserError(f"--recipe_steps={args.recipe_steps}: must be at least 2 (the first interval is warm-up).")
     if not args.dry_run and not torch.cuda.is_available():
         raise UserError("torch sees no CUDA device; this command measures a GPU (--dry_run rehearses it on the CPU).")
+    check_output_dir(args.output, "output")  # before Path(''), which is the current folder
     args.output = Path(args.output)
-    check_output_dir(args.output, "output")
+    if args.dry_run and (measured := measured_summary(args.output)):
+        raise UserError(
+            f"--output {str(args.output)!r} holds a GPU check's measured figures ({measured}); a dry run would "
+            "replace them with CPU figures: give the dry run another --output (e.g. /tmp/gpu-check)."
+        )
     return args
+
+
+def measured_summary(output: Path) -> Path | None:
+    """The summary.json of a measured (not dry) run in `output`, if there is one: what a dry run must not replace.
+    One that cannot be read counts as measured: nothing tells it is not."""
+    summary = output / "summary.json"
+    if not summary.exists():
+        return None
+    try:
+        return None if json.loads(summary.read_text(encoding="utf-8")).get("dry_run") is True else summary
+    except (OSError, ValueError, AttributeError):
+        return summary
 
 
 def script(name: str, *arguments: str) -> list[str]:
@@ -239,6 +260,9 @@ def run_part(part: Part, deadline: float, log: Path) -> None:
                 stop(process)
                 part.status = f"stopped at its deadline ({deadline - start:.0f} s)"
                 break
+            except (KeyboardInterrupt, Interrupted) as error:  # Ctrl-C or SIGTERM: the part's processes go too
+                stop(process)
+                raise Interrupted(f"{part.name} was running; its processes were stopped, no summary written") from error
             if returncode != 0:
                 part.status = f"failed: exit status {returncode} (see {log.name})"
                 break
@@ -348,9 +372,23 @@ def write_summary(args, facts, parts, recipe, matmul, workdir) -> None:
     print(report)
 
 
+def terminated(signum, frame) -> None:
+    """SIGTERM as a Ctrl-C: the running part is stopped with its processes (which run in sessions of their own, where
+    neither signal reaches them), then the command ends in one line."""
+    raise Interrupted("stopped by SIGTERM")
+
+
 def check(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_command_line(argv)
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        run_check(args, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_check(args: argparse.Namespace, argv: list[str]) -> None:
     stopwatch, start = Stopwatch(), time.monotonic()
     args.output.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as workdir:

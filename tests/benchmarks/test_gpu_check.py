@@ -3,6 +3,7 @@ process handling, benchmarks/finetune_throughput.py's batches, and the training-
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -81,6 +82,57 @@ def test_a_part_is_stopped_with_its_workers_at_its_deadline(tmp_path):
         pytest.fail(f"the part's child process {pid} outlived its deadline")
 
 
+STOPPED_CHECK = """
+import sys, time
+sys.path.insert(0, {benchmarks!r})
+import gpu_check
+sleeper = (
+    "import subprocess, sys, time; "
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+    "open({pids!r}, 'w').write(f'{{child.pid}} ' + str(__import__('os').getpid())); time.sleep(120)"
+)
+gpu_check.plan = lambda args, workdir: [gpu_check.Part("sleeper", 1.0, [[sys.executable, "-c", sleeper]])]
+gpu_check.main(["--dry_run", "--budget", "300", "--output", {output!r}])
+"""
+
+
+def gone(pid):
+    for _ in range(150):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.heavy  # a fresh interpreter
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_stopped_check_stops_its_running_part_too(tmp_path, sig):
+    """Ctrl-C or SIGTERM printed "interrupted" while the part's processes (in sessions of their own) went on."""
+    pids = tmp_path / "pids"
+    code = STOPPED_CHECK.format(benchmarks=str(BENCHMARKS), pids=str(pids), output=str(tmp_path / "out"))
+    check = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    for _ in range(1200):
+        if pids.exists() and len(pids.read_text().split()) == 2:
+            break
+        time.sleep(0.1)
+    else:
+        check.kill()
+        pytest.fail(f"the part never started: {check.communicate()[1][-2000:]}")
+    check.send_signal(getattr(signal, sig))
+    err = check.communicate(timeout=120)[1]
+    assert check.returncode == 130 and err.count("\n") == 1, err
+    assert "interrupted: sleeper was running; its processes were stopped" in err
+    assert all(gone(int(pid)) for pid in pids.read_text().split())
+
+
 def test_a_failing_or_late_part_is_recorded_and_the_next_runs(tmp_path):
     failing = gpu_check.Part("failing", 1.0, [[sys.executable, "-c", "raise SystemExit(3)"]])
     gpu_check.run_part(failing, time.monotonic() + 60, tmp_path / "failing.log")
@@ -104,6 +156,28 @@ def test_a_failing_or_late_part_is_recorded_and_the_next_runs(tmp_path):
 )
 def test_bad_arguments_are_one_line(argv, message, capsys, tmp_path):
     assert_one_line(gpu_check.main, [*argv, "--output", str(tmp_path / "out")], message, capsys)
+
+
+@pytest.mark.parametrize(
+    "summary, message",
+    [
+        (None, "output='': the path is empty"),
+        ({"dry_run": False}, "holds a GPU check's measured figures ({OUT}/summary.json); a dry run would replace them"),
+        ("{not json", "holds a GPU check's measured figures ({OUT}/summary.json)"),
+    ],
+)
+def test_an_output_a_dry_run_must_not_write_is_refused(tmp_path, capsys, summary, message):
+    """--output '' wrote every result into the current folder; a dry run into the committed results replaced the
+    GPU's figures with a CPU's. A dry run's own earlier output is written again."""
+    output = tmp_path / "gpu-check"
+    output.mkdir()
+    if summary is not None:
+        (output / "summary.json").write_text(summary if isinstance(summary, str) else json.dumps(summary))
+    argv = ["--dry_run", "--output", "" if summary is None else str(output)]
+    assert_one_line(gpu_check.main, argv, message, capsys, OUT=output)
+    assert sorted(p.name for p in output.iterdir()) == ([] if summary is None else ["summary.json"])
+    (output / "summary.json").write_text(json.dumps({"dry_run": True}))
+    assert gpu_check.parse_command_line(["--dry_run", "--output", str(output)]).output == output
 
 
 def test_the_recipe_figures_are_its_logged_rates_after_warm_up(tmp_path, monkeypatch):
