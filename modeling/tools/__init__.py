@@ -307,7 +307,10 @@ LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError)  # what from_
 
 def load_checked(model_class, model: str, **kwargs):
     """`model_class.from_pretrained(model)`: the loader's refusals (a damaged or foreign weights file, integer
-    weights, tensors of another shape) and non-finite weights as a UserError naming the folder."""
+    weights, tensors of another shape) and non-finite weights as a UserError naming the folder (a local folder's
+    before it is loaded: the loader's warning about them would be a second line)."""
+    if Path(model).is_dir() and (found := non_finite_tensor(Path(model))):
+        raise UserError(f"{model!r} holds non-finite weights ({found[0]}); nothing was written.")
     try:
         loaded = model_class.from_pretrained(model, **kwargs)
     except LOAD_ERRORS as error:
