@@ -419,7 +419,9 @@ def run_all(args, run_args, model_args, data_args, training_args):
         for seed in args.seeds
         for spec, spec_overrides in args.specs.items()
     }
-    finished = [key for key, job in jobs.items() if finished_comparison_run(*job)]  # checked before anything trains
+    # checked before anything trains; paths the runs recorded inside the study's folder are read in this one (a copy)
+    root = training_args.output_dir
+    finished = [key for key, job in jobs.items() if finished_comparison_run(*job, root=root)]
     if args.summarize_only and len(finished) < len(jobs):
         unfinished = [str(run_dir(training_args, spec, seed)) for spec, seed in jobs if (spec, seed) not in finished]
         raise UserError(

@@ -19,7 +19,7 @@ from transformers import (
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
 from ..cli import UserError, command_parser, group_arguments, missing_local_path
-from .compat import TRAINER_HAS_OVERWRITE
+from .compat import TRAINER_HAS_OVERWRITE, overwrite_requested
 from .manifest import with_prepared_source
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -41,6 +41,13 @@ class RunArguments:
     )
     target_eval_loss: float | None = field(
         default=None, metadata={"help": "comparison target (default: the first compared type's final eval loss)"}
+    )
+    summarize_only: bool = field(
+        default=False,
+        metadata={
+            "help": "with --compare: train nothing, rebuild comparison.md and comparison.png from the finished runs "
+            "in OUTPUT_DIR/<type>"
+        },
     )
     global_batch_size: int | None = field(
         default=None,
@@ -456,6 +463,15 @@ def check_arguments(
                 f"compare={run_args.compare!r} names {', '.join(map(repr, twice))} more than once; name each type "
                 "once (each trains into OUTPUT_DIR/<type>)."
             )
+    if run_args.summarize_only and run_args.compare is None:
+        raise UserError(
+            "summarize_only=True rebuilds a comparison's summary; give the types compared with --compare (e.g. "
+            f"--compare {','.join(list(ATTENTION_TYPES)[:2])})."
+        )
+    if run_args.summarize_only and overwrite_requested(run_args, training_args):
+        raise UserError(
+            "summarize_only=True trains nothing but overwrite_output_dir=True trains every type again; give one of them."
+        )
     if run_args.stop_when_flat is not None and run_args.stop_when_flat < 1:
         raise UserError(f"stop_when_flat={run_args.stop_when_flat} must be at least 1 (evaluations), or unset.")
     if model_args.distill_stage not in DISTILLATION_STAGES:

@@ -689,25 +689,36 @@ def train_and_report(
     kinds = run_args.compare.split(",")
     if data_args.blocks_dir is None and not data_args.streaming:  # tokenise once for every type
         folder = output_dir / PREPARED_BLOCKS_DIR
-        data_args = on_main_process(training_args, lambda: prepared_once(data_args, folder, training_args.seed))
+        if run_args.summarize_only:  # the blocks the types trained on; nothing is read or prepared
+            data_args = replace(data_args, blocks_dir=str(folder))
+        else:
+            data_args = on_main_process(training_args, lambda: prepared_once(data_args, folder, training_args.seed))
     plans = {
         kind: (replace(model_args, attention_type=kind), replace(training_args, output_dir=str(output_dir / kind)))
         for kind in kinds
     }
     # a rerun of an interrupted comparison: the types already trained (their folder holds its summary) are
-    # not trained again, their results are read back; checked, all of them, before anything trains
+    # not trained again, their results are read back; checked, all of them, before anything trains. Every path is
+    # this folder's own: one the runs recorded inside the comparison's folder of then (a copy's original) is read
+    # as the same place in this one.
     finished = on_main_process(
         training_args,
         lambda: [
             kind
             for kind, (kind_model_args, kind_training_args) in plans.items()
-            if finished_comparison_run(run_args, kind_model_args, data_args, kind_training_args)
+            if finished_comparison_run(run_args, kind_model_args, data_args, kind_training_args, root=output_dir)
         ],
     )
+    if run_args.summarize_only and (unfinished := [kind for kind in kinds if kind not in finished]):
+        raise UserError(
+            f"summarize_only=True: {', '.join(str(output_dir / kind) for kind in unfinished)} "
+            f"hold{'s' if len(unfinished) == 1 else ''} no finished run (no {TrainingSummary.FILE_NAME}); run the "
+            "command without --summarize_only to train them."
+        )
     runs = {}
     for kind, (kind_model_args, kind_training_args) in plans.items():
         if kind in finished:
-            if is_main:
+            if is_main and not run_args.summarize_only:
                 print(
                     f"{kind}: already trained in {kind_training_args.output_dir} (it holds {TrainingSummary.FILE_NAME}); "
                     "its results are reused"

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -109,6 +110,11 @@ def test_command_line_overrides_recipe(tmp_path):
             "compare='original,symmetric,original' names 'original' more than once",
         ),
         (["--compare", "original,,symmetric"], "compare='original,,symmetric' has an empty entry"),
+        (["--summarize_only", "true"], "summarize_only=True rebuilds a comparison's summary; give the types compared"),
+        (
+            ["--compare", "original,symmetric", "--summarize_only", "true", "--overwrite_output_dir", "true"],
+            "summarize_only=True trains nothing but overwrite_output_dir=True trains every type again",
+        ),
     ],
 )
 def test_bad_arguments_are_named(tmp_path, extra, message):
@@ -387,6 +393,61 @@ def test_comparison_mode(corpus, tmp_path, capsys):
     assert (tmp_path / "blocks" / "manifest.json").is_file()
     out = capsys.readouterr().out
     assert "Comparison in" in out and out.count("training blocks once") == 1
+
+
+@pytest.mark.heavy
+def test_a_copied_or_moved_comparison_is_summarised_from_its_own_files(corpus, tmp_path, capsys):
+    """The runs of a comparison record absolute paths into its folder (the blocks prepared in it). Copied (cp -r) or
+    moved elsewhere, the folder is summarised (--summarize_only) or run again from its own files: after the original
+    is gone, and while a changed original (trained again with other steps) sits at the recorded paths, it gives its
+    own figures, trains nothing and leaves the original's files as they are."""
+    original, copy, moved = tmp_path / "comparison", tmp_path / "copy", tmp_path / "moved"
+
+    def compare(folder, *extra):
+        main(
+            run_args(
+                corpus, folder, "--compare", "original,symmetric", "--max_steps", "4", "--save_steps", "100", *extra
+            )
+        )
+        return capsys.readouterr().out
+
+    def figures(folder):
+        return {
+            kind: json.loads((folder / kind / "training_summary.json").read_text())["final_eval_loss"]
+            for kind in ("original", "symmetric")
+        }
+
+    compare(original)
+    expected, table = figures(original), (original / "comparison.md").read_text()
+    assert json.loads((original / "original" / "training_summary.json").read_text())["data_arguments"][
+        "blocks_dir"
+    ] == str(original / "blocks")
+    shutil.copytree(original, copy)  # cp -r
+    original.rename(moved)  # mv: nothing is left at the recorded paths
+
+    def summarised_from_own_files(folder, *extra):
+        (folder / "comparison.md").unlink()
+        out = compare(folder, *extra)
+        assert ": final eval loss" not in out  # nothing trained, every type read back
+        assert ("already trained" in out) == ("--summarize_only" not in extra)
+        assert str(original) not in out and f"Comparison in {folder}/comparison.md" in out
+        assert figures(folder) == expected and (folder / "comparison.md").read_text() == table
+
+    summarised_from_own_files(copy, "--summarize_only", "true")
+    summarised_from_own_files(moved)
+
+    compare(original, "--max_steps", "2")  # another comparison where the copied one recorded its paths
+    changed = {path: path.read_bytes() for path in original.rglob("*") if path.is_file()}
+    assert "Training steps: `original` 2, `symmetric` 2." in (original / "comparison.md").read_text()
+    for folder in (copy, moved):
+        summarised_from_own_files(folder, "--summarize_only", "true")
+        summarised_from_own_files(folder)
+        assert "Training steps: `original` 4, `symmetric` 4." in (folder / "comparison.md").read_text()
+    assert {path: path.read_bytes() for path in original.rglob("*") if path.is_file()} == changed
+
+    (copy / "symmetric" / "training_summary.json").unlink()  # an unfinished type is not summarised
+    with pytest.raises(ValueError, match=rf"summarize_only=True: {copy / 'symmetric'} holds no finished run"):
+        run(run_args(corpus, copy, "--compare", "original,symmetric", "--max_steps", "4", "--summarize_only", "true"))
 
 
 class Interrupted(Exception):
