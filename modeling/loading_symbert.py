@@ -377,9 +377,8 @@ def non_finite_weights(model):
     ]
 
 
-def layer_inputs(bert_model, sequences, layer=None):
-    """Per layer, the inputs the model's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]; only
-    layer `layer`'s ([sequence] -> ...) when it is given."""
+def layer_inputs(bert_model, sequences):
+    """Per layer, the inputs the model's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]."""
     encoder_owner = getattr(bert_model, "bert", bert_model)
     inputs = [[] for _ in encoder_owner.encoder.layer]
     with torch.no_grad():
@@ -387,7 +386,7 @@ def layer_inputs(bert_model, sequences, layer=None):
             hidden = encoder_owner(input_ids.to(encoder_owner.device), output_hidden_states=True).hidden_states
             for index in range(len(inputs)):
                 inputs[index].append(hidden[index])
-    return inputs if layer is None else inputs[layer]
+    return inputs
 
 
 def attention_error(module, bert_attention, inputs, bert_inputs=None):

@@ -14,7 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import torch
@@ -257,17 +257,13 @@ def non_finite_tensor(folder: Path) -> tuple[str, Path] | None:
     tensor by tensor (safetensors) or memory-mapped (a .bin file, as tensors only); None when all are finite."""
     for file in weights_files(folder):
         try:
-            if file.suffix == ".safetensors":
-                with safe_open(file, framework="pt") as weights:
+            with ExitStack() as stack:
+                if file.suffix == ".safetensors":
+                    weights = stack.enter_context(safe_open(file, framework="pt"))
                     tensors = ((name, weights.get_tensor(name)) for name in weights.keys())
-                    found = next(
-                        (name for name, t in tensors if t.is_floating_point() and not t.isfinite().all()), None
-                    )
-            else:
-                state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-                found = next(
-                    (name for name, t in state.items() if t.is_floating_point() and not t.isfinite().all()), None
-                )
+                else:
+                    tensors = torch.load(file, map_location="cpu", weights_only=True, mmap=True).items()
+                found = next((name for name, t in tensors if t.is_floating_point() and not t.isfinite().all()), None)
         except READ_ERRORS as error:
             raise unreadable(file, error) from None
         if found is not None:
