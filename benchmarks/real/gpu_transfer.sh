@@ -50,6 +50,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e "$HERE"
 xz -dc "$PACK/data/train.txt.xz" > /tmp/train.txt
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+[ -f "$OUT/summary.md" ] || printf '%s\n' "| type | steps | held-out cosine: copy -> converted -> attention -> model | UCI: mean (std), 3 seeds | seconds |" \
+  "|---|---|---|---:|---:|" > "$OUT/summary.md"
 for type in "$@"; do
   start=$(date +%s)
   symbert-transfer "$PACK/teacher" "$OUT/transfer-$type" --attention_type "$type" --steps "$STEPS" \
