@@ -110,6 +110,8 @@ def parse_command_line(argv):
         raise UserError(f"--minutes={args.minutes} must be a number of minutes above 0 and at most a week (10080).")
     if args.steps is not None and args.steps < 2:
         raise UserError(f"--steps={args.steps} must be at least 2 (one a stage), or left out to use --minutes.")
+    if not 0 <= args.seed < 2**32:  # what numpy's and torch's seeding take
+        raise UserError(f"--seed={args.seed} must be a whole number from 0 to {2**32 - 1}.")
     if not (math.isfinite(args.attention_share) and 0 <= args.attention_share < 1):
         raise UserError(f"--attention_share={args.attention_share} must be at least 0 and below 1.")
     for name in args.train_files or ():

@@ -127,6 +127,7 @@ def test_the_result_is_the_teachers_kind_of_model_with_its_heads(teachers, tmp_p
         (["--minutes", "nan"], "--minutes=nan must be a number of minutes above 0"),
         (["--steps", "1"], "--steps=1 must be at least 2"),
         (["--attention_share", "1"], "--attention_share=1.0 must be at least 0 and below 1"),
+        (["--seed", "-1"], "--seed=-1 must be a whole number from 0 to 4294967295"),
         (["--train_files", "{missing}"], "--train_files '{missing}' is not a file"),
     ],
 )
