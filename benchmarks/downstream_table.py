@@ -20,7 +20,7 @@ from pathlib import Path
 from report import Stopwatch, header, markdown_table, write_report  # benchmarks/report.py
 
 from symbert.cli import UserError, command_parser, run_command
-from symbert.training.glue_results import GlueResults, protocol_differences
+from symbert.training.glue.results import GlueResults, protocol_differences
 
 
 def row_file(item: str) -> tuple[str, Path]:

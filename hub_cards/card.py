@@ -23,9 +23,9 @@ from packaging.requirements import Requirement
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from ..tools.bert_export import BOUND, CHECK_BATCH
-from ..training.glue_data import TASKS, benchmark_name, glue_mean_tasks, hub_datasets, reported_scores, score_names
-from ..training.glue_results import GlueResults, paper_protocol
-from ..training.glue_scoring import NOISE_STANDARD_ERRORS
+from ..training.glue.data import TASKS, benchmark_name, glue_mean_tasks, hub_datasets, reported_scores, score_names
+from ..training.glue.results import GlueResults, paper_protocol
+from ..training.glue.scoring import NOISE_STANDARD_ERRORS
 
 # The Hub's formats of the GLUE results (eval_results.py), re-exported: validation.py and the tests read them here
 from .eval_results import EVAL_RESULTS_FILE as EVAL_RESULTS_FILE
@@ -208,7 +208,7 @@ def parameter_counts(config: SymBertConfig) -> tuple[int, int]:
 
 
 def baseline_cells(task: dict) -> list[str]:
-    """The baselines and verdict cells of a score's row (glue_scoring.py's `learning_verdict`; older results have none)."""
+    """The baselines and verdict cells of a score's row (glue/scoring.py's `learning_verdict`; older results have none)."""
     baseline = task.get("baseline")
     if baseline is None:
         return ["not recorded", "not measured"]
@@ -260,7 +260,7 @@ def glue_table(results: GlueResults, baselines: list[tuple[str, GlueResults]] = 
 
 
 def did_not_learn(results: GlueResults) -> list[str]:
-    """The display names of the GLUE-mean scores flagged "did not learn" (glue_scoring.py's `learning_verdict`)."""
+    """The display names of the GLUE-mean scores flagged "did not learn" (glue/scoring.py's `learning_verdict`)."""
     tasks = results.task_aggregates
     return [
         score.display

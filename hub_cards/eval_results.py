@@ -11,8 +11,8 @@ import yaml
 from huggingface_hub import EvalResult
 from huggingface_hub.utils import yaml_dump
 
-from ..training.glue_data import benchmark_name, glue_mean_tasks, hub_config, hub_datasets, reported_scores, score_names
-from ..training.glue_results import GlueResults
+from ..training.glue.data import benchmark_name, glue_mean_tasks, hub_config, hub_datasets, reported_scores, score_names
+from ..training.glue.results import GlueResults
 from .hub_compat import EvalResultEntry, eval_result_entries_to_yaml, parse_eval_result_entries
 
 EVAL_RESULTS_FILE = ".eval_results/glue.yaml"
@@ -42,7 +42,7 @@ def glue_eval_results(results: GlueResults) -> list[EvalResult]:
     if not scored_on_hub(results):
         return []
     eval_results = []
-    for config, spec, score in reported_scores(glue_mean_only=True):  # the task table (training/glue_data.py)
+    for config, spec, score in reported_scores(glue_mean_only=True):  # the task table (training/glue/data.py)
         task = results.task_aggregates.get(score.name)
         if task is None or task.get("mean") is None:
             continue

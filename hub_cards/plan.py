@@ -17,7 +17,7 @@ from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
-from ..training.glue_results import NAME, GlueResults, in_range, plain_text, protocol_differences
+from ..training.glue.results import NAME, GlueResults, in_range, plain_text, protocol_differences
 from ..training.json_files import read_json, regular_file
 from ..training.summary import TrainingSummary, is_number, mapping, number
 from . import card as cards

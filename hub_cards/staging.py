@@ -17,7 +17,7 @@ from transformers.utils import logging as transformers_logging
 from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, loading_symbert
 from ..cli import UserError
 from ..tools.bert_export import BOUND, CHECK_BATCH, export_to_bert
-from ..training.glue_results import GlueResults
+from ..training.glue.results import GlueResults
 from ..training.reporting import plot_losses
 from . import card as cards
 from . import eval_results as hub_eval

@@ -1,6 +1,6 @@
 """The values a release renders into cards that no typed record checks as it is read: every number of a
 trainer_state.json's log has its type and its range. (A glue_results.json is checked as it is read:
-training/glue_results.py's `GlueResults`; a training_summary.json likewise: training/summary.py.) A bad value is one
+training/glue/results.py's `GlueResults`; a training_summary.json likewise: training/summary.py.) A bad value is one
 line naming the file, the field and what is allowed."""
 
 from pathlib import Path

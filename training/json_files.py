@@ -1,6 +1,6 @@
 """JSON input files read strictly: a regular file (never a named pipe, device or folder), valid UTF-8 JSON, no key
 given twice in one object. A bad file is one line naming it. The release reads every JSON file it publishes or shows
-so; glue_results.json is read so by `GlueResults.read` (training/glue_results.py)."""
+so; glue_results.json is read so by `GlueResults.read` (training/glue/results.py)."""
 
 import json
 import os

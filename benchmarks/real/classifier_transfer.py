@@ -27,8 +27,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Data
 
 from symbert.files import write_atomically
 from symbert.training import glue
-from symbert.training.glue_data import load_task
-from symbert.training.glue_sweep import dev_metrics, fine_tuned, tokenize
+from symbert.training.glue.data import load_task
+from symbert.training.glue.sweep import dev_metrics, fine_tuned, tokenize
 from symbert.training.transfer import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from conftest import assert_one_line, tiny_sentences, train_tokenizer
 from symbert import SymBertModel
 from symbert.tools.convert import mean_cosine
-from symbert.training.glue_data import TASKS
+from symbert.training.glue.data import TASKS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import agreement  # noqa: E402
@@ -151,7 +151,7 @@ def test_fetch_without_npm_or_with_a_file_for_dest_is_one_line(tmp_path, monkeyp
 
 def test_a_task_without_a_hub_dataset_asks_for_the_fetched_data(capsys):
     from symbert.cli import UserError
-    from symbert.training import glue_data
+    from symbert.training.glue import data as glue_data
 
     with pytest.raises(UserError, match="uci_sentiment is not on the Hub: fetch it with"):
         glue_data.load_task("uci_sentiment")
@@ -160,7 +160,7 @@ def test_a_task_without_a_hub_dataset_asks_for_the_fetched_data(capsys):
 def test_the_data_digest_of_a_saved_dataset_ignores_the_cache_files_tokenising_writes(tmp_path):
     from datasets import Dataset, DatasetDict
 
-    from symbert.training import glue_data
+    from symbert.training.glue import data as glue_data
 
     rows = [{"sentence": f"text {i}", "label": i % 2} for i in range(8)]
     DatasetDict(train=Dataset.from_list(rows), validation=Dataset.from_list(rows[:4])).save_to_disk(
@@ -175,8 +175,8 @@ def test_the_data_digest_of_a_saved_dataset_ignores_the_cache_files_tokenising_w
 
 def glue_output(folder, scores, data="ab", learning_rate=1e-5, task="uci_sentiment"):
     """A symbert-glue output folder with `task`'s accuracy `scores` over seeds 1, 2, 3 (mnli: both dev splits)."""
-    from symbert.training.glue_results import GlueResults
-    from symbert.training.glue_scoring import baseline_scores
+    from symbert.training.glue.results import GlueResults
+    from symbert.training.glue.scoring import baseline_scores
 
     labels = [0] * 310 + [1] * 290  # a dev set of 600 (UCI's): majority 51.67
     baselines = baseline_scores(task, dict.fromkeys(TASKS[task].eval_splits, labels))

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import tiny_config
 from symbert import SymBertForMaskedLM
-from symbert.training import glue, glue_sweep
+from symbert.training.glue import command as glue
+from symbert.training.glue import sweep as glue_sweep
 from symbert.training.tokenizer import train_wordpiece
 
 MAX_LENGTH = "32"  # tiny_config has 64 positions

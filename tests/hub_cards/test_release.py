@@ -33,7 +33,7 @@ from symbert.hub_cards.release import parse_arguments, release_command
 from symbert.hub_cards.tiny_random import save_tiny_random, tiny_tokenizer
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import bert_export
-from symbert.training import glue_scoring
+from symbert.training.glue import scoring as glue_scoring
 from symbert.training.pretrain import main as pretrain
 
 pytestmark = pytest.mark.heavy

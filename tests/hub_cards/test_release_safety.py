@@ -26,8 +26,9 @@ from symbert.hub_cards import plan, pushing, release, staging, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
 from symbert.tools import bert_export
-from symbert.training import glue_data, glue_scoring
-from symbert.training.glue_results import GlueResults
+from symbert.training.glue import data as glue_data
+from symbert.training.glue import scoring as glue_scoring
+from symbert.training.glue.results import GlueResults
 
 
 def pickles(folder):

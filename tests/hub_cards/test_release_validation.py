@@ -15,8 +15,9 @@ from symbert.cli import UserError
 from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, release, validation
 from symbert.hub_cards.release import release_command
-from symbert.training import glue_data, glue_scoring
-from symbert.training.glue_results import GlueResults
+from symbert.training.glue import data as glue_data
+from symbert.training.glue import scoring as glue_scoring
+from symbert.training.glue.results import GlueResults
 
 
 def refused_results(run, tmp_path, change, name="results"):  # noqa: F811

@@ -33,8 +33,10 @@ from symbert import ATTENTION_TYPES
 from symbert.tools.bert_export import BOUND, export_to_bert, relative_difference
 from symbert.tools.bert_export import main as symbert_to_bert
 from symbert.tools.onnx_export import export_onnx, max_difference
-from symbert.training import glue, glue_scoring, glue_sweep
-from symbert.training.glue_data import TASKS, load_task
+from symbert.training.glue import command as glue
+from symbert.training.glue import scoring as glue_scoring
+from symbert.training.glue import sweep as glue_sweep
+from symbert.training.glue.data import TASKS, load_task
 
 pytestmark = pytest.mark.heavy
 

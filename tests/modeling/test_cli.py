@@ -13,7 +13,8 @@ import pytest
 from symbert.cli import UserError
 from symbert.hub_cards import release
 from symbert.tools import bert_export, onnx_export, parameter_table, symmetry
-from symbert.training import arguments, glue, pretrain
+from symbert.training import arguments, pretrain
+from symbert.training.glue import command as glue
 
 COMMANDS = {
     "symbert-params": parameter_table,

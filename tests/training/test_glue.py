@@ -25,9 +25,13 @@ from helpers.release import fake_run
 from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
 from symbert.hub_cards.release import release_command
-from symbert.training import glue, glue_data, glue_scoring, glue_sweep, pretrain
-from symbert.training.glue_data import load_task
-from symbert.training.glue_results import GlueResults
+from symbert.training import pretrain
+from symbert.training.glue import command as glue
+from symbert.training.glue import data as glue_data
+from symbert.training.glue import scoring as glue_scoring
+from symbert.training.glue import sweep as glue_sweep
+from symbert.training.glue.data import load_task
+from symbert.training.glue.results import GlueResults
 from symbert.training.tokenizer import train_wordpiece
 
 EIGHT_TASKS = "cola,sst2,mrpc,qqp,stsb,mnli,qnli,rte"
@@ -694,7 +698,7 @@ def test_sweep_on_checkpoints_of_a_real_pretraining_comparison(assets, tmp_path)
 def test_a_task_longer_than_the_models_training_blocks_is_named_before_training(tmp_path):
     from datasets import Dataset
 
-    from symbert.training.glue_sweep import length_notice
+    from symbert.training.glue.sweep import length_notice
 
     model = tmp_path / "demo"
     (model / "checkpoint-10").mkdir(parents=True)

@@ -16,9 +16,11 @@ from helpers.glue import refused, suite_args
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.hub_cards import card as cards
-from symbert.training import glue, glue_data, glue_sweep
-from symbert.training.glue_data import load_task
-from symbert.training.glue_results import GlueResults
+from symbert.training.glue import command as glue
+from symbert.training.glue import data as glue_data
+from symbert.training.glue import sweep as glue_sweep
+from symbert.training.glue.data import load_task
+from symbert.training.glue.results import GlueResults
 
 
 @pytest.fixture

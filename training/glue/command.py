@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
-from ..cli import UserError, command_parser, group_arguments, run_command
-from .compat import trainer_argument_names
-from .glue_arguments import GlueArguments
-from .glue_data import TASKS
-from .glue_results import PAPER_PROTOCOL, PAPER_TASKS
-from .glue_sweep import precision, run_suite, run_sweep
+from ...cli import UserError, command_parser, group_arguments, run_command
+from ..compat import trainer_argument_names
+from .arguments import GlueArguments
+from .data import TASKS
+from .results import PAPER_PROTOCOL, PAPER_TASKS
+from .sweep import precision, run_suite, run_sweep
 
 
 def protocol_defaults() -> dict:

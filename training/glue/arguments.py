@@ -1,10 +1,10 @@
 """symbert-glue's own arguments (the Trainer's are transformers' TrainingArguments), with the paper's protocol
-(training/glue_results.py) as their defaults: what the command line parses and the suite and the sweep read."""
+(training/glue/results.py) as their defaults: what the command line parses and the suite and the sweep read."""
 
 from dataclasses import dataclass, field
 
-from .glue_data import TASKS, hub_datasets
-from .glue_results import PAPER_MAX_LENGTH, PAPER_SEEDS, PAPER_TASKS
+from .data import TASKS, hub_datasets
+from .results import PAPER_MAX_LENGTH, PAPER_SEEDS, PAPER_TASKS
 
 
 @dataclass

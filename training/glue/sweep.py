@@ -29,16 +29,16 @@ from transformers import (
     set_seed,
 )
 
-from .. import BERT_ATTENTION_TYPE
-from ..cli import UserError, missing_local_path
-from ..files import write_atomically
-from .arguments import precision_for
-from .compat import warmup_ratio
-from .glue_arguments import GlueArguments
-from .glue_data import TASKS, benchmark_name, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
-from .glue_results import GlueResults
-from .glue_scoring import CORRELATIONS, baseline_scores, run_metrics, table, task_scores
-from .reporting import new_figure, save_figure
+from ... import BERT_ATTENTION_TYPE
+from ...cli import UserError, missing_local_path
+from ...files import write_atomically
+from ..arguments import precision_for
+from ..compat import warmup_ratio
+from ..reporting import new_figure, save_figure
+from .arguments import GlueArguments
+from .data import TASKS, benchmark_name, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
+from .results import GlueResults
+from .scoring import CORRELATIONS, baseline_scores, run_metrics, table, task_scores
 
 SWEEP_FRACTION = 0.95
 

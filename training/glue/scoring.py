@@ -1,5 +1,5 @@
 """GLUE scoring: a pair's metrics and scores, the baselines of a predictor that learned nothing and the "did not
-learn" flag, and the aggregates over seeds (the GLUE score) that the results file (training/glue_results.py) holds."""
+learn" flag, and the aggregates over seeds (the GLUE score) that the results file (training/glue/results.py) holds."""
 
 import statistics
 from collections.abc import Callable
@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from .glue_data import TASKS, benchmark_name, score_names
+from .data import TASKS, benchmark_name, score_names
 
 # Scoring: the spec's formulas on scikit-learn's and scipy's metrics. Metrics are fractions, scores percent.
 
@@ -20,7 +20,7 @@ def correlation(function: Callable) -> Callable[[ArrayLike, ArrayLike], float]:
     return lambda labels, predictions: np.nan_to_num(function(predictions, labels)[0])
 
 
-METRICS = {  # the raw metrics a task's Metric names (glue_data.py) -> metric(labels, predictions)
+METRICS = {  # the raw metrics a task's Metric names (data.py) -> metric(labels, predictions)
     "accuracy": accuracy_score,
     "f1": f1_score,
     "matthews_correlation": matthews_corrcoef,

@@ -14,9 +14,11 @@ from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from ..cli import UserError
-from ..files import write_atomically
-from .glue_data import (
+from ...cli import UserError
+from ...files import write_atomically
+from ..json_files import read_json
+from ..summary import boolean, is_integer, is_number, mapping, number, text
+from .data import (
     TASKS,
     benchmark_name,
     glue_mean_tasks,
@@ -25,7 +27,7 @@ from .glue_data import (
     score_names,
     score_task,
 )
-from .glue_scoring import (
+from .scoring import (
     CORRELATIONS,
     DEV_EXAMPLES_MAX,
     NOISE_STANDARD_ERRORS,
@@ -35,13 +37,11 @@ from .glue_scoring import (
     table,
     task_scores,
 )
-from .json_files import read_json
-from .summary import boolean, is_integer, is_number, mapping, number, text
 
 FILE_NAME = "glue_results.json"
 SCHEMA_VERSION = 1
 
-# The paper's protocol: symbert-glue's defaults (training/glue.py), and what the card names a run's deviations from
+# The paper's protocol: symbert-glue's defaults (training/glue/command.py), and what the card names a run's deviations from
 PAPER_TASKS = glue_mean_tasks()  # the tasks of the GLUE score: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte
 PAPER_SEEDS = (1, 2, 3, 4, 5)
 PAPER_MAX_LENGTH = 128  # tokens per example
@@ -64,7 +64,7 @@ PAPER_PROTOCOL = {  # in TrainingArguments' names
 
 
 def paper_protocol() -> dict:
-    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue_sweep.py's `pair_protocol`):
+    """The paper's GLUE protocol in the names of a results file's "protocol" (training/glue/sweep.py's `pair_protocol`):
     PAPER_PROTOCOL over TrainingArguments' defaults, symbert-glue's own defaults, one process, the Hub's GLUE data."""
     settings = {**{f.name: f.default for f in fields(TrainingArguments)}, **PAPER_PROTOCOL}
     return {
@@ -350,7 +350,7 @@ TOLERANCE = 1e-6  # percent: how far a stored aggregate may be from the one its 
 def check_scores(path: Path, results: dict) -> None:
     """Refuse a glue_results.json whose scores, aggregates or protocol seeds the card could not show as measured:
     scores that are not finite numbers in their metric's range, per seed; aggregates other than those the scores give
-    (training/glue_scoring.py's `aggregate`)."""
+    (training/glue/scoring.py's `aggregate`)."""
     scores = mapping(path, "scores", results["scores"])
     ranges = score_ranges()
     protocol = mapping(path, "protocol", results.get("protocol"))
@@ -414,7 +414,7 @@ PLAIN_TEXT = re.compile(r"[\w .,:;/+=@~()'-]+")
 PLAIN_TEXT_RULE = "letters, digits, spaces and . , : ; / + = @ ~ ( ) ' -"
 NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # a setting's or key's name: lr_scheduler_type's "linear", "bf16"
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
-# protocol.data as symbert-glue records it (training/glue_sweep.py): the Hub datasets read ("nyu-mll/glue"), or a
+# protocol.data as symbert-glue records it (training/glue/sweep.py): the Hub datasets read ("nyu-mll/glue"), or a
 # --data_dir's absolute path, which a release stages as its last part; never a URL or a relative path
 HUB_ID = r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"
 DATA_SOURCE = re.compile(rf"{HUB_ID}(, {HUB_ID})*|(/[\w .,;+=@~()'-]+)+/?|\w[\w .,;+=@~()'-]*")

@@ -7,7 +7,7 @@ a task with a TSV layout, its TSV files (GLUE's in their official layout: `DIR/R
 same columns, same label ids. TSV files are read strictly: a missing column, a row with too few or too many fields or
 a bad label is an error that names the file, the line (the header is line 1) and the column; no row is dropped.
 
-TASKS is the one description of the tasks: loading and label checks here, scoring (glue_scoring.py) and the model
+TASKS is the one description of the tasks: loading and label checks here, scoring (scoring.py) and the model
 card's results and metadata (hub_cards/card.py: the benchmark's name, its scores and their count) all follow from it.
 """
 
@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
-from ..cli import UserError
+from ...cli import UserError
 
 
 @dataclass(frozen=True)
 class Metric:
     """How a task's score follows from its raw metrics: their plain mean in percent (the metrics are fractions, named
-    as glue_scoring.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
+    as scoring.py's METRICS computes them and run files record them), and what the Hub's model-index calls it."""
 
     names: tuple[str, ...]
     hub_type: str  # model-index metric type
