@@ -15,11 +15,11 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
+from ..json_files import is_number, mapping, number, read_json, regular_file
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
 from ..training.glue.results import NAME, GlueResults, in_range, plain_text, protocol_differences
-from ..training.json_files import read_json, regular_file
-from ..training.summary import TrainingSummary, is_number, mapping, number
+from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
 from .values import check_log_history

@@ -26,11 +26,11 @@ from transformers.utils import logging as transformers_logging
 
 from .. import SymBertForMaskedLM
 from ..cli import UserError
+from ..json_files import is_number
 from ..modeling_symbert import BERT_CLASSES
 from ..tools import fresh_load
 from ..tools.bert_export import BOUND, CHECK_BATCH, check_inputs, load_symbert, output_tensors, relative_difference
 from ..training.glue.results import GlueResults
-from ..training.summary import is_number
 from . import card as cards
 from .plan import CHECK_TEXTS, PICKLE_SUFFIXES, RESULTS_FILE, Stage, read_json, sha256
 from .staging import code_files, code_hashes

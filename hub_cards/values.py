@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import UserError
-from ..training.summary import number
+from ..json_files import number
 
 
 def check_log_history(path: Path, log_history: Any) -> list:

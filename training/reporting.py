@@ -11,16 +11,12 @@ import re
 import time
 from pathlib import Path
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from transformers import TrainerCallback
 
 from ..files import write_atomically
+from .figures import new_figure, save_figure
 
 CSV_COLUMNS = ("step", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm")
-FIGURE_SIZE = (7.0, 4.5)  # inches
-FIGURE_DPI = 120
 
 
 class MetricsLogCallback(TrainerCallback):
@@ -209,23 +205,3 @@ def _is_number(value):
 def metric_series(log_history: list[dict], key: str) -> tuple[list[int], list[float]]:
     entries = [e for e in log_history if key in e]
     return [e["step"] for e in entries], [e[key] for e in entries]
-
-
-def new_figure(ylabel: str, title: str | None) -> tuple[Figure, Axes]:
-    # A bare Figure on the Agg canvas: no pyplot global state, no display needed.
-    fig = Figure(figsize=FIGURE_SIZE, dpi=FIGURE_DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    if title:
-        ax.set_title(title)
-    return fig, ax
-
-
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Writes the PNG atomically (write_atomically)."""
-    path = Path(path)
-    write_atomically(path, lambda file: fig.savefig(file, format="png"), binary=True)
-    return path

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from ..cli import UserError
 from ..files import write_atomically
+from ..json_files import boolean, mapping, number, text
 
 FILE_NAME = "training_summary.json"
 # The layout of the file. One without "summary_version" was written before the version was recorded, in layout 1.
@@ -48,43 +49,6 @@ TRAINING_ARGUMENT_RANGES = (
     ("adam_epsilon", 0.0, math.inf),
     ("warmup_steps", 0.0, math.inf),
 )
-
-
-def is_number(value: Any) -> bool:
-    """A JSON number: an int or a float, never a bool (True is an int in Python) nor a string."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def is_integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def number(path: Path, field: str, value: Any, low: float, high: float = math.inf, integer: bool = False) -> Any:
-    """`value`, refused unless it is a finite number (an integer with `integer`) in [low, high]."""
-    kind = "an integer" if integer else "a finite number"
-    bounds = f"in [{low:g}, {high:g}]" if high != math.inf else f">= {low:g}"
-    ok = (is_integer(value) if integer else is_number(value)) and math.isfinite(value) and low <= value <= high
-    if not ok:
-        raise UserError(f"{path}: {field}={value!r} is not {kind} {bounds}.")
-    return value
-
-
-def text(path: Path, field: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise UserError(f"{path}: {field}={value!r} is not a non-empty string.")
-    return value
-
-
-def boolean(path: Path, field: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise UserError(f"{path}: {field}={value!r} is not true or false.")
-    return value
-
-
-def mapping(path: Path, field: str, value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise UserError(f"{path}: {field} is a JSON {type(value).__name__}, not an object.")
-    return value
 
 
 @dataclass(frozen=True, kw_only=True)

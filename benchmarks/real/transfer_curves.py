@@ -18,8 +18,8 @@ from pathlib import Path
 from symbert.files import write_atomically
 from symbert.loading_symbert import calibration_sequences
 from symbert.tools.convert import calibration_texts, load_bert
+from symbert.training.figures import new_figure, save_figure
 from symbert.training.glue.results import GlueResults
-from symbert.training.reporting import new_figure, save_figure
 from symbert.training.transfer import RECORD_FILE, STAGES, agreement
 
 

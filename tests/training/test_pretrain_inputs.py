@@ -22,14 +22,13 @@ from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.training import block_cutting, corpus_files, data, evaluation
 from symbert.training.arguments import (
-    LAUNCHER_PRECISION_VARIABLE,
     argument_names,
     model_config,
     optimizer_for,
     parse_arguments,
-    precision_for,
 )
 from symbert.training.masking import ResumableMLMCollator
+from symbert.training.precision import LAUNCHER_PRECISION_VARIABLE, precision_for
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain
 
 WORDS = "the a river man house walked slowly along bank old city night light water stone road said went".split()

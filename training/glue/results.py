@@ -16,8 +16,7 @@ from transformers import TrainingArguments
 
 from ...cli import UserError
 from ...files import write_atomically
-from ..json_files import read_json
-from ..summary import boolean, is_integer, is_number, mapping, number, text
+from ...json_files import boolean, is_integer, is_number, mapping, number, read_json, text
 from .data import (
     TASKS,
     benchmark_name,

@@ -32,9 +32,9 @@ from transformers import (
 from ... import BERT_ATTENTION_TYPE
 from ...cli import UserError, missing_local_path
 from ...files import write_atomically
-from ..arguments import precision_for
 from ..compat import warmup_ratio
-from ..reporting import new_figure, save_figure
+from ..figures import new_figure, save_figure
+from ..precision import precision_for
 from .arguments import GlueArguments
 from .data import TASKS, benchmark_name, data_sha256, glue_mean_tasks, hub_datasets, load_task, score_names
 from .results import GlueResults
@@ -45,7 +45,7 @@ SWEEP_FRACTION = 0.95
 
 def precision(training_args: TrainingArguments) -> str:
     """The precision the pairs train in, "bf16", "fp16" or "fp32" (--bf16, --fp16), refused in one line where it would
-    be another one (fp16 on a CPU trains in fp32; arguments.precision_for)."""
+    be another one (fp16 on a CPU trains in fp32; precision.precision_for)."""
     requested = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
     device = training_args.device.type
     bf16_supported = {"cuda": torch.cuda.is_bf16_supported, "cpu": lambda: training_args.use_cpu}.get(

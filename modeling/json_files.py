@@ -1,14 +1,16 @@
 """JSON input files read strictly: a regular file (never a named pipe, device or folder), valid UTF-8 JSON, no key
-given twice in one object. A bad file is one line naming it. The release reads every JSON file it publishes or shows
+given twice in one object; and the readers of their fields (a number in range, a non-empty string, a boolean, an
+object). A bad file or value is one line naming it. The release reads every JSON file it publishes or shows
 so; glue_results.json is read so by `GlueResults.read` (training/glue/results.py)."""
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
-from ..cli import UserError
+from .cli import UserError
 
 
 def regular_file(path: str | Path) -> Path:
@@ -47,3 +49,40 @@ def read_json(path: str | Path) -> Any:
         raise UserError(f"{path} is not valid JSON ({error}).") from None
     except RecursionError:
         raise UserError(f"{path} is nested too deeply to be a JSON file the release reads.") from None
+
+
+def is_number(value: Any) -> bool:
+    """A JSON number: an int or a float, never a bool (True is an int in Python) nor a string."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def number(path: Path, field: str, value: Any, low: float, high: float = math.inf, integer: bool = False) -> Any:
+    """`value`, refused unless it is a finite number (an integer with `integer`) in [low, high]."""
+    kind = "an integer" if integer else "a finite number"
+    bounds = f"in [{low:g}, {high:g}]" if high != math.inf else f">= {low:g}"
+    ok = (is_integer(value) if integer else is_number(value)) and math.isfinite(value) and low <= value <= high
+    if not ok:
+        raise UserError(f"{path}: {field}={value!r} is not {kind} {bounds}.")
+    return value
+
+
+def text(path: Path, field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{path}: {field}={value!r} is not a non-empty string.")
+    return value
+
+
+def boolean(path: Path, field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"{path}: {field}={value!r} is not true or false.")
+    return value
+
+
+def mapping(path: Path, field: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: {field} is a JSON {type(value).__name__}, not an object.")
+    return value
