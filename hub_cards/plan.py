@@ -15,10 +15,10 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
-from ..json_files import is_number, mapping, number, read_json, regular_file
+from ..json_files import LICENCE_RULE, NAME, is_number, mapping, number, plain_text, read_json, regular_file
 from ..training.compat import warmup_steps_counted
 from ..training.distillation import CONVERSION_FILE
-from ..training.glue.results import NAME, GlueResults, in_range, plain_text, protocol_differences
+from ..training.glue.results import GlueResults, in_range, protocol_differences
 from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
@@ -199,9 +199,6 @@ TRAINING_ARGUMENT_RANGES = {
     "learning_rate": (0.0, math.inf, True, False),  # 0 never trains; AdamW refuses a negative rate
     "adam_epsilon": (0.0, math.inf, True, False),
 }
-
-
-LICENCE_RULE = "a licence id of letters, digits, _ . -"
 
 
 def check_made_from(folder: Path, summary: TrainingSummary, base_model: str | None) -> None:

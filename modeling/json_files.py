@@ -6,11 +6,19 @@ so; glue_results.json is read so by `GlueResults.read` (training/glue/results.py
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 from .cli import UserError
+
+# What a card may show of a JSON file's text as written: a name or a path, never Markdown or HTML (no backtick, angle
+# bracket, table bar, link bracket or line break)
+PLAIN_TEXT = re.compile(r"[\w .,:;/+=@~()'-]+")
+PLAIN_TEXT_RULE = "letters, digits, spaces and . , : ; / + = @ ~ ( ) ' -"
+NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # a setting's or key's name: lr_scheduler_type's "linear", "bf16"
+LICENCE_RULE = "a licence id of letters, digits, _ . -"  # a licence is a NAME
 
 
 def regular_file(path: str | Path) -> Path:
@@ -85,4 +93,14 @@ def boolean(path: Path, field: str, value: Any) -> bool:
 def mapping(path: Path, field: str, value: Any) -> dict:
     if not isinstance(value, dict):
         raise UserError(f"{path}: {field} is a JSON {type(value).__name__}, not an object.")
+    return value
+
+
+def plain_text(
+    path: Path, field: str, value: Any, pattern: re.Pattern = PLAIN_TEXT, rule: str = PLAIN_TEXT_RULE
+) -> str:
+    """`value`, refused unless a string of `pattern` (what a card shows as written): one line naming the value and
+    what is allowed."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise UserError(f"{path}: {field}={value!r} is not plain text for a card: {rule} only.")
     return value

@@ -16,7 +16,7 @@ from transformers import TrainingArguments
 
 from ...cli import UserError
 from ...files import write_atomically
-from ...json_files import boolean, is_integer, is_number, mapping, number, read_json, text
+from ...json_files import NAME, boolean, is_integer, is_number, mapping, number, plain_text, read_json, text
 from .data import (
     TASKS,
     benchmark_name,
@@ -407,11 +407,6 @@ def differs(path: Path, field: str, stored: Any, expected: Any) -> None:
         )
 
 
-# What a card may show of a results file's text as written (in a code span of its protocol line): a name or a path,
-# never Markdown or HTML (no backtick, angle bracket, table bar, link bracket or line break)
-PLAIN_TEXT = re.compile(r"[\w .,:;/+=@~()'-]+")
-PLAIN_TEXT_RULE = "letters, digits, spaces and . , : ; / + = @ ~ ( ) ' -"
-NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # a setting's or key's name: lr_scheduler_type's "linear", "bf16"
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 # protocol.data as symbert-glue records it (training/glue/sweep.py): the Hub datasets read ("nyu-mll/glue"), or a
 # --data_dir's absolute path, which a release stages as its last part; never a URL or a relative path
@@ -442,16 +437,6 @@ def in_range(path: Path, field: str, value: Any, low: float, high: float, low_ex
     ok = (is_integer(value) if integer else is_number(value)) and math.isfinite(value) and low <= value <= high
     if not ok or (low_excluded and value == low):
         raise UserError(f"{path}: {field}={value!r} is not {kind} {bounds}.")
-
-
-def plain_text(
-    path: Path, field: str, value: Any, pattern: re.Pattern = PLAIN_TEXT, rule: str = PLAIN_TEXT_RULE
-) -> str:
-    """`value`, refused unless a string of `pattern` (what a card shows as written): one line naming the value and
-    what is allowed."""
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise UserError(f"{path}: {field}={value!r} is not plain text for a card: {rule} only.")
-    return value
 
 
 def check_listed_once(path: Path, results: dict) -> None:
