@@ -15,11 +15,16 @@ Two kinds of block source:
 With N dataloader workers, the DataLoader takes micro-batch j from worker j mod N, round robin from worker 0 on each
 new iterator. Micro-batch j belongs to reader j mod N; after a resume at micro-batch j0, worker k plays reader
 (j0 + k) mod N, so the round robin goes on where it was.
+
+A stream's cost is tokenising, which the tokenizers library spreads over every core from one process; each worker
+tokenises with `tokenizer_threads` threads (1 unless the process that forks the workers never tokenised in parallel),
+so that N workers use the cores that 0 workers would, and more.
 """
 
 import inspect
 import itertools
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +96,17 @@ def stream_for_reader(blocks: IterableDataset, reader: int, readers: int) -> Ite
     return split_dataset_by_node(blocks, rank=reader, world_size=readers)
 
 
+def worker_tokenizer_threads(workers: int, cores: int) -> int:
+    """Tokenizer threads for each of `workers` dataloader workers sharing `cores`, after turning parallel tokenising
+    off in this process for good (TOKENIZERS_PARALLELISM=false): a thread pool used before a fork is broken in the
+    forked workers (the library then falls back to one thread), so only a process that never used it may let its
+    workers have threads. 1 where the variable was already set (the user's choice, or used already) or no workers."""
+    if not workers or "TOKENIZERS_PARALLELISM" in os.environ:
+        return 1
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    return max(1, cores // workers)
+
+
 @dataclass
 class TrainingBlocks(torch.utils.data.IterableDataset):
     """Micro-batches of blocks in the run's order from `first_micro_batch` on, for one process and its workers, each
@@ -102,6 +118,7 @@ class TrainingBlocks(torch.utils.data.IterableDataset):
     readers: Readers = field(default_factory=Readers)
     first_micro_batch: int = 0
     reader_states: dict[int, dict] = field(default_factory=dict)
+    tokenizer_threads: int = 1  # per dataloader worker: more than 1 only under worker_tokenizer_threads' condition
 
     @property
     def streamed(self) -> bool:
@@ -110,6 +127,10 @@ class TrainingBlocks(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else info.id
+        if info is not None and self.tokenizer_threads > 1:
+            # read by the tokenizers library at each call, and for its thread pool at the pool's first use, here
+            os.environ["TOKENIZERS_PARALLELISM"] = "true"
+            os.environ["RAYON_NUM_THREADS"] = str(self.tokenizer_threads)
         try:
             if self.streamed:
                 yield from self._stream_batches(worker)

@@ -50,6 +50,7 @@ from .blocks import (
     TrainingBlocks,
     read_position,
     resumed_reader_states,
+    worker_tokenizer_threads,
 )
 from .checkpoint_checks import check_checkpoint_matches
 from .comparison_reuse import finished_comparison_run
@@ -121,6 +122,7 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
     resume_from: str | None = None  # the checkpoint train() resumes from: where the data position is read
     data_fingerprint: dict | None = None  # what identifies the training data (data.data_fingerprint), in every position
     distillation: DistillationLoss | None = None  # --teacher: the loss is the distance to the teacher's outputs
+    tokenizer_threads: int = 1  # each dataloader worker's (blocks.worker_tokenizer_threads, set before any tokenising)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.distillation is None:
@@ -162,6 +164,7 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
             readers=readers,
             first_micro_batch=self.data_positions.micro_batches,
             reader_states=self.data_positions.reader_states,
+            tokenizer_threads=self.tokenizer_threads,
         )
         workers = args.dataloader_num_workers
         if workers and "TOKENIZERS_PARALLELISM" not in os.environ:
@@ -658,6 +661,10 @@ def train_and_report(
     run_args: RunArguments, model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
 ) -> None:
     set_torch_threads(training_args)
+    # before anything tokenises: the workers may then tokenise with the cores this process's share holds
+    cores = max(1, len(os.sched_getaffinity(0)) // training_args.world_size)
+    workers = training_args.dataloader_num_workers
+    SymBertPretrainingTrainer.tokenizer_threads = worker_tokenizer_threads(workers, cores)
     output_dir = Path(training_args.output_dir)
     is_main = training_args.process_index == 0
     if is_main and training_args.device.type == "cpu":  # the figures depend on it: said, and in the summary

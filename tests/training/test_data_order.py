@@ -2,12 +2,18 @@
 dataloader workers, and resumed from a saved position exactly, without reading what came before it."""
 
 import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from datasets import Dataset, IterableDataset
 
 from symbert.cli import UserError
+from symbert.training import corpus_files
 from symbert.training.blocks import (
     ERROR_KEY,
     PositionTracker,
@@ -212,3 +218,60 @@ def test_a_damaged_reader_state_of_a_stream_is_refused_naming_the_checkpoint(tmp
     with pytest.raises(UserError, match=rf"Cannot resume the stream from {tmp_path}: reader 1's .*{message}") as error:
         resumed_reader_states(position, tmp_path, readers, 5, True, source=stream_blocks())
     assert "\n" not in str(error.value) and "the checkpoint is damaged" in str(error.value)
+
+
+EMBEDDED_TOKENIZER = Path(corpus_files.EMBEDDED_CORPUS).parent / "wordpiece-8192"
+THREADED_WORKERS = """
+import itertools, json, os, sys
+import torch
+from symbert.training.arguments import parse_arguments
+from symbert.training.blocks import PositionTracker, Readers, StreamTrained, TrainingBlocks, worker_tokenizer_threads
+from symbert.training.data import load_blocks, load_tokenizer
+
+threads = worker_tokenizer_threads(2, cores=4)  # first: nothing has tokenised yet
+data_args = parse_arguments(["--output_dir", sys.argv[1], "--train_files", *sys.argv[3:], "--streaming", "true",
+                             "--max_steps", "1", "--max_seq_length", "16", "--eval_blocks", "4", "--tokenizer", sys.argv[2]])[2]
+tokenizer = load_tokenizer(data_args)
+train, _ = load_blocks(data_args, tokenizer)
+readers = Readers(workers=2)
+
+def read(first=0, states=None, count=12):
+    blocks = TrainingBlocks(train, 8, 0, readers, first, states or {}, tokenizer_threads=threads)
+    noted = lambda item: {**item, "rayon": os.environ.get("RAYON_NUM_THREADS")}  # in the worker that tokenised
+    loader = torch.utils.data.DataLoader(blocks, batch_size=None, num_workers=2, collate_fn=noted)
+    return list(itertools.islice(loader, count))
+
+whole = read()
+tracker = PositionTracker(readers, None, 8)
+for batch in whole[:5]:
+    tracker.consumed(batch["position"])
+resumed = read(tracker.micro_batches, tracker.reader_states, 7)
+print(json.dumps({
+    "threads": threads, "rayon": sorted({batch["rayon"] for batch in whole}),
+    "whole": [batch["blocks"] for batch in whole], "resumed": [batch["blocks"] for batch in resumed],
+    "serial": list(StreamTrained(train, 8, readers, 12).blocks()),  # one thread, in this process
+}))
+"""
+
+
+@pytest.mark.heavy  # a fresh interpreter, whose tokenizer never ran threads before the workers fork
+def test_workers_tokenising_with_threads_read_the_same_blocks_in_order_and_resume_exactly(tmp_path):
+    """Each worker tokenises with its share of the cores (blocks.worker_tokenizer_threads): the blocks, their order
+    and a resume are those of one-thread tokenising."""
+    files = []
+    for index in range(4):  # a shard per file: each worker reads two whole files
+        path = tmp_path / f"part-{index}.txt"
+        path.write_text("".join(f"file {index} line {line} holds some words to tokenise\n" for line in range(60)))
+        files.append(str(path))
+    environment = {key: value for key, value in os.environ.items() if key != "TOKENIZERS_PARALLELISM"}
+    result = subprocess.run(
+        [sys.executable, "-c", THREADED_WORKERS, str(tmp_path / "unused"), str(EMBEDDED_TOKENIZER), *files],
+        capture_output=True, text=True, timeout=300, env=environment,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    read = json.loads(result.stdout.strip().splitlines()[-1])
+    assert read["threads"] == 2 and read["rayon"] == ["2"]  # the workers tokenised with 2 threads each
+    serial = read["serial"]
+    assert len(serial) == 12 * 8 and len({tuple(block) for block in serial}) > 80  # real blocks, most distinct
+    assert [block for batch in read["whole"] for block in batch] == serial
+    assert read["resumed"] == read["whole"][5:]
