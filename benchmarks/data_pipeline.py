@@ -18,9 +18,11 @@ WordPiece tokenizer trained on the embedded corpus (bert-base-uncased cannot be 
    random token ids written straight in the manifest's format (a real preparation's tokenizer and held-out blocks).
    Each case runs in its own forked process, so none inherits another's memory;
 3. delivery: tokens/s delivered by the training DataLoader per format and worker count, wall clock over --batches
-   micro-batches after --warmup, --rounds times (median, and the range), and per reader (workers, or the process
-   itself with 0 workers); dataloader workers are forked and the tokenizer runs single-threaded in them
-   (TOKENIZERS_PARALLELISM=false), as symbert-pretrain sets it;
+   micro-batches per reader after --warmup per reader (so that every worker's start is before the clock), --rounds
+   times (median, and the range), per reader (workers, or the process itself with 0 workers), and against 0 workers
+   of the same format in the same rounds; each case in a forked process. As symbert-pretrain has it, this process
+   never tokenises in parallel (TOKENIZERS_PARALLELISM=false from its start, unless set already), so that 0 workers
+   tokenise with the library's default (threads over every core) and each of N forked workers with cores/N threads;
 4. resume: the time from constructing TrainingBlocks at micro-batch j (for the stream, with the reader state a
    PositionTracker held after reading the first j micro-batches) to the first collated micro-batch, 0 workers, for j
    at --resume_passes passes over the data, from the prepared blocks of both sizes and from the .txt stream.
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import data_pipeline_cases  # benchmarks/data_pipeline_cases.py
 import datasets
 import transformers
 from data_pipeline_cases import (  # benchmarks/data_pipeline_cases.py
@@ -182,6 +185,22 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str]) -> None:
     args = parse_command_line(argv)
+    # before anything tokenises, as symbert-pretrain: a thread pool used here would be broken in the processes forked
+    # from here, so this one tokenises on one thread and they get the threads (data_pipeline_cases.in_forked_process)
+    args.tokenizer_threads_allowed = "TOKENIZERS_PARALLELISM" not in os.environ
+    if not args.tokenizer_threads_allowed:
+        measure(args, argv)
+        return
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    data_pipeline_cases.THREADS_LEFT_TO_FORKS = True
+    try:
+        measure(args, argv)
+    finally:
+        data_pipeline_cases.THREADS_LEFT_TO_FORKS = False
+        os.environ.pop("TOKENIZERS_PARALLELISM", None)
+
+
+def measure(args: argparse.Namespace, argv: list[str]) -> None:
     transformers.logging.set_verbosity_error()  # the tokenizer's "longer than 512" notes: blocks are cut after it
     datasets.disable_progress_bars()
     stopwatch = Stopwatch()

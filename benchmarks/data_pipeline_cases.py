@@ -173,7 +173,9 @@ def bytes_of(path: Path) -> int:
 # ------------------------------------------------------------------------------------------------- measurement tools
 
 
-def training_loader(train: Any, tokenizer: Any, batch_size: int, workers: int, first: int = 0, states=None):
+def training_loader(
+    train: Any, tokenizer: Any, batch_size: int, workers: int, first: int = 0, states=None, tokenizer_threads: int = 1
+):
     """The DataLoader of SymBertPretrainingTrainer.get_train_dataloader, on one process."""
     blocks = TrainingBlocks(
         train,
@@ -182,6 +184,7 @@ def training_loader(train: Any, tokenizer: Any, batch_size: int, workers: int, f
         readers=Readers(1, 0, workers),
         first_micro_batch=first,
         reader_states=states or {},
+        tokenizer_threads=tokenizer_threads,
     )
     collator = ResumableMLMCollator(tokenizer=tokenizer, mlm_probability=MLM_PROBABILITY, mask_seed=SEED)
     return torch.utils.data.DataLoader(
@@ -230,6 +233,24 @@ def process_tree_memory(process: psutil.Process) -> dict[str, int]:
     return total
 
 
+# set by data_pipeline.run where it turned parallel tokenising off in its own process (TOKENIZERS_PARALLELISM=false)
+THREADS_LEFT_TO_FORKS = False
+
+
+@contextlib.contextmanager
+def library_threads_in_forks() -> Iterator[None]:
+    """TOKENIZERS_PARALLELISM unset while forking (blocks.release_tokenizer_threads): the forked process tokenises
+    with the library's default threads, or one if this process ever used them (the library turns them off there)."""
+    if not THREADS_LEFT_TO_FORKS:
+        yield
+        return
+    os.environ.pop("TOKENIZERS_PARALLELISM", None)
+    try:
+        yield
+    finally:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
 def in_forked_process(target: Callable[..., dict], *arguments: Any, sample_memory: bool = False) -> tuple[dict, dict]:
     """Run target(report, *arguments) in a forked process (whose dataloader workers and tokenising processes are its
     children); returns (its result, memory): for each of process_tree_memory's kinds, the tree's memory when target
@@ -247,7 +268,8 @@ def in_forked_process(target: Callable[..., dict], *arguments: Any, sample_memor
             os._exit(0)
 
     process = multiprocessing.get_context("fork").Process(target=child)
-    process.start()
+    with library_threads_in_forks():
+        process.start()
     tree = psutil.Process(process.pid)
     memory = {f"{kind}_peak": 0 for kind in MEMORY_KINDS}
     result = None
@@ -426,20 +448,31 @@ def measure_memory(args: argparse.Namespace, corpora: Corpora) -> tuple[list[dic
 # --------------------------------------------------------------------------------------------------------- 3. delivery
 
 
-def measure_delivery_once(train: Any, tokenizer: Any, workers: int, args: argparse.Namespace) -> dict:
-    with tokenizer_threads_for(workers):
-        start = time.perf_counter()
-        iterator = iter(training_loader(train, tokenizer, args.batch_size, workers))
+def measure_delivery_once(report: Callable[[], None], train: Any, tokenizer: Any, workers: int, args) -> dict:
+    """In a forked process of this one, which never tokenised in parallel (run() turns it off first): with 0 workers
+    the tokenizers library's default (threads over every core), with N each worker's share of the cores, as
+    symbert-pretrain has them. Warm-up and timed micro-batches are counted per reader, so that every worker's start
+    (its first batch of 1,000 texts tokenised) is before the clock, whatever N."""
+    threads = max(1, len(os.sched_getaffinity(0)) // workers) if workers and args.tokenizer_threads_allowed else 1
+    readers = max(workers, 1)
+    start = time.perf_counter()
+    iterator = iter(training_loader(train, tokenizer, args.batch_size, workers, tokenizer_threads=threads))
+    checked(next(iterator))
+    first = time.perf_counter() - start
+    for _ in range(max(args.warmup * readers - 1, 0)):
         checked(next(iterator))
-        first = time.perf_counter() - start
-        for _ in range(max(args.warmup - 1, 0)):
-            checked(next(iterator))
-        tokens, start = 0, time.perf_counter()
-        for _ in range(args.batches):
-            tokens += checked(next(iterator))["input_ids"].numel()
-        seconds = time.perf_counter() - start
-        del iterator
-    return {"first_batch_s": first, "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+    tokens, start = 0, time.perf_counter()
+    for _ in range(args.batches * readers):
+        tokens += checked(next(iterator))["input_ids"].numel()
+    seconds = time.perf_counter() - start
+    del iterator
+    return {
+        "first_batch_s": first,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "tokenizer_threads": threads if workers or not args.tokenizer_threads_allowed else "all cores",
+    }
 
 
 def measure_delivery(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
@@ -453,7 +486,8 @@ def measure_delivery(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
         shift = round_index * len(args.workers)  # each round starts at another case: slow drifts spread over all
         for kind, workers in order[shift % len(order) :] + order[: shift % len(order)]:
             (train, tokenizer), _ = sources[kind]
-            timings.setdefault((kind, workers), []).append(measure_delivery_once(train, tokenizer, workers, args))
+            measured, _ = in_forked_process(measure_delivery_once, train, tokenizer, workers, args)
+            timings.setdefault((kind, workers), []).append(measured)
     rows = []
     for kind in args.formats:
         files = sources[kind][1]
@@ -465,15 +499,20 @@ def measure_delivery(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
                     "format": kind,
                     "files": len(files) if files else None,
                     "workers": workers,
+                    "tokenizer_threads": runs[0]["tokenizer_threads"],
                     "tokens_per_s": speed,
                     "tokens_per_s_per_reader": speed / max(workers, 1),
                     "tokens_per_s_rounds": [run["tokens_per_s"] for run in runs],
                     "first_batch_s": statistics.median(run["first_batch_s"] for run in runs),
-                    "batches_timed": args.batches,
+                    "batches_timed": args.batches * max(workers, 1),
                     "tokens_timed": runs[0]["tokens"],
                 }
             )
-            print(f"delivery {kind} workers {workers}: {speed:,.0f} tokens/s", flush=True)
+        reference = next((row["tokens_per_s"] for row in rows[-len(args.workers) :] if row["workers"] == 0), None)
+        for row in rows[-len(args.workers) :]:  # against 0 workers of the same format, measured in the same rounds
+            row["vs_0_workers"] = row["tokens_per_s"] / reference if reference else None
+            ratio = f" ({row['vs_0_workers']:.2f} × 0 workers)" if reference else ""
+            print(f"delivery {kind} workers {row['workers']}: {row['tokens_per_s']:,.0f} tokens/s{ratio}", flush=True)
     return rows
 
 

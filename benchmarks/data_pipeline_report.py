@@ -116,24 +116,38 @@ def delivery_section(record: dict, settings: dict) -> list[str]:
         "## Delivered tokens/s (what the Trainer consumes)",
         f"TrainingBlocks + DataLoader(batch_size=None, prefetch_factor 2, in order) + BatchCollator("
         f"ResumableMLMCollator, mlm {MLM_PROBABILITY}), one process; wall clock over {settings['batches']} "
-        f"micro-batches after {settings['warmup']} (the first included), median of {settings['rounds']} round(s) with "
-        "a fresh DataLoader each (range: min–max). Per reader: over the workers (the process itself with 0). `first "
-        "batch`: from creating the DataLoader's iterator to the first micro-batch (workers' start-up included).",
+        f"micro-batches per reader after {settings['warmup']} per reader (the first included), median of "
+        f"{settings['rounds']} round(s), each case in a fresh process (range: min–max). Per reader: over the workers "
+        "(the process itself with 0). `tokenizer threads`: each worker's (0 workers: the library's default). `vs 0 "
+        "workers`: against the same format's 0 workers, measured in the same rounds. `first batch`: from creating "
+        "the DataLoader's iterator to the first micro-batch (workers' start-up included).",
         table(
-            ["format", "files", "workers", "tokens/s", "range", "tokens/s per reader", "first batch s"],
+            [
+                "format",
+                "files",
+                "workers",
+                "tokenizer threads",
+                "tokens/s",
+                "range",
+                "vs 0 workers",
+                "tokens/s per reader",
+                "first batch s",
+            ],
             [
                 [
                     row["format"],
                     "" if row["files"] is None else str(row["files"]),
                     str(row["workers"]),
+                    str(row.get("tokenizer_threads", "")),
                     f"{row['tokens_per_s']:,.0f}",
                     f"{min(row['tokens_per_s_rounds']):,.0f}–{max(row['tokens_per_s_rounds']):,.0f}",
+                    "" if row.get("vs_0_workers") is None else f"{row['vs_0_workers']:.2f}",
                     f"{row['tokens_per_s_per_reader']:,.0f}",
                     f"{row['first_batch_s']:.2f}",
                 ]
                 for row in record["delivery"]
             ],
-        ),
+        ),  # fmt: skip
     ]
 
 

@@ -97,14 +97,21 @@ def stream_for_reader(blocks: IterableDataset, reader: int, readers: int) -> Ite
 
 
 def worker_tokenizer_threads(workers: int, cores: int) -> int:
-    """Tokenizer threads for each of `workers` dataloader workers sharing `cores`, after turning parallel tokenising
-    off in this process for good (TOKENIZERS_PARALLELISM=false): a thread pool used before a fork is broken in the
-    forked workers (the library then falls back to one thread), so only a process that never used it may let its
-    workers have threads. 1 where the variable was already set (the user's choice, or used already) or no workers."""
+    """Tokenizer threads for each of `workers` dataloader workers sharing `cores`; from now until
+    release_tokenizer_threads this process tokenises on one thread (TOKENIZERS_PARALLELISM=false), so that its
+    workers, forked after, may have threads. 1 where the variable was set already (the user's choice) or no workers."""
     if not workers or "TOKENIZERS_PARALLELISM" in os.environ:
         return 1
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     return max(1, cores // workers)
+
+
+def release_tokenizer_threads(tokenizer_threads: int) -> None:
+    """Before the workers fork: TOKENIZERS_PARALLELISM unset again, so that the tokenizers library itself turns
+    threads off in a worker forked from a process that used them (their pool does not survive a fork; a caller that
+    tokenised before worker_tokenizer_threads), and leaves them to a worker forked from one that never did."""
+    if tokenizer_threads > 1:
+        os.environ.pop("TOKENIZERS_PARALLELISM", None)
 
 
 @dataclass
@@ -128,7 +135,8 @@ class TrainingBlocks(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else info.id
         if info is not None and self.tokenizer_threads > 1:
-            # read by the tokenizers library at each call, and for its thread pool at the pool's first use, here
+            # read by the tokenizers library at each call (unless it turned threads off at the fork), and for its
+            # thread pool at the pool's first use, here
             os.environ["TOKENIZERS_PARALLELISM"] = "true"
             os.environ["RAYON_NUM_THREADS"] = str(self.tokenizer_threads)
         try:

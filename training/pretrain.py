@@ -49,6 +49,7 @@ from .blocks import (
     Readers,
     TrainingBlocks,
     read_position,
+    release_tokenizer_threads,
     resumed_reader_states,
     worker_tokenizer_threads,
 )
@@ -167,7 +168,8 @@ class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
             tokenizer_threads=self.tokenizer_threads,
         )
         workers = args.dataloader_num_workers
-        if workers and "TOKENIZERS_PARALLELISM" not in os.environ:
+        release_tokenizer_threads(self.tokenizer_threads)
+        if workers and "TOKENIZERS_PARALLELISM" not in os.environ and self.tokenizer_threads == 1:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"  # forked workers: one tokenizer thread each, no warning
         return torch.utils.data.DataLoader(
             blocks,
@@ -525,6 +527,8 @@ def training_summary(
     """The record of the run just finished (training/summary.py)."""
     trainer, args, model = setup.trainer, setup.trainer.args, setup.model
     threads = torch.get_num_threads()
+    teacher = trainer.distillation and trainer.distillation.teacher
+    made_from = made_from_record(model_args.init_from, model_args.teacher, teacher)
     return TrainingSummary(
         recipe=run_args.recipe,
         attention_type=model.config.attention_type,  # the type trained (--config_overrides may not differ)
@@ -542,9 +546,7 @@ def training_summary(
         run_arguments=asdict(run_args),
         model_arguments=asdict(model_args),
         data_arguments=asdict(data_args),
-        made_from=made_from_record(
-            model_args.init_from, model_args.teacher, trainer.distillation and trainer.distillation.teacher
-        ),
+        made_from=made_from and made_from.to_json(),
         hardware=torch.cuda.get_device_name()
         if args.device.type == "cuda"
         else f"CPU ({threads} thread{'' if threads == 1 else 's'})",

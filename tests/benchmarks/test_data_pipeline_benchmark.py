@@ -2,6 +2,7 @@
 numbers, and a bad argument is one line."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,8 +29,14 @@ def test_quick_run_records_every_case(tmp_path):
     assert set(delivery) == {(kind, workers) for kind in data_pipeline.FORMATS for workers in settings["workers"]}
     for (kind, workers), row in delivery.items():
         assert row["tokens_per_s"] > 0 and len(row["tokens_per_s_rounds"]) == settings["rounds"]
-        assert row["tokens_timed"] == settings["batches"] * settings["batch_size"] * settings["block_length"]
+        # per reader, so that every worker's start is before the clock
+        timed = settings["batches"] * max(workers, 1)
+        assert row["tokens_timed"] == timed * settings["batch_size"] * settings["block_length"]
         assert row["tokens_per_s_per_reader"] == pytest.approx(row["tokens_per_s"] / max(workers, 1))
+        assert row["vs_0_workers"] == pytest.approx(row["tokens_per_s"] / delivery[(kind, 0)]["tokens_per_s"])
+        # 0 workers tokenise with the library's default threads, each of N workers with its share of the cores
+        cores = len(os.sched_getaffinity(0))
+        assert row["tokenizer_threads"] == (max(1, cores // workers) if workers else "all cores")
         assert row["files"] == (None if kind == "prepared" else 1 if kind == "txt-1file" else settings["files"])
 
     memory = {(row["source"], row["corpus_mb"]): row for row in record["memory"]}

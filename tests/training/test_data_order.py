@@ -225,7 +225,8 @@ THREADED_WORKERS = """
 import itertools, json, os, sys
 import torch
 from symbert.training.arguments import parse_arguments
-from symbert.training.blocks import PositionTracker, Readers, StreamTrained, TrainingBlocks, worker_tokenizer_threads
+from symbert.training.blocks import (PositionTracker, Readers, StreamTrained, TrainingBlocks,
+    release_tokenizer_threads, worker_tokenizer_threads)
 from symbert.training.data import load_blocks, load_tokenizer
 
 threads = worker_tokenizer_threads(2, cores=4)  # first: nothing has tokenised yet
@@ -237,6 +238,7 @@ readers = Readers(workers=2)
 
 def read(first=0, states=None, count=12):
     blocks = TrainingBlocks(train, 8, 0, readers, first, states or {}, tokenizer_threads=threads)
+    release_tokenizer_threads(threads)
     noted = lambda item: {**item, "rayon": os.environ.get("RAYON_NUM_THREADS")}  # in the worker that tokenised
     loader = torch.utils.data.DataLoader(blocks, batch_size=None, num_workers=2, collate_fn=noted)
     return list(itertools.islice(loader, count))
@@ -246,9 +248,12 @@ tracker = PositionTracker(readers, None, 8)
 for batch in whole[:5]:
     tracker.consumed(batch["position"])
 resumed = read(tracker.micro_batches, tracker.reader_states, 7)
+tokenizer(["threads used before the workers fork"] * 64)  # parallel here: the workers' pool would be broken
+again = read()  # the library turns the workers' threads off itself: no hang
 print(json.dumps({
     "threads": threads, "rayon": sorted({batch["rayon"] for batch in whole}),
     "whole": [batch["blocks"] for batch in whole], "resumed": [batch["blocks"] for batch in resumed],
+    "again": [batch["blocks"] for batch in again],
     "serial": list(StreamTrained(train, 8, readers, 12).blocks()),  # one thread, in this process
 }))
 """
@@ -275,3 +280,4 @@ def test_workers_tokenising_with_threads_read_the_same_blocks_in_order_and_resum
     assert len(serial) == 12 * 8 and len({tuple(block) for block in serial}) > 80  # real blocks, most distinct
     assert [block for batch in read["whole"] for block in batch] == serial
     assert read["resumed"] == read["whole"][5:]
+    assert read["again"] == read["whole"]  # after this process used threads: the workers did not hang
