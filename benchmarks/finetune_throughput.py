@@ -124,6 +124,9 @@ def measure(argv: list[str] | None) -> None:
             step(name)
     rates = {name: {"real": [], "padded": []} for name in models}
     names = list(models)
+    command = shlex.join(["python", "benchmarks/finetune_throughput.py", *(argv or [])])
+    all_real = sum(int(batch["attention_mask"].sum()) for batch in batches)
+    all_padded = sum(batch["input_ids"].numel() for batch in batches)
     for round_index in range(args.rounds):
         for name in names[round_index % len(names) :] + names[: round_index % len(names)]:
             real, padded = tokens(name, args.steps_per_round)
@@ -135,17 +138,21 @@ def measure(argv: list[str] | None) -> None:
             seconds = time.perf_counter() - began
             rates[name]["real"].append(real / seconds)
             rates[name]["padded"].append(padded / seconds)
+        # the rows so far after every round: a run stopped at a deadline keeps what it measured
+        rows = table_rows(rates, round_index + 1)
+        write_results(args, stopwatch.facts(command), rows, 1 - all_real / all_padded)
+
+
+def table_rows(rates: dict[str, dict[str, list[float]]], rounds: int) -> list[dict]:
+    """Each model's median rates over the rounds done, and its ratio to the first model's (BERT)."""
     rows = []
-    for name in models:
-        real, padded = (statistics.median(rates[name][kind]) for kind in ("real", "padded"))
+    for name, rate in rates.items():
+        real, padded = (statistics.median(rate[kind]) for kind in ("real", "padded"))
         rows.append({"model": name, "real_tokens_per_second": real, "padded_tokens_per_second": padded})
-    bert_rate = rows[0]["real_tokens_per_second"]
+        rows[-1]["rounds"] = rounds
     for row in rows:
-        row["vs_bert"] = row["real_tokens_per_second"] / bert_rate
-    all_real = sum(int(batch["attention_mask"].sum()) for batch in batches)
-    all_padded = sum(batch["input_ids"].numel() for batch in batches)
-    command = shlex.join(["python", "benchmarks/finetune_throughput.py", *(argv or [])])
-    write_results(args, stopwatch.facts(command), rows, 1 - all_real / all_padded)
+        row["vs_bert"] = row["real_tokens_per_second"] / rows[0]["real_tokens_per_second"]
+    return rows
 
 
 def write_results(args: argparse.Namespace, facts: dict, rows: list[dict], padding_share: float) -> None:
@@ -168,7 +175,8 @@ def write_results(args: argparse.Namespace, facts: dict, rows: list[dict], paddi
             f"Size {args.size}, {args.precision}, {args.attn_implementation}; {args.batches} batches of "
             f"{args.batch_size} pairs of {args.min_length}-{args.max_length} tokens (uniform), each padded to its "
             f"longest ({padding_share:.0%} of the tokens are padding); sequence classification, 2 labels, fused "
-            f"AdamW. Median of {args.rounds} interleaved rounds of {args.steps_per_round} steps after "
+            f"AdamW. Median of {rows[0]['rounds']} (of {args.rounds}) interleaved rounds of {args.steps_per_round} "
+            f"steps after "
             f"{args.warmup} warm-up steps; `real` counts the unpadded tokens.",
             table,
         ]

@@ -1,11 +1,15 @@
 """Every GPU figure of docs/speed.md and docs/scale.md from one command, within a wall-clock budget.
 
+    python benchmarks/gpu_check.py --plan                                             # the calls, before any
     python benchmarks/gpu_check.py --output benchmarks/results/gpu-check              # one GPU, at most 9 minutes
     python benchmarks/gpu_check.py --dry_run --budget 240 --output /tmp/gpu-check     # the CPU rehearsal of the tests
 
-Needs nothing from outside the machine: random weights, the embedded corpus and its tokenizer. The parts, in order
-of importance, each in its own process with a deadline taken from the budget (time a part leaves unused passes to
-the next; a part that reaches its deadline is stopped, recorded as such, and the next one starts):
+Needs nothing from outside the machine: random weights, the embedded corpus and its tokenizer. The parts are planned
+from their recorded costs (--costs: OUTPUT/part-costs.json, which each measured run writes, else the recorded
+benchmarks/results/gpu-check-costs.json): in order of importance, those whose expected seconds fit the budget run in
+this call, the rest in a second call that `--plan` prints. Each part runs in its own process with a deadline, its
+share of the budget in proportion to its expected seconds (time a part leaves unused passes to the next; a part that
+reaches its deadline is stopped, recorded as such, and the next one starts):
 
 1. `throughput-eager`: benchmarks/throughput.py, every registered type against transformers' BertForMaskedLM at the
    `base` shape, bf16, sequences of 128 and 512, sdpa (and flash_attention_2 where flash-attn is installed), full
@@ -71,6 +75,9 @@ PART_NAMES = (
 )
 SUMMARY_MARGIN_SECONDS = 15  # kept back from the last part: the summary's matrix product and files
 MINIMUM_PART_SECONDS = 20  # a part given less is skipped, not started
+RECORDED_COSTS = BENCHMARKS / "results" / "gpu-check-costs.json"
+COSTS_FILE = "part-costs.json"  # in OUTPUT: the measured run's per-part seconds, what the next run plans from
+STOPPED_FACTOR = 1.5  # a part stopped at its deadline is expected to need this much more next time
 # recipe fields that name data from the Hub: the run uses the embedded corpus and its tokenizer instead
 HUB_DATA_FIELDS = ("dataset_name", "dataset_config", "streaming", "tokenizer")
 
@@ -81,6 +88,9 @@ class Part:
     share: float  # of the budget; a part's deadline is the budget's cumulative share up to it
     commands: list[list[str]]  # run one after the other, within the part's deadline
     environment: dict[str, str] = field(default_factory=dict)  # set for its commands
+    expected: float = 0.0  # seconds, from the recorded costs
+    basis: str = ""  # where `expected` comes from
+    call: int = 1  # 2: does not fit this call's budget after the parts before it
     status: str = "not run"
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -106,6 +116,12 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--dry_run", action="store_true", help="on the CPU, tiny shapes: checks the command, measures nothing"
     )
+    parser.add_argument("--plan", action="store_true", help="print the calls and their expected seconds, run nothing")
+    parser.add_argument(
+        "--costs",
+        default=None,
+        help=f"the parts' recorded seconds (default OUTPUT/{COSTS_FILE}, else {RECORDED_COSTS.name})",
+    )
     args = parser.parse_args(argv)
     if not args.budget >= 60:
         raise UserError(f"--budget={args.budget}: must be at least 60 seconds.")
@@ -113,16 +129,33 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
         args.recipe_steps = 10 if args.dry_run else 100
     if args.recipe_steps < 2:
         raise UserError(f"--recipe_steps={args.recipe_steps}: must be at least 2 (the first interval is warm-up).")
-    if not args.dry_run and not torch.cuda.is_available():
+    if not (args.dry_run or args.plan) and not torch.cuda.is_available():
         raise UserError("torch sees no CUDA device; this command measures a GPU (--dry_run rehearses it on the CPU).")
     check_output_dir(args.output, "output")  # before Path(''), which is the current folder
     args.output = Path(args.output)
+    args.costs = Path(args.costs) if args.costs else costs_path(args.output)
+    args.recorded = read_costs(args.costs)
     if args.dry_run and (measured := measured_summary(args.output)):
         raise UserError(
             f"--output {str(args.output)!r} holds a GPU check's measured figures ({measured}); a dry run would "
             "replace them with CPU figures: give the dry run another --output (e.g. /tmp/gpu-check)."
         )
     return args
+
+
+def costs_path(output: Path) -> Path:
+    return output / COSTS_FILE if (output / COSTS_FILE).is_file() else RECORDED_COSTS
+
+
+def read_costs(path: Path) -> dict[str, dict]:
+    """{part: {"seconds": ..., "basis": ...}} of a costs file; a bad one is one line naming it."""
+    try:
+        parts = json.loads(path.read_text(encoding="utf-8"))["parts"]
+        if all(isinstance(cost["seconds"], (int, float)) and cost["seconds"] > 0 for cost in parts.values()):
+            return parts
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    raise UserError(f"--costs {str(path)!r}: not a costs file (a JSON object whose `parts` give each part's seconds).")
 
 
 def measured_summary(output: Path) -> Path | None:
@@ -234,10 +267,78 @@ def plan(args: argparse.Namespace, workdir: Path) -> list[Part]:
         Part("throughput-compiled-others", 0.11, [compiled_types(others, "others")] if others else []),
     ]
     parts = [part for part in parts if part.name in (args.parts or PART_NAMES) and part.commands]
-    total = sum(part.share for part in parts)
-    for part in parts:  # the chosen parts share the whole budget
-        part.share /= total
+    assign_calls(parts, args)
     return parts
+
+
+def assign_calls(parts: list[Part], args: argparse.Namespace) -> None:
+    """Each part's expected seconds from the recorded costs; in order of importance, the parts that fit the budget
+    after the ones before them are this call's, the others a second call's (all of them with --parts or --dry_run:
+    the chosen parts run here). This call's parts share the budget in proportion to their expected seconds."""
+    room = args.budget - SUMMARY_MARGIN_SECONDS
+    used = 0.0
+    for part in parts:
+        cost = args.recorded.get(part.name, {"seconds": room, "basis": "no recorded cost: the whole budget"})
+        part.expected, part.basis = float(cost["seconds"]), cost.get("basis", "")
+        fits = used + part.expected <= room or not used  # the first part always runs (a lone part over the budget)
+        part.call = 1 if fits or args.parts or args.dry_run else 2
+        used += part.expected if part.call == 1 else 0
+    this_call = [part for part in parts if part.call == 1]
+    total = sum(part.expected for part in this_call)
+    for part in parts:
+        part.share = part.expected / total if part.call == 1 else 0.0
+
+
+def plan_text(args: argparse.Namespace, parts: list[Part], argv: list[str]) -> str:
+    """The calls: each one's command and parts, with the expected seconds and their basis, and each part's deadline."""
+    costs = args.costs.resolve()
+    shown_costs = costs.relative_to(Path.cwd()) if costs.is_relative_to(Path.cwd()) else costs
+    lines = [
+        f"Planned from {shown_costs} (a {args.budget:.0f}-s budget, {SUMMARY_MARGIN_SECONDS} s kept for the summary)."
+    ]
+    for call in (1, 2):
+        chosen = [part for part in parts if part.call == call]
+        if not chosen:
+            continue
+        room = args.budget - SUMMARY_MARGIN_SECONDS
+        if call == 1:
+            command = ["python", "benchmarks/gpu_check.py", *(a for a in argv if a != "--plan")]
+        else:
+            names = [part.name for part in chosen]
+            budget = max(60, min(args.budget, sum(p.expected for p in chosen) + SUMMARY_MARGIN_SECONDS + 30))
+            command = ["python", "benchmarks/gpu_check.py", "--parts", *names, "--budget", f"{budget:.0f}"]
+            command += ["--output", f"{args.output}-2"]
+            room = budget - SUMMARY_MARGIN_SECONDS
+        expected = sum(part.expected for part in chosen)
+        lines.append(f"Call {call}: {shlex.join(command)}\n  expected {expected:.0f} s of the {room:.0f} s for parts")
+        cumulative = 0.0
+        for part in chosen:
+            cumulative += part.share
+            deadline = f", deadline at {cumulative * room:.0f} s" if call == 1 else ""
+            lines.append(f"  {part.name}: {part.expected:.0f} s expected{deadline} ({part.basis})")
+        if call == 2 and expected > room:
+            lines.append(f"  (expected {expected:.0f} s, over the {room:.0f} s a call has: its last parts may stop)")
+    return "\n".join(lines)
+
+
+def recorded_costs(parts: list[Part], recorded: dict[str, dict], gpu: str) -> dict:
+    """The costs the next run plans from: a part that finished, its seconds; one stopped at its deadline,
+    STOPPED_FACTOR × its deadline (or its earlier cost, if more); the others, as they were."""
+    costs = dict(recorded)
+    for part in parts:
+        if part.status == "done":
+            costs[part.name] = {
+                "seconds": round(part.seconds, 1),
+                "basis": f"measured: done in {part.seconds:.0f} s on {gpu}",
+            }
+        elif part.status.startswith("stopped"):
+            seconds = max(STOPPED_FACTOR * part.seconds, recorded.get(part.name, {}).get("seconds", 0))
+            basis = f"estimate: stopped at its {part.seconds:.0f}-s deadline on {gpu}; {STOPPED_FACTOR} × that, or more"
+            costs[part.name] = {"seconds": round(seconds, 1), "basis": basis}
+    return {
+        "_comment": "written by benchmarks/gpu_check.py after a measured run: what the next run plans from",
+        "parts": costs,
+    }
 
 
 def run_part(part: Part, deadline: float, log: Path) -> None:
@@ -381,6 +482,10 @@ def terminated(signum, frame) -> None:
 def check(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_command_line(argv)
+    if args.plan:
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as workdir:
+            print(plan_text(args, plan(args, Path(workdir)), argv))
+        return
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
         run_check(args, argv)
@@ -393,13 +498,16 @@ def run_check(args: argparse.Namespace, argv: list[str]) -> None:
     args.output.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as workdir:
         workdir = Path(workdir)
-        parts = plan(args, workdir)
-        budget_end = start + args.budget - SUMMARY_MARGIN_SECONDS
+        planned = plan(args, workdir)
+        print(plan_text(args, planned, argv), flush=True)
+        parts = [part for part in planned if part.call == 1]
+        room = args.budget - SUMMARY_MARGIN_SECONDS
+        budget_end = start + room
         cumulative = 0.0
         for index, part in enumerate(parts):
             cumulative += part.share
             last = index == len(parts) - 1
-            deadline = budget_end if last else min(budget_end, start + cumulative * args.budget)
+            deadline = budget_end if last else min(budget_end, start + cumulative * room)
             print(f"[{time.monotonic() - start:5.0f} s] {part.name} (deadline {deadline - start:.0f} s)", flush=True)
             run_part(part, deadline, args.output / f"{part.name}.log")
             print(f"[{time.monotonic() - start:5.0f} s] {part.name}: {part.status}", flush=True)
@@ -414,6 +522,9 @@ def run_check(args: argparse.Namespace, argv: list[str]) -> None:
                 next(p for p in parts if p.name == "recipe").notes.append(f"no figures: {error}")
         facts = stopwatch.facts(shlex.join(["python", "benchmarks/gpu_check.py", *argv]))
         write_summary(args, facts, parts, recipe, matmul, workdir)
+        if not args.dry_run:  # what the next run into this OUTPUT plans from
+            costs = recorded_costs(parts, args.recorded, torch.cuda.get_device_name())
+            write_atomically(args.output / COSTS_FILE, lambda f: json.dump(costs, f, indent=2))
 
 
 def main(argv: list[str] | None = None) -> None:

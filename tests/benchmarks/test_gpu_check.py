@@ -299,3 +299,73 @@ def test_the_whole_dry_run_completes_every_part_within_its_budget(tmp_path):
         recipe["training_flops_per_token"] * recipe["tokens_per_second"] / recipe["matmul_flops_per_second"]
     )
     assert json.loads((output / "data-pipeline.json").read_text())["command"].startswith("python benchmarks/")
+
+
+def gpu_plan(tmp_path, *argv):
+    args = gpu_check.parse_command_line(["--plan", "--output", str(tmp_path / "out"), *argv])
+    return args, gpu_check.plan(args, tmp_path)
+
+
+@pytest.mark.parametrize("budget", [60, 200, 400, 540, 600])
+def test_a_plan_s_shares_never_exceed_the_budget_and_every_part_runs_in_one_call(tmp_path, budget):
+    args, parts = gpu_plan(tmp_path, "--budget", str(budget))
+    assert [part.name for part in parts] == list(gpu_check.PART_NAMES)  # each once, in the order of importance
+    room = budget - gpu_check.SUMMARY_MARGIN_SECONDS
+    this_call = [part for part in parts if part.call == 1]
+    assert this_call[0] is parts[0] and sum(part.share for part in this_call) == pytest.approx(1.0)
+    if len(this_call) > 1:  # together within the budget, each part's deadline slot at least its expected seconds
+        assert sum(part.expected for part in this_call) <= room
+        assert all(part.share * room >= part.expected - 1e-9 for part in this_call)
+    expected = {name: cost["seconds"] for name, cost in gpu_check.read_costs(gpu_check.RECORDED_COSTS).items()}
+    assert {part.name: part.expected for part in parts} == expected
+
+
+def test_the_default_call_fits_ten_minutes_and_the_plan_prints_the_second(tmp_path, capsys):
+    args, parts = gpu_plan(tmp_path)
+    assert args.budget <= 600 - 60  # a 10-minute call with a minute's margin
+    assert [part.name for part in parts if part.call == 2] == ["throughput-compiled-others"]
+    gpu_check.main(["--plan", "--output", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert "Call 2: python benchmarks/gpu_check.py --parts throughput-compiled-others --budget " in printed
+    assert not (tmp_path / "out").exists()  # --plan runs nothing, writes nothing
+    # the chosen parts run in this call, whatever they cost
+    _, chosen = gpu_plan(tmp_path, "--parts", "throughput-compiled-others", "recipe")
+    assert [part.call for part in chosen] == [1, 1]
+
+
+def test_a_measured_run_s_costs_plan_the_next(tmp_path):
+    recorded = gpu_check.read_costs(gpu_check.RECORDED_COSTS)
+    done = gpu_check.Part("recipe", 1.0, [], status="done", seconds=61.0)
+    stopped = gpu_check.Part("finetune", 1.0, [], status="stopped at its deadline (30 s)", seconds=30.0)
+    failed = gpu_check.Part("data-pipeline", 1.0, [], status="failed: exit status 1", seconds=3.0)
+    costs = gpu_check.recorded_costs([done, stopped, failed], recorded, "NVIDIA H200")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / gpu_check.COSTS_FILE).write_text(json.dumps(costs))
+    args, parts = gpu_plan(tmp_path)  # OUTPUT's own costs, not the recorded ones
+    expected = {part.name: part.expected for part in parts}
+    assert expected["recipe"] == 61.0 and expected["finetune"] == max(45.0, recorded["finetune"]["seconds"])
+    assert expected["data-pipeline"] == recorded["data-pipeline"]["seconds"]  # a failed part tells nothing
+    (tmp_path / "bad.json").write_text('{"parts": {"recipe": {"seconds": -1}}}')
+    with pytest.raises(gpu_check.UserError, match="bad.json'?: not a costs file"):
+        gpu_plan(tmp_path, "--costs", str(tmp_path / "bad.json"))
+
+
+@pytest.mark.heavy  # a fresh interpreter
+def test_a_part_stopped_mid_table_keeps_the_rows_it_measured(tmp_path):
+    output = tmp_path / "finetune"
+    command = [sys.executable, str(BENCHMARKS / "finetune_throughput.py"), "--device", "cpu", "--size", "tiny"]
+    command += ["--batch_size", "2", "--max_length", "24", "--batches", "2", "--warmup", "1", "--rounds", "100000"]
+    process = subprocess.Popen([*command, "--output", str(output)], start_new_session=True)
+    try:
+        for _ in range(1200):
+            if output.with_suffix(".json").exists():
+                break
+            time.sleep(0.1)
+    finally:
+        gpu_check.stop(process)  # as a deadline stops a part: its process group, mid-table
+    rows = json.loads(output.with_suffix(".json").read_text())["rows"]
+    assert [row["model"] for row in rows] == ["bert", "original", "symmetric"]
+    assert all(row["real_tokens_per_second"] > 0 and 1 <= row["rounds"] < 100000 for row in rows)
+    assert rows[0]["vs_bert"] == 1.0 and rows[1]["vs_bert"] == pytest.approx(
+        rows[1]["real_tokens_per_second"] / rows[0]["real_tokens_per_second"]
+    )
