@@ -17,7 +17,7 @@ reaches its deadline is stopped, recorded as such, and the next one starts):
 2. `throughput-compiled`: the same under torch.compile at 128 tokens with the recipes' sparse head, for `original` and
    `symmetric`; the other types come last (`throughput-compiled-others`), in what the budget leaves: each compiled
    model takes about 50 s to compile on an H100, so all nine need a call of their own
-   (`--parts throughput-compiled-others --budget 600`). Each process holds its own `original` and BERT, eager and
+   (the second call `--plan` prints). Each process holds its own `original` and BERT, eager and
    compiled, the references of its ratios;
 3. `recipe`: `paper-small` for real, from blocks prepared on this machine: symbert-prepare-data on the embedded corpus
    at the recipe's 512 tokens, then symbert-pretrain with the recipe's model, batch, sparse head, torch.compile, bf16
