@@ -23,9 +23,11 @@ from packaging.requirements import Requirement
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SymBertConfig, SymBertForMaskedLM, attention_class
 from ..tools.bert_export import BOUND, CHECK_BATCH
+from ..tools.conversion_record import ConversionRecord
 from ..training.glue.data import TASKS, benchmark_name, glue_mean_tasks, hub_datasets, reported_scores, score_names
 from ..training.glue.results import GlueResults, paper_protocol
 from ..training.glue.scoring import NOISE_STANDARD_ERRORS
+from ..training.made_from import MadeFromRecord, Teacher
 
 # The Hub's formats of the GLUE results (eval_results.py), re-exported: validation.py and the tests read them here
 from .eval_results import EVAL_RESULTS_FILE as EVAL_RESULTS_FILE
@@ -425,23 +427,24 @@ class MadeFrom:
     architecture: str | None
     mlm_head: bool  # the teacher had one, so the distillation trained this model's
     base_model: str | None  # the teacher's Hub id: --base_model, else its name where that is a Hub id
-    conversion: dict | None
+    conversion: ConversionRecord | None
     sentence_transformers: bool
 
     @classmethod
-    def read(cls, record: dict | None, base_model: str | None, sentence_transformers: bool) -> "MadeFrom | None":
-        if not record:
+    def read(
+        cls, record: MadeFromRecord | None, base_model: str | None, sentence_transformers: bool
+    ) -> "MadeFrom | None":
+        if record is None:
             return None
-        teacher = record.get("teacher") or {}
-        conversion = record.get("conversion")
-        name = teacher.get("name") or (conversion or {}).get("bert")
+        teacher, conversion = record.teacher or Teacher(), record.conversion
+        name = teacher.name or (conversion and conversion.bert)
         if base_model is None and is_hub_id(name):  # a name the Hub would refuse links nowhere
             base_model = name
         return cls(
             teacher=name,
-            license=teacher.get("license") or (conversion or {}).get("bert_license"),
-            architecture=teacher.get("architecture"),
-            mlm_head=bool(teacher.get("mlm_head")),
+            license=teacher.license or (conversion and conversion.bert_license),
+            architecture=teacher.architecture,
+            mlm_head=bool(teacher.mlm_head),
             base_model=base_model,
             conversion=conversion,
             sentence_transformers=sentence_transformers,
@@ -467,43 +470,33 @@ class MadeFrom:
         text = "the normalised error of every layer's hidden states against the teacher's"
         return text + (", plus the KL divergence of its masked-token distributions" if self.mlm_head else "")
 
-    def items(self, training: "Training | None") -> list[str]:
-        """The card's "Made from" section, item by item."""
-        architecture = f", a {code(self.architecture)}" if self.architecture else ""
-        items = [f"Teacher: {self.teacher_text}{architecture}."]
-        if self.conversion:
-            conversion, layers = self.conversion, self.conversion.get("layers") or []
-            fitted = sum(row.get("kept") == "fit" for row in layers)
-            errors = "; ".join(
-                f"layer {row['layer']} {row['copy_error']:.3f} → {row['fit_error']:.3f}"
-                for row in layers
-                if isinstance(row.get("copy_error"), (int, float)) and isinstance(row.get("fit_error"), (int, float))
-            )
-            cosine = conversion.get("held_out_mean_cosine") or {}
-            items.append(
-                f"Conversion (`symbert-convert`): each layer's {code(conversion.get('attention_type'))} attention "
-                f"fitted in closed form to the teacher's on the inputs that layer sees ({escaped(conversion.get('fit_texts'))} "
-                f"texts of {escaped(shown(conversion.get('calibration')))}), the fit kept in {fitted} of {len(layers)} layers where it "
-                "beat copying the tensors of the same name. Relative error of the attention output against the "
-                f"teacher's on {escaped(conversion.get('held_out_texts'))} held-out texts, copied → fitted: {errors}."
-            )
-            if "copy" in cosine and "fit" in cosine:
-                items.append(
-                    f"Mean cosine of the mean-pooled sentence embeddings to the teacher's on the held-out texts, "
-                    f"right after conversion: {cosine['copy']:.3f} copied, {cosine['fit']:.3f} fitted."
-                )
-        if self.distilled and training is not None:
-            items.append(
-                f"Distillation (`symbert-pretrain --init_from ... --teacher ...`): {training.steps:,} steps on "
-                f"{training.dataset}, the loss {self.loss}; final loss {training.eval_loss} on held-out blocks "
-                "(Training, below)."
-            )
-        if self.sentence_transformers:
-            items.append(
-                "It carries the teacher's sentence-transformers configuration (modules.json, pooling), so it loads "
-                "there as the teacher does (Usage, below)."
-            )
-        return items
+    @property
+    def architecture_code(self) -> str | None:
+        return code(self.architecture) if self.architecture else None
+
+    @property
+    def conversion_shown(self) -> dict | None:
+        """The conversion's values as the card's "Made from" section shows them (card_template.md words them)."""
+        conversion = self.conversion
+        if conversion is None:
+            return None
+        cosine = conversion.held_out_mean_cosine
+        return dict(
+            attention_type=code(conversion.attention_type),
+            fit_texts=escaped(conversion.fit_texts),
+            calibration=escaped(shown(conversion.calibration)),
+            held_out_texts=escaped(conversion.held_out_texts),
+            fitted=conversion.layers_fitted,
+            layers=len(conversion.layers),
+            errors="; ".join(
+                f"layer {row.layer} {row.copy_error:.3f} → {row.fit_error:.3f}"
+                for row in conversion.layers
+                if isinstance(row.copy_error, (int, float)) and isinstance(row.fit_error, (int, float))
+            ),
+            cosines=None
+            if cosine.copy is None or cosine.fit is None
+            else f"{cosine.copy:.3f} copied, {cosine.fit:.3f} fitted",
+        )
 
 
 def auto_class(bert_class: str) -> str:
@@ -630,7 +623,6 @@ def card_values(
         vocab_article=indefinite_article(config.vocab_size),
         embedded_corpus=training is not None and training.dataset == EMBEDDED_CORPUS_DESCRIPTION,
         made_from=made_from,
-        made_from_items=made_from.items(training) if made_from else [],
         training=training,
         bert=bert,
         bert_notes=bert_export_notes(config.attention_type, parameters, bert) if bert else [],

@@ -15,10 +15,11 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
-from ..json_files import LICENCE_RULE, NAME, is_number, mapping, number, plain_text, read_json, regular_file
+from ..json_files import NAME, is_number, plain_text, read_json, regular_file
+from ..tools.conversion_record import ConversionRecord
 from ..training.compat import warmup_steps_counted
-from ..training.distillation import CONVERSION_FILE
 from ..training.glue.results import GlueResults, in_range, protocol_differences
+from ..training.made_from import MadeFromRecord
 from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
@@ -128,17 +129,19 @@ class PretrainingRun:
         """{name: file} of what the model keeps of the model it was made from (symbert-pretrain --init_from): its
         conversion record and its sentence-transformers configuration."""
         files = sentence_transformers_files(self.folder)
-        if (self.folder / CONVERSION_FILE).is_file():
-            files[CONVERSION_FILE] = self.folder / CONVERSION_FILE
+        if (self.folder / ConversionRecord.FILE_NAME).is_file():
+            files[ConversionRecord.FILE_NAME] = self.folder / ConversionRecord.FILE_NAME
         return files
 
     def made_from(self, base_model: str | None = None) -> cards.MadeFrom | None:
         """How it was made from a pretrained BERT, for the card (None for a model pre-trained from scratch), its
         record checked against what the folder proves (`check_made_from`)."""
-        if self.summary.made_from:
-            check_made_from(self.folder, self.summary, base_model)
+        if not self.summary.made_from:
+            return None
+        record = MadeFromRecord.from_json(self.folder / TrainingSummary.FILE_NAME, self.summary.made_from)
+        check_made_from(self.folder, self.summary, record, base_model)
         has_modules = "modules.json" in self.carried_files
-        return cards.MadeFrom.read(self.summary.made_from, base_model, has_modules)
+        return cards.MadeFrom.read(record, base_model, has_modules)
 
     @property
     def eval_losses(self) -> dict[int, float]:
@@ -201,59 +204,35 @@ TRAINING_ARGUMENT_RANGES = {
 }
 
 
-def check_made_from(folder: Path, summary: TrainingSummary, base_model: str | None) -> None:
-    """Refuse a "made_from" record (training_summary.json) that the card could not show, or whose facts the folder
-    does not bear out, in one line naming the field: its teacher and --init_from other than the run's own arguments
-    (model_arguments), its conversion other than the folder's conversion.json, a conversion's layer rows and cosines
-    that are not numbers, and a --base_model other than the Hub id the record names."""
-    path, record = folder / TrainingSummary.FILE_NAME, summary.made_from
-    teacher = mapping(path, "made_from.teacher", record.get("teacher") or {})
-    for key in ("license", "architecture"):
-        if teacher.get(key) is not None:
-            plain_text(path, f"made_from.teacher.{key}", teacher[key], NAME, LICENCE_RULE)
+def check_made_from(folder: Path, summary: TrainingSummary, record: MadeFromRecord, base_model: str | None) -> None:
+    """Refuse a "made_from" record (training_summary.json, read and checked as `MadeFromRecord`) whose facts the
+    folder does not bear out, in one line naming the field: its teacher and --init_from other than the run's own
+    arguments (model_arguments), its conversion other than the folder's conversion.json, and a --base_model other
+    than the Hub id the record names."""
+    path = folder / TrainingSummary.FILE_NAME
+    teacher_name = record.teacher and record.teacher.name
     arguments = summary.model_arguments or {}
-    for key, named in (("teacher", teacher.get("name")), ("init_from", record.get("init_from"))):
+    for key, named in (("teacher", teacher_name), ("init_from", record.init_from)):
         given = arguments.get(key)
         if named is not None and (not isinstance(given, str) or named not in (given, Path(given).name)):
             raise UserError(
                 f"{path}: made_from names {key} {named!r}, but the run's model_arguments.{key} is {given!r}: the "
                 "record of what a model was made from must be its run's own."
             )
-    conversion = record.get("conversion")
+    conversion = record.conversion
     if conversion is not None:
-        check_conversion(path, mapping(path, "made_from.conversion", conversion))
-        own = folder / CONVERSION_FILE
-        if not own.is_file() or read_json(own) != conversion:
+        own = folder / ConversionRecord.FILE_NAME
+        if not own.is_file() or ConversionRecord.read(folder) != conversion:
             raise UserError(
                 f"{path}: made_from.conversion is not {own} ({'absent' if not own.is_file() else 'another record'}): "
                 "a conversion is shown as the folder's own record of it."
             )
-    named = {name for name in (teacher.get("name"), (conversion or {}).get("bert")) if cards.is_hub_id(name)}
+    named = {name for name in (teacher_name, conversion and conversion.bert) if cards.is_hub_id(name)}
     if base_model is not None and named and base_model not in named:
         raise UserError(
             f"--base_model {base_model!r} is not the model {folder} was made from ({', '.join(sorted(named))}, as "
             "its training summary and conversion.json name it)."
         )
-
-
-def check_conversion(path: Path, conversion: dict) -> None:
-    """symbert-convert's record as the card shows it: layer rows with an integer index and finite errors, the held-
-    out cosines numbers in [-1, 1], the licence a licence id."""
-    if conversion.get("bert_license") is not None:
-        plain_text(path, "made_from.conversion.bert_license", conversion["bert_license"], NAME, LICENCE_RULE)
-    layers = conversion.get("layers") or []
-    if not isinstance(layers, list):
-        raise UserError(f"{path}: made_from.conversion.layers is a JSON {type(layers).__name__}, not a list of rows.")
-    for i, row in enumerate(layers):
-        row = mapping(path, f"made_from.conversion.layers[{i}]", row)
-        number(path, f"made_from.conversion.layers[{i}].layer", row.get("layer"), 0, integer=True)
-        for key in ("copy_error", "fit_error"):
-            if key in row:
-                number(path, f"made_from.conversion.layers[{i}].{key}", row[key], 0.0)
-    cosine = mapping(path, "made_from.conversion.held_out_mean_cosine", conversion.get("held_out_mean_cosine") or {})
-    for key in ("copy", "fit"):
-        if key in cosine:
-            number(path, f"made_from.conversion.held_out_mean_cosine.{key}", cosine[key], -1.0, 1.0)
 
 
 def check_training_arguments(path: Path, arguments: dict) -> None:

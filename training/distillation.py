@@ -7,7 +7,6 @@ so its time is in the run's tokens/s."""
 import contextlib
 import functools
 import hashlib
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -30,7 +29,9 @@ from ..cli import UserError, missing_local_path
 from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
 from ..tools import check_model_folder
+from ..tools.conversion_record import ConversionRecord
 from .arguments import ModelArguments
+from .made_from import MadeFromRecord, Teacher
 from .tokenizer import tokenizer_fingerprint
 
 # the distillation losses' weights as the command line defaults them (a resume with others is another run)
@@ -38,7 +39,6 @@ LOSS_WEIGHT_DEFAULTS = {
     field.name: field.default for field in fields(ModelArguments) if field.name.endswith("_loss_weight")
 }
 
-CONVERSION_FILE = "conversion.json"  # symbert-convert's record of how a model was made from BERT
 # the teacher's fields that must equal the student's: the tokens it reads and the states it is compared on
 MATCHED_FIELDS = ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers")
 # what --config_overrides may change in an --init_from model (its architecture is the folder's)
@@ -221,36 +221,31 @@ def carried_files(init_from: str | None) -> dict[str, Path]:
     if init_from is None:
         return {}
     files = sentence_transformers_files(init_from)
-    if (Path(init_from) / CONVERSION_FILE).is_file():
-        files[CONVERSION_FILE] = Path(init_from) / CONVERSION_FILE
+    if (Path(init_from) / ConversionRecord.FILE_NAME).is_file():
+        files[ConversionRecord.FILE_NAME] = Path(init_from) / ConversionRecord.FILE_NAME
     return files
 
 
-def made_from_record(init_from: str | None, teacher_path: str | None, teacher: PreTrainedModel | None) -> dict | None:
+def made_from_record(
+    init_from: str | None, teacher_path: str | None, teacher: PreTrainedModel | None
+) -> MadeFromRecord | None:
     """training_summary.json's "made_from": the --init_from model (and symbert-convert's record of it) and the
     --teacher distilled toward (its name, licence and kind), as the release's card names them; None for a model
     trained from scratch."""
     if init_from is None and teacher_path is None:
         return None
-    conversion = None
-    if init_from is not None and (Path(init_from) / CONVERSION_FILE).is_file():
-        try:
-            conversion = json.loads((Path(init_from) / CONVERSION_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise UserError(f"{Path(init_from) / CONVERSION_FILE} is not readable JSON ({error}).") from None
-    record = {
-        "init_from": None if init_from is None else source_name(init_from),
-        "conversion": conversion,
-        "teacher": None,
-    }
-    if teacher is not None:
-        record["teacher"] = {
-            "name": source_name(teacher_path),
-            "license": model_card_license(teacher_path),
-            "architecture": type(teacher).__name__,
-            "mlm_head": hasattr(teacher, "cls"),
-        }
-    return record
+    return MadeFromRecord(
+        init_from=None if init_from is None else source_name(init_from),
+        conversion=None if init_from is None else ConversionRecord.read(init_from),
+        teacher=None
+        if teacher is None
+        else Teacher(
+            name=source_name(teacher_path),
+            license=model_card_license(teacher_path),
+            architecture=type(teacher).__name__,
+            mlm_head=hasattr(teacher, "cls"),
+        ),
+    )
 
 
 @dataclass

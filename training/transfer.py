@@ -40,6 +40,7 @@ from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention
 from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
 from ..loading_symbert import calibration_sequences
+from ..tools.conversion_record import ConversionRecord
 from ..tools.convert import calibration_texts, load_bert, mean_cosine, quiet_loading
 from .corpus_files import file_problem
 from .distillation import DistillationLoss, initial_model, load_teacher
@@ -357,7 +358,7 @@ def run_stages(args, plan: TransferPlan, output: Path, config, bert, tokenizer, 
     save_plan(plan, output)
     stages = output / "stages"
     converted = stages / "convert"
-    if not (converted / "conversion.json").is_file():
+    if not (converted / ConversionRecord.FILE_NAME).is_file():
         print(f"Stage 1 of 3: converting {args.bert} to {args.attention_type}")
         convert_arguments = [args.bert, str(converted), "--attention_type", args.attention_type]
         if args.calibration_files:
@@ -366,9 +367,9 @@ def run_stages(args, plan: TransferPlan, output: Path, config, bert, tokenizer, 
 
         with quiet_loading():
             convert(convert_arguments)
-    conversion = json.loads((converted / "conversion.json").read_text(encoding="utf-8"))
+    conversion = ConversionRecord.read(converted)
     sequences = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
-    cosines = {"copy": conversion["held_out_mean_cosine"]["copy"], "convert": agreement(converted, bert, sequences)}
+    cosines = {"copy": conversion.held_out_mean_cosine.copy, "convert": agreement(converted, bert, sequences)}
     print(f"Agreement with BERT (held-out sentence embeddings, mean cosine): converted {cosines['convert']:.4f}")
     if plan.steps is None:
         if plan.total_steps is None:

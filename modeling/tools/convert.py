@@ -33,6 +33,7 @@ from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import model_card_license, sentence_transformers_files
 from ..loading_symbert import calibration_sequences, embedded_calibration_texts
 from . import check_model_folder, check_output, created_parents, move_into_place, staging_folder
+from .conversion_record import ConversionRecord, HeldOutCosines, LayerFit
 
 # from the embedded text of two domains, in turn: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
 DEFAULT_TEXTS = 320
@@ -221,34 +222,33 @@ def convert(argv):
         copied, _ = symbert_class.from_bert(args.bert, calibration_texts=None, **kwargs)
         fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
     held_out = calibration_sequences(tokenizer, held_out_texts, length)
-    report = {
+    report = ConversionRecord(
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be
-        "bert": Path(args.bert).name if Path(args.bert).exists() else args.bert,
-        "bert_license": bert_license,
-        "attention_type": args.attention_type,
-        "calibration": [Path(f).name for f in args.calibration_files]
+        bert=Path(args.bert).name if Path(args.bert).exists() else args.bert,
+        bert_license=bert_license,
+        attention_type=args.attention_type,
+        calibration=[Path(f).name for f in args.calibration_files]
         if args.calibration_files
         else "the embedded calibration text (lines of nine 19th-century books and of US State of the Union addresses)",
-        "fit_texts": len(fit_texts),
-        "held_out_texts": len(held_out),
-        "layers": fitted.bert_fit_report,
-        "held_out_mean_cosine": {
-            "copy": mean_cosine(copied.eval(), bert, held_out),
-            "fit": mean_cosine(fitted.eval(), bert, held_out),
-        },
-        "new_parameters": new_parameters,
-    }
+        fit_texts=len(fit_texts),
+        held_out_texts=len(held_out),
+        layers=tuple(LayerFit(**row) for row in fitted.bert_fit_report),
+        held_out_mean_cosine=HeldOutCosines(
+            copy=mean_cosine(copied.eval(), bert, held_out), fit=mean_cosine(fitted.eval(), bert, held_out)
+        ),
+        new_parameters=new_parameters,
+    )
     print(f"{args.attention_type} from {args.bert}: attention output against BERT's (relative error, held-out text)")
     print("  layer    copy     fit   kept  output scale α  (the fit on the inputs of)")
-    for row in report["layers"]:
+    for row in report.layers:
         print(
-            f"  {row['layer']:5d} {row['copy_error']:7.4f} {row['fit_error']:7.4f}   {row['kept']:4}  "
-            f"{row['output_scale']:14.3f}  ({'BERT' if row['inputs'] == 'bert' else 'the converted model'})"
+            f"  {row.layer:5d} {row.copy_error:7.4f} {row.fit_error:7.4f}   {row.kept:4}  "
+            f"{row.output_scale:14.3f}  ({'BERT' if row.inputs == 'bert' else 'the converted model'})"
         )
-    cosine = report["held_out_mean_cosine"]
+    cosine = report.held_out_mean_cosine
     print(
         f"Held-out sentence embeddings (mean-pooled), mean cosine to BERT's over {len(held_out)} texts: "
-        f"copy {cosine['copy']:.4f}, fit {cosine['fit']:.4f}"
+        f"copy {cosine.copy:.4f}, fit {cosine.fit:.4f}"
     )
     write_folder(fitted, tokenizer, report, Path(args.output), carried)
     print(f"Written: {args.output}")
@@ -263,7 +263,7 @@ def write_folder(model, tokenizer, report, output, carried):
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
-            (staging / "conversion.json").write_text(json.dumps(report, indent=2) + "\n")
+            report.write(staging)
             for name, source in carried.items():
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, staging / name)

@@ -18,6 +18,7 @@ from symbert.hub_cards.release import release_command
 from symbert.training.glue import data as glue_data
 from symbert.training.glue import scoring as glue_scoring
 from symbert.training.glue.results import GlueResults
+from symbert.training.made_from import MadeFromRecord, Teacher
 
 
 def refused_results(run, tmp_path, change, name="results"):  # noqa: F811
@@ -339,7 +340,8 @@ def test_free_text_reaches_the_card_escaped():
     assert cards.escaped(cards.EMBEDDED_CORPUS_DESCRIPTION) == cards.EMBEDDED_CORPUS_DESCRIPTION  # plain text as is
     assert cards.code("BertModel") == "`BertModel`" and cards.code("a`b<i>") == r"a\`b&lt;i&gt;"
     # a teacher's recorded name that is no Hub id links nowhere and is shown escaped
-    made = cards.MadeFrom.read({"teacher": {"name": "<b>x</b>/y", "license": "<i>mit</i>"}}, None, False)
+    record = MadeFromRecord(teacher=Teacher(name="<b>x</b>/y", license="<i>mit</i>"))  # as no release would read it
+    made = cards.MadeFrom.read(record, None, False)
     assert made.base_model is None and made.heading == "&lt;b&gt;x&lt;/b&gt;/y"
     assert made.teacher_text == "&lt;b&gt;x&lt;/b&gt;/y (licence &lt;i&gt;mit&lt;/i&gt;)"
 

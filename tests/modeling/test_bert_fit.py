@@ -165,6 +165,7 @@ def test_symbert_convert_writes_a_fitted_folder_closer_to_bert_than_the_copy(ber
 
     from conftest import tiny_sentences
     from symbert.tools import convert
+    from symbert.tools.conversion_record import ConversionRecord
 
     texts = tmp_path / "calibration.txt"
     texts.write_text("\n".join(tiny_sentences(60, seed=1)) + "\n")
@@ -173,10 +174,11 @@ def test_symbert_convert_writes_a_fitted_folder_closer_to_bert_than_the_copy(ber
     report = convert.convert([*argv, "--held_out", "16"])
     printed = capsys.readouterr().out
     assert "copy" in printed and f"Written: {output}" in printed
-    cosine = report["held_out_mean_cosine"]
-    assert cosine["fit"] > cosine["copy"] and all(row["kept"] == "fit" for row in report["layers"])
+    cosine = report.held_out_mean_cosine
+    assert cosine.fit > cosine.copy and report.layers_fitted == len(report.layers)
     saved = json.loads((output / "conversion.json").read_text())
-    assert saved["held_out_mean_cosine"] == cosine and saved["fit_texts"] == 44 and saved["held_out_texts"] == 16
+    assert saved["held_out_mean_cosine"] == {"copy": cosine.copy, "fit": cosine.fit}
+    assert saved["fit_texts"] == 44 and saved["held_out_texts"] == 16 and ConversionRecord.read(output) == report
     # a self-contained folder: loads in a fresh process with the folder's own code, and gives the converted outputs
     reloaded = AutoModel.from_pretrained(output, trust_remote_code=True).eval()
     assert type(reloaded).__name__ == "SymBertModel" and reloaded.config.attention_type == "pairwise"
@@ -185,7 +187,7 @@ def test_symbert_convert_writes_a_fitted_folder_closer_to_bert_than_the_copy(ber
     agreement = torch.nn.functional.cosine_similarity(
         reloaded(ids).last_hidden_state.mean(1), bert(ids).last_hidden_state.mean(1)
     )
-    assert agreement.item() > cosine["copy"] - 0.2  # the fitted model, not a fresh one
+    assert agreement.item() > cosine.copy - 0.2  # the fitted model, not a fresh one
 
 
 @pytest.mark.parametrize(

@@ -263,8 +263,8 @@ def test_teachers_of_every_shape_convert_and_distil(teachers, tmp_path, shape, a
     teacher_folder = bert_teacher(tmp_path / "teacher", tokenizer, seed=7, **shape)
     report = convert([str(teacher_folder), str(tmp_path / "converted"), "--attention_type", attention_type,
                       "--held_out", "8", "--calibration_files", str(teachers["corpus"] / "train.txt")])  # fmt: skip
-    assert report["held_out_mean_cosine"]["fit"] >= report["held_out_mean_cosine"]["copy"] - 1e-6
-    assert len(report["layers"]) == shape["num_hidden_layers"]
+    assert report.held_out_mean_cosine.fit >= report.held_out_mean_cosine.copy - 1e-6
+    assert len(report.layers) == shape["num_hidden_layers"]
     student = SymBertForMaskedLM.from_pretrained(tmp_path / "converted")
     teacher = transfer.load_teacher(str(teacher_folder), student.config)
     inputs = two_texts()
