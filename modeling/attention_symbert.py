@@ -57,6 +57,26 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     return attn_output, attn_weights
 
 
+def grouped_sdpa_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """sdpa where a key/value head is shared by a group of query heads: the group's query heads are stacked along the
+    sequence (token-major: query row t·r + j is token t of the group's head j), so every sdpa kernel, masked or not,
+    sees as many query heads as key/value heads. No copy of each key/value head per query head (transformers'
+    repeat_kv, whose gradients are then summed back) and no `enable_gqa`, which masked CUDA kernels do not take
+    (torch < 2.5 has none). With one key/value head (multi-query) the stacking is a view."""
+    batch, heads, seq_len, head_size = query.shape
+    key_value_heads = key.shape[1]
+    groups = heads // key_value_heads
+    query = query.transpose(1, 2).reshape(batch, seq_len, key_value_heads, groups, head_size)
+    query = query.transpose(1, 2).reshape(batch, key_value_heads, seq_len * groups, head_size)
+    if attention_mask is not None and attention_mask.shape[-2] > 1:  # a row per query token: one per stacked row
+        attention_mask = attention_mask.repeat_interleave(groups, dim=-2)
+    attn_output = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling
+    )
+    attn_output = attn_output.view(batch, key_value_heads, seq_len, groups, -1).transpose(1, 2)
+    return attn_output.reshape(batch, seq_len, heads, -1), None
+
+
 def _attention_function(implementation):
     if hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers >= 5
         return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
@@ -198,6 +218,10 @@ class SymBertSelfAttention(nn.Module):
         (name -> tensor, e.g. "query.weight"); None when the type has no such analysis."""
         return None
 
+    def _stacks_query_groups(self, attention_mask):
+        # grouped_sdpa_attention_forward needs one mask for every head (as SymBertModel builds it, or none)
+        return self.num_key_value_groups > 1 and (attention_mask is None or attention_mask.shape[1] == 1)
+
     # trf-ignore: TRF045 (the flag picks the eager function, the only one that returns weights, under any backend)
     def forward(
         self,
@@ -215,6 +239,8 @@ class SymBertSelfAttention(nn.Module):
                 "calls with output_attentions=True compute attention with the eager implementation."
             )
             attention_interface = eager_attention_forward
+        elif self.config._attn_implementation == "sdpa" and self._stacks_query_groups(attention_mask):
+            attention_interface = grouped_sdpa_attention_forward
         attn_output, attn_weights = attention_interface(
             self,
             query,

@@ -201,19 +201,22 @@ def test_gqa_shares_each_key_value_head_within_its_group():
         torch.testing.assert_close(weights[:, head], expected)
 
 
-def test_gqa_passes_fewer_key_value_heads_to_sdpa(monkeypatch):
-    """Without padding the kernel gets the 1 key/value head of multi-query attention itself (no copy per head)."""
+@pytest.mark.parametrize("padded", [False, True])
+def test_gqa_passes_fewer_key_value_heads_to_sdpa(monkeypatch, padded):
+    """The kernel gets the one key/value head of multi-query attention itself (no copy per head, no enable_gqa,
+    which masked CUDA kernels do not take): the query heads stacked along the sequence, padded or not."""
     model = model_for("gqa", "sdpa", num_key_value_heads=1)
     calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def recording(query, key, value, *args, **kwargs):
-        calls.append((key.shape[1], kwargs.get("enable_gqa", False)))
+        calls.append((query.shape[1:3], key.shape[1], kwargs.get("enable_gqa", False)))
         return sdpa(query, key, value, *args, **kwargs)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
-    model(torch.tensor([[1, 2, 3, 4]]))
-    assert calls == [(1, True), (1, True)]
+    model(torch.tensor([[1, 2, 3, 4]]), attention_mask=torch.tensor([[1, 1, 1, 0]]) if padded else None)
+    heads = model.config.num_attention_heads
+    assert calls == [((1, 4 * heads), 1, False)] * model.config.num_hidden_layers
 
 
 def test_num_key_value_heads_is_checked():

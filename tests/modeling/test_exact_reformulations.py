@@ -103,6 +103,28 @@ def test_training_with_attention_dropout_draws_the_same_masks_as_the_formula(att
     torch.testing.assert_close(losses[0], losses[1], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("attention_type", ["gqa", "mhe_add", "mhe_mul"])
+def test_stacked_query_groups_equal_sdpa_with_repeated_key_value_heads(attention_type):
+    """grouped_sdpa_attention_forward (a group's query heads stacked along the sequence) gives transformers' sdpa
+    interface's outputs and gradients (each key/value head repeated per query head), with padding, in fp32."""
+    model = model_for(attention_type, "sdpa", num_key_value_heads=2 if attention_type == "gqa" else None)
+    assert model.bert.encoder.layer[0].attention.self.num_key_value_groups > 1
+    results = []
+    for stacked in (True, False):
+        model.zero_grad()
+        with mock.patch.object(SymBertSelfAttention, "_stacks_query_groups", lambda self, mask: stacked):
+            output, mask = run(model, False)
+        output.loss.backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        results.append((output.logits[mask.bool()].detach(), output.loss.detach(), grads))
+    (logits, loss, grads), (reference_logits, reference_loss, reference_grads) = results
+    torch.testing.assert_close(logits, reference_logits, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(loss, reference_loss, atol=1e-6, rtol=1e-6)
+    assert grads.keys() == reference_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, reference_grads[name], atol=1e-6, rtol=1e-5, msg=name)
+
+
 def test_mhe_add_key_embedding_gets_a_zero_gradient_and_the_kernel_one_key_head():
     model = model_for("mhe_add", "sdpa")
     attention = model.bert.encoder.layer[0].attention.self
