@@ -84,6 +84,12 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         labelled ones, padded with ignored ones), so that a compiled training step sees the same shapes in every
         batch. The loss is the same; a batch with more labelled positions is refused (the pre-training collator caps
         each batch at this many). `None`: exactly the labelled positions, whose number varies from batch to batch.
+    pad_vocab_size_multiple (`int`, *optional*):
+        Round the word embeddings and the MLM decoder up to a multiple of this many rows (`padded_vocab_size`), for
+        models trained from scratch: GPU matrix-product kernels need aligned sizes (BERT's 30,522 rows run the MLM
+        decoder on slower kernels). The padding rows are never predicted (their logits are -inf inside the model,
+        and `logits` has `vocab_size` columns) and ids past `vocab_size` are refused. `None`: no padding, as every
+        model converted from BERT.
 
     Use [`SymBertConfig.from_preset`] for the named sizes in `SIZE_PRESETS`.
     """
@@ -118,6 +124,7 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         no_query_scaling="paper",
         sparse_prediction=False,
         max_predictions_per_seq=None,
+        pad_vocab_size_multiple=None,
         **kwargs,
     ):
         kwargs.setdefault("auto_map", dict(AUTO_MAP))
@@ -147,7 +154,14 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
         self.no_query_scaling = no_query_scaling
         self.sparse_prediction = sparse_prediction
         self.max_predictions_per_seq = max_predictions_per_seq
+        self.pad_vocab_size_multiple = pad_vocab_size_multiple
         self.validate()
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """Rows of the word embeddings and the MLM decoder: `vocab_size` rounded up to `pad_vocab_size_multiple`."""
+        multiple = self.pad_vocab_size_multiple or 1
+        return -(-self.vocab_size // multiple) * multiple
 
     @classmethod
     def from_preset(cls, size: str, **overrides) -> "SymBertConfig":
@@ -222,11 +236,10 @@ class SymBertConfig(PreTrainedConfig):  # trf-ignore: TRF010 (no @strict: transf
                 f"num_key_value_heads={kv_heads!r} is invalid; it must be None or a positive divisor of "
                 f"num_attention_heads={self.num_attention_heads}."
             )
-        predictions = self.max_predictions_per_seq
-        if predictions is not None and (not _is_number(predictions, numbers.Integral) or predictions <= 0):
-            raise ValueError(
-                f"max_predictions_per_seq={predictions!r} is invalid; it must be None or a positive integer."
-            )
+        for name in ("max_predictions_per_seq", "pad_vocab_size_multiple"):
+            value = getattr(self, name)
+            if value is not None and (not _is_number(value, numbers.Integral) or value <= 0):
+                raise ValueError(f"{name}={value!r} is invalid; it must be None or a positive integer.")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)
             if value is None and name == "classifier_dropout":

@@ -97,7 +97,10 @@ class SymBertEmbeddings(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.word_embeddings = nn.Embedding(
+            config.padded_vocab_size, config.hidden_size, padding_idx=config.pad_token_id
+        )
+        self.vocab_padding = config.padded_vocab_size - config.vocab_size  # rows no id reaches
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -127,7 +130,8 @@ class SymBertEmbeddings(nn.Module):
                 f"truncate inputs to at most {max_positions} tokens."
             )
         if not torch.compiler.is_compiling():  # data-dependent checks would break a compiled graph
-            _check_index_range("input_ids", input_ids, self.word_embeddings.num_embeddings, "vocab_size")
+            vocab_size = self.word_embeddings.num_embeddings - self.vocab_padding
+            _check_index_range("input_ids", input_ids, vocab_size, "vocab_size")
             _check_index_range(
                 "token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, "type_vocab_size"
             )
@@ -279,14 +283,21 @@ class SymBertLMPredictionHead(nn.Module):
         super().__init__()
         self.transform = SymBertPredictionHeadTransform(config)
         # The decoder weight is tied to the word embeddings; the output-only bias is tied to `bias`.
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder = nn.Linear(config.hidden_size, config.padded_vocab_size, bias=True)
+        self.bias = nn.Parameter(torch.zeros(config.padded_vocab_size))
+        self.vocab_padding = config.padded_vocab_size - config.vocab_size  # last rows, never predicted
 
     def _tie_weights(self):  # called by transformers 4.x's tie_weights; 5.x ties the bias through _tied_weights_keys
         self.decoder.bias = self.bias
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(hidden_states))
+        hidden_states = self.transform(hidden_states)
+        if not self.vocab_padding:
+            return self.decoder(hidden_states)
+        # -inf logits on the padding rows, added with the bias inside the product: softmax gives them 0
+        bias = self.decoder.bias
+        bias = torch.cat([bias[: -self.vocab_padding], bias.new_full((self.vocab_padding,), float("-inf"))])
+        return nn.functional.linear(hidden_states, self.decoder.weight, bias)
 
 
 # trf-ignore: TRF026 (the wrapper gives BERT's weight names cls.predictions.*, so BERT checkpoints load as they are)
@@ -457,6 +468,8 @@ class SymBertPreTrainedModel(PreTrainedModel):
             )
         attention = {name: m for name, m in self.named_modules() if isinstance(m, SymBertSelfAttention)}
         state = {name: t for name, t in self.state_dict().items() if ATTENTION_MARKER not in name}
+        for name in state.keys() & VOCABULARY_TENSORS:  # BERT has no padded vocabulary: its vocab_size rows
+            state[name] = state[name][: self.config.vocab_size]
         for module_name, module in attention.items():
             for name, tensor in bert_self_attention_tensors(module).items():
                 state[f"{module_name}.{name}"] = tensor
@@ -469,6 +482,14 @@ class SymBertPreTrainedModel(PreTrainedModel):
         bert.load_state_dict(state, strict=True)
         return bert.train(self.training)
 
+
+VOCABULARY_TENSORS = {  # a row per word (of the padded vocabulary)
+    "bert.embeddings.word_embeddings.weight",
+    "embeddings.word_embeddings.weight",
+    "cls.predictions.bias",
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+}
 
 BERT_CLASSES = {  # each SymBERT class -> the transformers class of its export
     "SymBertModel": "BertModel",
@@ -696,9 +717,11 @@ class SymBertForMaskedLM(SymBertPreTrainedModel):
             # does: that function's fp32 copy of bf16 logits cost ~1 GB and 2-5% of a training step on an H200
             # (benchmarks/results/throughput-cuda/h200.md).
             logits, targets = _rows_to_score(
-                prediction_scores.view(-1, self.config.vocab_size), labels.view(-1).to(prediction_scores.device)
+                prediction_scores.flatten(0, -2), labels.view(-1).to(prediction_scores.device)
             )
             loss = fixed_cross_entropy(logits, targets, kwargs.get("num_items_in_batch"))
+        if self.cls.predictions.vocab_padding:  # the padded vocabulary's rows are no tokens: vocab_size columns
+            prediction_scores = prediction_scores[..., : -self.cls.predictions.vocab_padding]
         output = MaskedLMOutput(
             loss=loss, logits=prediction_scores, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
