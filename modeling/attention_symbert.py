@@ -757,10 +757,11 @@ class SymBertMultiHeadEmbeddingSelfAttention(SymBertSelfAttention):
         return self.num_attention_heads  # one key/value head serves every query head
 
     def single_heads(self, hidden_states):
-        """q̃, k̃, ṽ as one head each, [batch, 1, seq, d], and the embeddings e^Q, e^K, e^V as [1, heads, 1, d] in
-        their dtype (under bf16 autocast an fp32 embedding would make an fp32 [batch, heads, seq, d])."""
-        projections = tuple(linear(hidden_states).unsqueeze(1) for linear in (self.query, self.key, self.value))
-        embeddings = self.head_embeddings.to(projections[0].dtype)[:, None, :, None, :]
+        """q̃, k̃, ṽ as one head each, [batch, seq, 1, d], and the embeddings e^Q, e^K, e^V as [1, 1, heads, d] in
+        their dtype (under bf16 autocast an fp32 embedding would make an fp32 [batch, seq, heads, d]). Token-major,
+        as `split_heads` leaves a projection: the sdpa path stacks a query's heads per token without a copy."""
+        projections = tuple(linear(hidden_states).unsqueeze(2) for linear in (self.query, self.key, self.value))
+        embeddings = self.head_embeddings.to(projections[0].dtype)[:, None, None, :, :]
         return projections, embeddings
 
     def bert_projections(self):
@@ -835,10 +836,10 @@ class SymBertMHEAddSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
 
     def project(self, hidden_states):
         (query, key, value), (query_embedding, _, value_embedding) = self.single_heads(hidden_states)
-        query = query + query_embedding
+        query = (query + query_embedding).transpose(1, 2)
         if self.value_embedding_in_kernel:
-            return query, key.expand_as(query), value + value_embedding
-        return query, key, value
+            return query, key.transpose(1, 2).expand_as(query), (value + value_embedding).transpose(1, 2)
+        return query, key.transpose(1, 2), value.transpose(1, 2)
 
     def finish_output(self, attn_output):
         if self.value_embedding_in_kernel:
@@ -898,7 +899,8 @@ class SymBertMHEMulSelfAttention(SymBertMultiHeadEmbeddingSelfAttention):
 
     def project(self, hidden_states):
         (query, key, value), (query_embedding, key_embedding, _) = self.single_heads(hidden_states)
-        return query * (query_embedding * key_embedding), key, value
+        query = query * (query_embedding * key_embedding)
+        return query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
 
     def finish_output(self, attn_output):
         return attn_output * self.head_embeddings[2].to(attn_output.dtype).flatten()
