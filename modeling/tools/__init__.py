@@ -21,7 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..cli import UserError
-from ..files import model_card_license
+from ..files import model_card_license, write_failure
 from ..loading_symbert import INTEGER_DTYPES
 
 # ------------------------------------------------------------------------------------------------ output paths
@@ -124,6 +124,31 @@ def created_parents(folder: str | Path) -> Iterator[Path]:
             except OSError:  # not empty (something else wrote there) or already gone
                 break
         raise
+
+
+@contextmanager
+def written_folder(output: Path, suffix: str, what: str, doing: str) -> Iterator[Path]:
+    """A hidden staging folder to write the folder `output` in (`staging_folder`, with `output`'s missing parents
+    made: `created_parents`), renamed to `output` when the block ends and removed if it raises: `output` appears
+    only complete. A write that fails for a full disk or a file-size limit is one line naming `what` was written
+    ("the export"), the error and the free space; `doing` ("exporting") names the work for an output that appeared
+    meanwhile (`move_into_place`)."""
+    with created_parents(output.parent):
+        staging = staging_folder(output, suffix)
+        try:
+            try:
+                yield staging
+            except Exception as error:  # a full disk or a file-size limit, as each writer reports it
+                if (failure := write_failure(error)) is None:
+                    raise
+                free = shutil.disk_usage(staging.parent).free / 2**30
+                raise UserError(
+                    f"Cannot write {what} next to {str(output)!r}: {failure.strerror or failure} ({free:.2f} GiB "
+                    "free on its disk); nothing was written."
+                ) from error
+            move_into_place(staging, output, doing)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------------ weights headers

@@ -11,7 +11,6 @@ a fixed padded batch, both evaluated in float64 so that the measure is of the we
 command prints the largest relative difference and refuses to write above 1e-5. OUTPUT appears only when complete. The export has BERT's parameter count: a variant's saving is a training-time saving.
 """
 
-import shutil
 from pathlib import Path
 
 import torch
@@ -21,9 +20,8 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from .. import modeling_symbert
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..configuration_symbert import SymBertConfig
-from ..files import write_failure
 from ..modeling_symbert import BERT_CLASSES
-from . import check_config_against_weights, check_output, created_parents, load_checked, move_into_place, staging_folder
+from . import check_config_against_weights, check_output, load_checked, written_folder
 
 BOUND = 1e-5  # largest relative error ‖a - b‖ / ‖a‖ of an output tensor allowed
 CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on
@@ -118,41 +116,25 @@ def export_to_bert(model: str, output: str | Path) -> float:
             ) from None
         print(f"notice: {model!r} holds no tokenizer: the export is written without one.")
         tokenizer = None
-    with created_parents(output.parent):
-        return _write_export(model, symbert, bert, tokenizer, output)
+    with written_folder(output, ".to-bert.tmp", "the export", "exporting") as staging:
+        return _write_export(model, symbert, bert, tokenizer, staging)
 
 
-def _write_export(model: str, symbert: PreTrainedModel, bert: PreTrainedModel, tokenizer, output: Path) -> float:
-    """The export written in a hidden sibling of `output`, loaded back and measured, then renamed to `output`."""
-    staging = staging_folder(output, ".to-bert.tmp")  # a killed export's is removed by the next
-    try:
-        try:
-            bert.save_pretrained(staging, safe_serialization=True)
-            if tokenizer is not None:
-                tokenizer.save_pretrained(staging)
-        except Exception as error:  # a full disk or a file-size limit, as each writer reports it
-            if (failure := write_failure(error)) is None:
-                raise
-            free = shutil.disk_usage(staging.parent).free / 2**30
-            raise UserError(
-                f"Cannot write the export next to {str(output)!r}: {failure.strerror or failure} ({free:.2f} GiB free "
-                "on its disk); nothing was written."
-            ) from error
-        inputs = check_inputs(symbert.config)
-        saved = type(bert).from_pretrained(staging)  # what was written, read by plain transformers
-        difference = relative_difference(
-            output_tensors(symbert.double(), inputs), output_tensors(saved.double(), inputs)
+def _write_export(model: str, symbert: PreTrainedModel, bert: PreTrainedModel, tokenizer, staging: Path) -> float:
+    """The export written in `staging` (a killed export's is removed by the next), loaded back and measured."""
+    bert.save_pretrained(staging, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(staging)
+    inputs = check_inputs(symbert.config)
+    saved = type(bert).from_pretrained(staging)  # what was written, read by plain transformers
+    difference = relative_difference(output_tensors(symbert.double(), inputs), output_tensors(saved.double(), inputs))
+    if not difference <= BOUND:
+        raise UserError(
+            f"The BERT export of {model!r} differs from it by {difference:.2e} (relative), above {BOUND:.0e}; "
+            "nothing was written."
         )
-        if not difference <= BOUND:
-            raise UserError(
-                f"The BERT export of {model!r} differs from it by {difference:.2e} (relative), above {BOUND:.0e}; "
-                "nothing was written."
-            )
-        if leftovers := [p.name for p in staging.iterdir() if p.suffix == ".py"] + _auto_map(staging):
-            raise RuntimeError(f"the export holds remote code: {leftovers}")  # a bug: BertConfig has no auto_map
-        move_into_place(staging, output, "exporting")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    if leftovers := [p.name for p in staging.iterdir() if p.suffix == ".py"] + _auto_map(staging):
+        raise RuntimeError(f"the export holds remote code: {leftovers}")  # a bug: BertConfig has no auto_map
     return difference
 
 

@@ -32,7 +32,7 @@ from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import model_card_license, sentence_transformers_files
 from ..loading_symbert import calibration_sequences, embedded_calibration_texts
-from . import check_model_folder, check_output, created_parents, move_into_place, staging_folder
+from . import check_model_folder, check_output, written_folder
 from .conversion_record import ConversionRecord, HeldOutCosines, LayerFit
 
 # from the embedded text of two domains, in turn: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
@@ -258,18 +258,13 @@ def convert(argv):
 def write_folder(model, tokenizer, report, output, carried):
     """OUTPUT with the model, the tokenizer, conversion.json and the `carried` files ({name: file}: BERT's
     sentence-transformers configuration, so that it loads there as BERT does), moved into place when complete."""
-    with created_parents(output.parent):
-        staging = staging_folder(output, ".convert.tmp")
-        try:
-            model.save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-            report.write(staging)
-            for name, source in carried.items():
-                (staging / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, staging / name)
-            move_into_place(staging, output, "converting")
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    with written_folder(output, ".convert.tmp", "the converted model", "converting") as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        report.write(staging)
+        for name, source in carried.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, staging / name)
 
 
 def main(argv=None):

@@ -1,4 +1,5 @@
-"""What `symbert-to-bert`, `symbert-onnx` and `symbert-symmetry` do with a bad model folder or output path: one line on
+"""What `symbert-to-bert`, `symbert-onnx` and `symbert-symmetry` do with a bad model folder or output path (and
+`symbert-convert` with a bad output path or a write that fails): one line on
 stderr naming the value and what is allowed, exit status 2, before anything is built or written; an earlier output
 left as it was. The checks they share are in `symbert.tools` (the output path, config.json against the weights'
 headers, the loading)."""
@@ -12,12 +13,15 @@ import time
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import AutoTokenizer, PreTrainedModel
 
 import symbert
-from conftest import MAX_POSITIONS, VOCAB_SIZE, tiny_config
-from symbert.tools import bert_export, onnx_export, symmetry
+from conftest import MAX_POSITIONS, VOCAB_SIZE, bert_teacher, tiny_config, tiny_corpus, tiny_sentences
+from symbert.tools import bert_export, convert, onnx_export, symmetry
 
 COMMANDS = {"symbert-to-bert": bert_export, "symbert-onnx": onnx_export, "symbert-symmetry": symmetry}
+# the commands that write a folder or file, with symbert-convert, which reads a BERT folder (`bert`), not `saved`
+WRITERS = {**COMMANDS, "symbert-convert": convert}
 WEIGHTS = "model.safetensors"
 
 
@@ -30,7 +34,17 @@ def saved(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    """A tiny BERT with its tokenizer: what symbert-convert reads."""
+    root = tmp_path_factory.mktemp("bert")
+    corpus = tiny_corpus(root / "corpus", tiny_sentences(120, seed=4), vocab_size=120)
+    return bert_teacher(root / "bert", AutoTokenizer.from_pretrained(corpus / "tokenizer"), seed=6)
+
+
 def argv_for(name, model, output):
+    if name == "symbert-convert":
+        return [str(model), str(output), "--attention_type", "symmetric", "--held_out", "8"]
     return [str(model), "--output_dir", str(output)] if name == "symbert-symmetry" else [str(model), str(output)]
 
 
@@ -40,7 +54,7 @@ def refused(monkeypatch, capsys, name, argv):
     monkeypatch.delenv("SYMBERT_DEBUG", raising=False)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
-        COMMANDS[name].main(argv)
+        WRITERS[name].main(argv)
     err = capsys.readouterr().err
     assert exit_info.value.code == 2, err
     assert err.startswith(f"{name}: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
@@ -135,6 +149,11 @@ def blocked_outputs(tmp_path, name):
             (tmp_path / "link-to-file.onnx", f"={str(tmp_path / 'link-to-file.onnx')!r} is a symbolic link; {allowed}"),
             (tmp_path / "a-folder.onnx", "is a folder (or another non-file); give the path of a file."),
         ]
+    elif name == "symbert-convert":
+        cases += [
+            (tmp_path / "a-file", f"output={str(tmp_path / 'a-file')!r} exists and is not an empty folder"),
+            (tmp_path / "broken", "is a symbolic link; allowed: a new or empty folder, not a link."),
+        ]
     else:
         cases += [
             (
@@ -146,9 +165,9 @@ def blocked_outputs(tmp_path, name):
     return cases
 
 
-@pytest.mark.parametrize("name", ["symbert-onnx", "symbert-symmetry"])
+@pytest.mark.parametrize("name", ["symbert-onnx", "symbert-symmetry", "symbert-convert"])
 def test_an_output_that_cannot_be_written_is_one_line_and_nothing_is_written(
-    saved, tmp_path, monkeypatch, capsys, name
+    saved, bert, tmp_path, monkeypatch, capsys, name
 ):
     """A path inside a file or a broken link, a link, a file for a folder or a folder for a file: refused before the
     model is read (to-bert: `test_bert_export::test_bad_models_and_outputs_are_refused_by_name_and_nothing_is_written`)."""
@@ -156,11 +175,31 @@ def test_an_output_that_cannot_be_written_is_one_line_and_nothing_is_written(
     work.mkdir()
     cases = blocked_outputs(work, name)
     before = {p.name: (p.is_symlink(), p.is_file() and p.read_text()) for p in work.iterdir()}
+    model = bert if name == "symbert-convert" else saved
     for output, named in cases:
-        err = refused(monkeypatch, capsys, name, argv_for(name, saved, output))
+        err = refused(monkeypatch, capsys, name, argv_for(name, model, output))
         assert named in err, (output, err)
     assert {p.name: (p.is_symlink(), p.is_file() and p.read_text()) for p in work.iterdir()} == before
     assert not (work / "nowhere").exists() and os.listdir(work / "a-folder.onnx") == []
+
+
+@pytest.mark.parametrize("name, what", [("symbert-to-bert", "the export"), ("symbert-convert", "the converted model")])
+def test_a_full_disk_while_a_folder_is_written_is_one_line_and_leaves_nothing(
+    saved, bert, tmp_path, monkeypatch, capsys, name, what
+):
+    """The model's writer failing as safetensors reports a full disk: one line naming the output and the free space;
+    neither the output, its parents nor a staging folder is left."""
+    from safetensors import SafetensorError
+
+    def full_disk(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(No space left on device (os error 28))")
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", full_disk)
+    output = tmp_path / "new" / "out"
+    err = refused(monkeypatch, capsys, name, argv_for(name, bert if name == "symbert-convert" else saved, output))
+    assert f"Cannot write {what} next to {str(output)!r}: No space left on device (" in err, err
+    assert err.endswith(" GiB free on its disk); nothing was written."), err
+    assert os.listdir(tmp_path) == []
 
 
 def test_symmetry_output_files_that_are_folders_are_refused(saved, tmp_path, monkeypatch, capsys):
