@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 from report import Stopwatch, domain_texts, header, markdown_table, write_report  # benchmarks/report.py
-from transformers import AutoConfig
 
 from symbert import SymBertConfig, SymBertModel
 from symbert.cli import UserError, command_parser, run_command
 from symbert.loading_symbert import attention_error, calibration_sequences, layer_inputs
+from symbert.tools import checked_config
 from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
 
 
@@ -33,12 +33,7 @@ def measure(argv):
     parser.add_argument("--output", required=True, help="results path without suffix")
     args = parser.parse_args(argv)
     for folder in args.models:  # before anything is loaded: a bad folder is refused at once
-        try:
-            config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-        except (OSError, ValueError) as error:
-            raise UserError(f"--models {folder!r}: cannot load it as a SymBERT model ({error}).") from error
-        if not isinstance(config, SymBertConfig):
-            raise UserError(f"--models {folder!r} is a {config.model_type!r} model, not a SymBERT one.")
+        checked_config(folder, "--models", (SymBertConfig,), ", not a SymBERT one")
     stopwatch = Stopwatch()
     _, held_out_texts = calibration_texts(None, args.held_out)
     config, bert, tokenizer = load_bert(args.bert)

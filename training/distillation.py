@@ -25,10 +25,10 @@ from transformers.utils import logging as transformers_logging
 
 from .. import SymBertConfig, SymBertForMaskedLM, SymBertForSequenceClassification, SymBertModel
 from ..attention_symbert import ATTENTION_MARKER, SymBertSelfAttention
-from ..cli import UserError, missing_local_path
+from ..cli import UserError
 from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
-from ..tools import check_model_folder
+from ..tools import check_model_folder, checked_config
 from ..tools.conversion_record import ConversionRecord
 from .arguments import ModelArguments
 from .made_from import MadeFromRecord, Teacher
@@ -53,17 +53,8 @@ INIT_OVERRIDABLE = (
 def initial_config(path: str, overrides: dict) -> SymBertConfig:
     """The --init_from folder's config, with the overrides that do not change its architecture; one line naming the
     others, which are not applied."""
-    if missing := missing_local_path(path):
-        raise missing
-    try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        raise UserError(f"--init_from {path!r} is not a model folder with a readable config.json ({error}).") from error
-    if not isinstance(config, SymBertConfig):
-        raise UserError(
-            f"--init_from {path!r} is a {config.model_type!r} model, not a SymBERT one; convert a BERT first "
-            "(symbert-convert BERT OUTPUT --attention_type T)."
-        )
+    needed = ", not a SymBERT one; convert a BERT first (symbert-convert BERT OUTPUT --attention_type T)"
+    config = checked_config(path, "--init_from", (SymBertConfig,), needed)
     ignored = sorted(key for key in overrides if key not in INIT_OVERRIDABLE and key != "attention_type")
     if ignored:
         print(f"--init_from {path}: the model's config is the folder's; not applied from config_overrides: {ignored}")
@@ -97,14 +88,7 @@ def load_teacher(path: str, student: SymBertConfig, block_length: int | None = N
     """The teacher (BERT or SymBERT, with its MLM head or its sequence classifier where it has one), in eval mode
     without gradients; one line naming each field that differs from the student's, or its positions when fewer than
     `block_length`."""
-    if missing := missing_local_path(path):
-        raise missing
-    try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        raise UserError(f"--teacher {path!r} is not a model folder with a readable config.json ({error}).") from error
-    if not isinstance(config, (BertConfig, SymBertConfig)):
-        raise UserError(f"--teacher {path!r} is a {config.model_type!r} model; a BERT or SymBERT one is needed.")
+    config = checked_config(path, "--teacher", (BertConfig, SymBertConfig), "; a BERT or SymBERT one is needed")
     differing = [
         f"{name} {getattr(config, name)} (the student's {getattr(student, name)})"
         for name in MATCHED_FIELDS

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
+from transformers import AutoConfig, PretrainedConfig
 
-from ..cli import UserError
+from ..cli import UserError, missing_local_path
 from ..files import model_card_license, write_failure
 from ..loading_symbert import INTEGER_DTYPES
 
@@ -324,6 +325,22 @@ def check_model_folder(name: str, argument: str) -> None:
 
 
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError)  # what from_pretrained raises for a bad folder
+
+
+def checked_config(name: str, argument: str, kinds: tuple[type, ...], needed: str) -> PretrainedConfig:
+    """The config of the model `name` (a local folder or a Hub id; a folder's own code is never run), refused in one
+    line naming `argument` ("--teacher"; "" for a positional) and `name` where it is missing, cannot be read, or is
+    of none of `kinds` (`needed` words what is, after "is a 'bert' model": ", not a SymBERT one")."""
+    if error := missing_local_path(name):
+        raise error
+    shown = f"{argument} {name!r}".strip()
+    try:
+        config = AutoConfig.from_pretrained(name, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{shown} is not a model folder with a readable config.json ({error}).") from error
+    if not isinstance(config, kinds):
+        raise UserError(f"{shown} is a {config.model_type!r} model{needed}.")
+    return config
 
 
 def load_checked(model_class, model: str, **kwargs):

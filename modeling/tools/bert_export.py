@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
+from transformers import AutoTokenizer, PreTrainedModel
 
 from .. import modeling_symbert
-from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..cli import UserError, command_parser, run_command
 from ..configuration_symbert import SymBertConfig
 from ..modeling_symbert import BERT_CLASSES
-from . import check_config_against_weights, check_output, load_checked, written_folder
+from . import check_config_against_weights, check_output, checked_config, load_checked, written_folder
 
 BOUND = 1e-5  # largest relative error ‖a - b‖ / ‖a‖ of an output tensor allowed
 CHECK_BATCH = (4, 32)  # the fixed padded batch the export is measured on
@@ -72,14 +72,7 @@ def relative_difference(reference: dict[str, torch.Tensor], other: dict[str, tor
 def load_symbert(model: str) -> PreTrainedModel:
     """The SymBERT model in `model` (folder or Hub id), of its config's class, in fp32 (the export is fp32 whatever
     the checkpoint's dtype: folded half-precision weights would not be exact); UserError naming what is wrong."""
-    if error := missing_local_path(model):
-        raise error
-    try:
-        config = AutoConfig.from_pretrained(model, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        raise UserError(f"{model!r} is not a model folder with a readable config.json ({error})") from error
-    if not isinstance(config, SymBertConfig):
-        raise UserError(f"{model!r} is a {config.model_type!r} model, not a SymBERT one (model_type 'symbert').")
+    config = checked_config(model, "", (SymBertConfig,), ", not a SymBERT one (model_type 'symbert')")
     if getattr(config, "quantization_config", None):
         raise UserError(
             f"{model!r} is quantised ({config.quantization_config.get('quant_method', 'unknown method')}); "

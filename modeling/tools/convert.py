@@ -24,15 +24,15 @@ import stat
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig
+from transformers import AutoModel, AutoTokenizer, BertConfig
 from transformers.utils import logging as transformers_logging
 
 from .. import loading_symbert, modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
-from ..cli import UserError, command_parser, missing_local_path, run_command
+from ..cli import UserError, command_parser, run_command
 from ..files import model_card_license, sentence_transformers_files
 from ..loading_symbert import calibration_sequences, embedded_calibration_texts
-from . import check_model_folder, check_output, written_folder
+from . import check_model_folder, check_output, checked_config, written_folder
 from .conversion_record import ConversionRecord, HeldOutCosines, LayerFit
 
 # from the embedded text of two domains, in turn: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
@@ -115,9 +115,7 @@ def text_lines(name):
 
 def load_bert(name):
     """BERT's config, encoder and tokenizer; UserError for anything that is not a BERT with a tokenizer."""
-    if error := missing_local_path(name):
-        raise error
-    model_type, code = declared_type_and_code(name)
+    model_type, code = declared_type_and_code(name)  # a missing folder: (None, None), named below
     if model_type not in (None, "bert"):
         raise UserError(f"{name!r} is a {model_type!r} model, not a BERT (model_type 'bert').")
     if code:
@@ -125,12 +123,7 @@ def load_bert(name):
             f"{name!r} names code of its own ({code}); a folder's code is never run here: give a BERT folder "
             "(config.json's model_type 'bert')."
         )
-    try:
-        config = AutoConfig.from_pretrained(name, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        raise UserError(f"{name!r} is not a model folder with a readable config.json ({error}).") from error
-    if not isinstance(config, BertConfig):
-        raise UserError(f"{name!r} is a {config.model_type!r} model, not a BERT (model_type 'bert').")
+    config = checked_config(name, "", (BertConfig,), ", not a BERT (model_type 'bert')")
     check_model_folder(name, "BERT")  # its weights readable, of the config's sizes and finite; its card's metadata
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
