@@ -31,7 +31,9 @@ import second_corpus  # noqa: E402
 import throughput  # noqa: E402
 import throughput_timing  # noqa: E402
 
-from conftest import assert_one_line, run_args, tiny_config, tiny_corpus, tiny_sentences  # noqa: E402
+from helpers.assertions import assert_one_line  # noqa: E402
+from helpers.corpora import run_args, tiny_corpus, tiny_sentences  # noqa: E402
+from helpers.tiny import tiny_config  # noqa: E402
 
 
 def test_training_flops_per_token_by_hand():

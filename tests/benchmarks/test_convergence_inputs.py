@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import convergence  # noqa: E402
 import convergence_factor  # noqa: E402
 
-from conftest import assert_one_line  # noqa: E402
+from helpers.assertions import assert_one_line  # noqa: E402
 from symbert.cli import UserError, run_command  # noqa: E402
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from conftest import assert_one_line, tiny_sentences, train_tokenizer
+from helpers.assertions import assert_one_line
+from helpers.corpora import tiny_sentences, train_tokenizer
 from symbert import SymBertModel
 from symbert.tools.convert import mean_cosine
 from symbert.training.glue.data import TASKS
@@ -63,7 +64,7 @@ def test_agreement_of_saved_models_matches_a_direct_measure(bert_folder, tmp_pat
 
 
 def test_agreement_refuses_a_folder_it_cannot_load_in_one_line(bert_folder, tmp_path, capsys):
-    from conftest import assert_one_line
+    from helpers.assertions import assert_one_line
 
     (tmp_path / "empty").mkdir()
     argv = ["--bert", str(bert_folder), "--models", str(tmp_path / "empty"), "--output", str(tmp_path / "out")]
@@ -251,7 +252,7 @@ ROW_FAULTS = {
 
 @pytest.mark.parametrize("fault", ROW_FAULTS, ids=list(ROW_FAULTS))
 def test_downstream_table_refuses_a_row_it_cannot_show_as_measured(tmp_path, capsys, fault):
-    from conftest import assert_one_line
+    from helpers.assertions import assert_one_line
 
     change, message = ROW_FAULTS[fault]
     teacher = glue_output(tmp_path / "teacher", [92.0, 92.5, 93.0])
@@ -274,7 +275,7 @@ def run_table(argv):
     ["a label twice", "output over an input's results", "output over the results' .md", "output through a link"],
 )
 def test_downstream_table_refuses_a_label_twice_and_an_output_over_an_input(tmp_path, capsys, case):
-    from conftest import assert_one_line
+    from helpers.assertions import assert_one_line
 
     teacher = glue_output(tmp_path / "teacher", [92.0, 92.5, 93.0])
     other = glue_output(tmp_path / "other", [90.0, 91.0, 92.0])

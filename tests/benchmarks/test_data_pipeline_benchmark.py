@@ -3,15 +3,18 @@ numbers, and a bad argument is one line."""
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import data_pipeline  # noqa: E402
+import gpu_check  # noqa: E402
 
-from conftest import assert_one_line  # noqa: E402
+from helpers.assertions import assert_one_line  # noqa: E402
 
 
 @pytest.mark.heavy
@@ -21,6 +24,7 @@ def test_quick_run_records_every_case(tmp_path):
     data_pipeline.main(argv)
     record = json.loads(output.with_suffix(".json").read_text())
     settings = record["settings"]
+    assert record["complete"] is True
     assert record["command"] == "python benchmarks/data_pipeline.py " + " ".join(argv)
     assert record["wall_seconds"] > 0 and len(record["load_average_start"]) == 3 and record["cpu_cores"] >= 1
     assert record["datasets"] and record["transformers"] and record["torch"] and record["date"]
@@ -78,6 +82,28 @@ def test_quick_run_records_every_case(tmp_path):
     report = output.with_suffix(".md").read_text()
     assert record["command"] in report and "Load average" in report and "| prepared |  | 0 |" in report
     assert not (tmp_path / "work").exists()  # the generated corpora are removed
+
+
+@pytest.mark.heavy  # a fresh interpreter
+def test_a_run_stopped_after_its_first_case_keeps_that_case_s_row(tmp_path):
+    output = tmp_path / "data-pipeline"
+    command = [sys.executable, str(Path(data_pipeline.__file__)), "--quick", "--num_proc", "1", "--rounds", "100000"]
+    command += ["--output", str(output), "--workdir", str(tmp_path / "work")]
+    process = subprocess.Popen(command, start_new_session=True)
+    try:
+        for _ in range(1200):
+            if output.with_suffix(".json").exists():
+                break
+            time.sleep(0.1)
+    finally:
+        gpu_check.stop(process)  # as a deadline stops a part: its process group, mid-run
+    record = json.loads(output.with_suffix(".json").read_text())
+    assert record["complete"] is False and record["command"].startswith("python benchmarks/data_pipeline.py --quick")
+    first = record["preparation"][0]  # the first case: the .txt files read whole, one process
+    assert (first["streaming"], first["num_proc"]) == (False, 1)
+    assert first["tokens"] > 0 and first["tokens_per_s"] == first["tokens"] / first["seconds"]
+    report = output.with_suffix(".md").read_text()
+    assert "**Not complete**" in report and f"{first['tokens']:,}" in report
 
 
 @pytest.mark.parametrize(

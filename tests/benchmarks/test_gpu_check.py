@@ -20,7 +20,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import finetune_throughput  # noqa: E402
 import gpu_check  # noqa: E402
 
-from conftest import assert_one_line  # noqa: E402
+from helpers.assertions import assert_one_line  # noqa: E402
 
 
 def planned(tmp_path, *argv):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_config
+from helpers.tiny import tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.training.glue import command as glue
 from symbert.training.glue import sweep as glue_sweep

@@ -5,7 +5,7 @@ import torch
 import transformers
 from transformers import BertTokenizerFast
 
-from conftest import tiny_config
+from helpers.tiny import tiny_config
 
 SENTENCES = ["the cat sat on the mat", "a big red dog ran", "paris is the capital of france"]
 

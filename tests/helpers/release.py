@@ -18,7 +18,7 @@ from huggingface_hub.hf_api import RepoFile  # not at the top level of the 0.x r
 from huggingface_hub.utils.sha import git_hash
 from transformers import TrainingArguments
 
-from conftest import tiny_sentences
+from helpers.corpora import tiny_sentences
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.hub_cards.release import release_command
 from symbert.training.reporting import write_metrics

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import run_args, tiny_sentences, train_tokenizer
+from helpers.corpora import run_args, tiny_sentences, train_tokenizer
 from symbert.training.arguments import parse_arguments
 from symbert.training.pretrain import pretrain
 

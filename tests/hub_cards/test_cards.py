@@ -15,7 +15,7 @@ from huggingface_hub import ModelCard
 from huggingface_hub.repocard import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from conftest import tiny_sentences
+from helpers.corpora import tiny_sentences
 from helpers.integrations import WORDS
 from helpers.release import BASE_SCORES, NAMESPACE, fake_run, write_results
 from symbert.hub_cards import card as cards

@@ -20,7 +20,8 @@ import transformers
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file, save_file
 
-from conftest import file_names, run_args, tiny_corpus, tiny_sentences
+from helpers.assertions import file_names
+from helpers.corpora import run_args, tiny_corpus, tiny_sentences
 from helpers.integrations import WORDS
 from helpers.release import BASE_SCORES, NAMESPACE, SEEDS, RecordingHfApi, sha256, tree, write_results
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertForMaskedLM

@@ -11,7 +11,8 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
 
-from conftest import run_args, sentence_embedding_bert, tiny_corpus, tiny_sentences
+from helpers.corpora import run_args, tiny_corpus, tiny_sentences
+from helpers.tiny import sentence_embedding_bert
 from symbert.hub_cards import release
 from symbert.hub_cards.plan import sha256
 from symbert.tools import convert

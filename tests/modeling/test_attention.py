@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.utils import logging as transformers_logging
 
-from conftest import padded_batch, tiny_config
+from helpers.tiny import padded_batch, tiny_config
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
 from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 from torch import nn
 
 import symbert
-from conftest import run_args, tiny_config
+from helpers.corpora import run_args
+from helpers.tiny import tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, SymBertSelfAttention, register_attention, unregister_attention
 from symbert.attention_symbert import SymBertOriginalSelfAttention
 from symbert.hub_cards import release, staging

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from conftest import padded_batch, tiny_config
 from helpers.models import bert_like
+from helpers.tiny import padded_batch, tiny_config
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification
 
 

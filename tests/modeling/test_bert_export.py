@@ -17,7 +17,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 import symbert
-from conftest import padded_batch, tiny_config
+from helpers.tiny import padded_batch, tiny_config
 from symbert.cli import UserError
 from symbert.modeling_symbert import BERT_CLASSES
 from symbert.tools import bert_export

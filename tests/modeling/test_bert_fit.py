@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from conftest import assert_one_line, tiny_config
+from helpers.assertions import assert_one_line
+from helpers.tiny import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import fit_attention_to_bert
 
@@ -149,7 +150,7 @@ def bert_folder(tmp_path_factory):
     """A tiny random BertModel with a WordPiece tokenizer of its vocabulary, saved as a BERT folder (read only)."""
     from transformers import AutoTokenizer, BertModel
 
-    from conftest import tiny_sentences, train_tokenizer
+    from helpers.corpora import tiny_sentences, train_tokenizer
 
     tmp_path = tmp_path_factory.mktemp("bert-folder")
     tokenizer_folder = train_tokenizer(tmp_path / "tokenizer", tiny_sentences(200), vocab_size=99)
@@ -163,7 +164,7 @@ def bert_folder(tmp_path_factory):
 def test_symbert_convert_writes_a_fitted_folder_closer_to_bert_than_the_copy(bert_folder, tmp_path, capsys):
     from transformers import AutoModel
 
-    from conftest import tiny_sentences
+    from helpers.corpora import tiny_sentences
     from symbert.tools import convert
     from symbert.tools.conversion_record import ConversionRecord
 

@@ -26,9 +26,9 @@ from transformers import (
 )
 
 import symbert
-from conftest import tiny_config
 from helpers.glue import MAX_LENGTH, suite_args
 from helpers.integrations import SENTENCES, VOCAB, probabilities, save_with_tokenizer, symbert_config
+from helpers.tiny import tiny_config
 from symbert import ATTENTION_TYPES
 from symbert.tools.bert_export import BOUND, export_to_bert, relative_difference
 from symbert.tools.bert_export import main as symbert_to_bert

@@ -166,7 +166,7 @@ def test_a_failed_onnx_export_leaves_the_earlier_file_as_it_was(monkeypatch, cap
     pytest.importorskip("onnxruntime")
     import torch
 
-    from conftest import tiny_config
+    from helpers.tiny import tiny_config
     from symbert import SymBertModel
 
     good = tmp_path / "good"

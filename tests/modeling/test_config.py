@@ -19,7 +19,7 @@ from transformers import (
     BertForMaskedLM,
 )
 
-from conftest import VOCAB_SIZE, bert_config, padded_batch, tiny_config
+from helpers.tiny import VOCAB_SIZE, bert_config, padded_batch, tiny_config
 from symbert import ATTENTION_TYPES, SIZE_PRESETS, SymBertConfig, SymBertForMaskedLM, SymBertForSequenceClassification
 
 

@@ -16,7 +16,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, BertModel
 
-from conftest import assert_one_line, bert_teacher, tiny_corpus, tiny_sentences
+from helpers.assertions import assert_one_line
+from helpers.corpora import tiny_corpus, tiny_sentences
+from helpers.tiny import bert_teacher
 from symbert import SymBertConfig, SymBertModel, loading_symbert, modeling_symbert
 from symbert.cli import UserError
 from symbert.tools import convert, staging_folder

@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 import torch
 
-from conftest import padded_batch, tiny_config
+from helpers.tiny import padded_batch, tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.modeling_symbert import SymBertSelfAttention, _check_index_range, _labelled_positions
 

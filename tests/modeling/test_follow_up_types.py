@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
-from conftest import padded_batch, run_args, tiny_config
+from helpers.corpora import run_args
 from helpers.models import bert_like
+from helpers.tiny import padded_batch, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM, attention_class
 from symbert.hub_cards.card import implementation_choices
 from symbert.tools.symmetry import symmetric_share

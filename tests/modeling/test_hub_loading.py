@@ -12,8 +12,8 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processor
 from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedTokenizerFast, Trainer, TrainingArguments, pipeline
 
 import symbert
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
 from helpers.models import HEADS
+from helpers.tiny import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import fresh_load

@@ -27,7 +27,7 @@ from transformers.pytorch_utils import id_tensor_storage
 
 import symbert
 import symbert.modeling_symbert as modeling
-from conftest import VOCAB_SIZE, bert_config, padded_batch, tiny_config
+from helpers.tiny import VOCAB_SIZE, bert_config, padded_batch, tiny_config
 from symbert import (
     SymBertForMaskedLM,
     SymBertForMultipleChoice,

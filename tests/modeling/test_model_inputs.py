@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from helpers.tiny import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import SymBertForMaskedLM, SymBertForMultipleChoice, SymBertForSequenceClassification, SymBertModel
 from symbert.modeling_symbert import TRANSFORMERS_V5
 

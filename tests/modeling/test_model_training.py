@@ -6,7 +6,7 @@ from unittest import mock
 
 import torch
 
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from helpers.tiny import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.modeling_symbert import _rows_to_score
 

@@ -4,7 +4,7 @@ which no id reaches and no logit predicts; the same weights without the padding 
 import pytest
 import torch
 
-from conftest import VOCAB_SIZE, padded_batch, tiny_config
+from helpers.tiny import VOCAB_SIZE, padded_batch, tiny_config
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.modeling_symbert import VOCABULARY_TENSORS
 

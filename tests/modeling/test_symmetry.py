@@ -7,7 +7,7 @@ import torch
 from transformers import BertConfig, BertModel
 
 import symbert
-from conftest import tiny_config
+from helpers.tiny import tiny_config
 from symbert.tools.symmetry import analyse, main, symmetric_share
 
 # Head forms with known shares ||(M + Mᵀ)/2||² / ||M||²: symmetric 1, antisymmetric 0, and [[1, 2], [0, 1]]:

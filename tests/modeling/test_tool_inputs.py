@@ -16,7 +16,8 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, PreTrainedModel
 
 import symbert
-from conftest import MAX_POSITIONS, VOCAB_SIZE, bert_teacher, tiny_config, tiny_corpus, tiny_sentences
+from helpers.corpora import tiny_corpus, tiny_sentences
+from helpers.tiny import MAX_POSITIONS, VOCAB_SIZE, bert_teacher, tiny_config
 from symbert.tools import bert_export, convert, onnx_export, symmetry
 
 COMMANDS = {"symbert-to-bert": bert_export, "symbert-onnx": onnx_export, "symbert-symmetry": symmetry}

@@ -21,7 +21,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase, modeling_utils
 
-from conftest import run_args
+from helpers.corpora import run_args
 from helpers.runs import assert_same_metrics, assert_same_training, eval_losses, resume_args, resume_from
 from symbert.cli import UserError
 from symbert.files import file_sha256

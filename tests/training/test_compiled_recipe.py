@@ -10,7 +10,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from conftest import run_args
+from helpers.corpora import run_args
 from helpers.runs import assert_same_training, eval_losses
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.training import pretrain as pretrain_module

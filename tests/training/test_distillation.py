@@ -8,16 +8,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertForMaskedLM, BertForSequenceClassification, BertModel
 
-from conftest import (
-    assert_one_line,
-    bert_classifier,
-    bert_teacher,
-    run_args,
-    sentence_embedding_bert,
-    tiny_corpus,
-    tiny_sentences,
-    two_texts,
-)
+from helpers.assertions import assert_one_line
+from helpers.corpora import run_args, tiny_corpus, tiny_sentences
+from helpers.tiny import bert_classifier, bert_teacher, sentence_embedding_bert, two_texts
 from symbert import SymBertForMaskedLM
 from symbert.training import pretrain
 from symbert.training.distillation import DistillationLoss, head_projections, load_teacher, whole_texts

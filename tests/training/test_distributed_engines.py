@@ -18,8 +18,9 @@ import yaml
 from accelerate.commands.config.config_args import ClusterConfig
 from safetensors.torch import load_file
 
-from conftest import run_args, tiny_config
+from helpers.corpora import run_args
 from helpers.runs import LAUNCHERS
+from helpers.tiny import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert import modeling_symbert as modeling
 from symbert.loading_symbert import BUNDLE_FILES

@@ -19,7 +19,7 @@ from datasets import Dataset, DatasetDict
 from huggingface_hub import ModelCard
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from conftest import run_args
+from helpers.corpora import run_args
 from helpers.glue import FAST, MAX_LENGTH, refused, sentence, suite_args
 from helpers.release import fake_run
 from symbert import SymBertForMaskedLM

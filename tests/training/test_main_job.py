@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import run_args, tiny_corpus, tiny_sentences
+from helpers.corpora import run_args, tiny_corpus, tiny_sentences
 from symbert.training import data
 from symbert.training.arguments import DataArguments, parse_arguments
 from symbert.training.evaluation import FILL_MASK_SENTENCES, masked_token_scores, saved_model_scores, unigram_baseline

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_args, tiny_sentences, train_tokenizer
+from helpers.corpora import run_args, tiny_sentences, train_tokenizer
 from helpers.runs import assert_same_training, resume_args, resume_from
 from symbert.cli import UserError
 from symbert.training import data, prepared

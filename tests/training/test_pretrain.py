@@ -17,9 +17,11 @@ from scipy.stats import binom
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 from transformers.testing_utils import CaptureLogger
 
-from conftest import CORPUS_WORDS, file_names, run_args, tiny_config
+from helpers.assertions import file_names
+from helpers.corpora import CORPUS_WORDS, run_args
 from helpers.models import EXPECTED
 from helpers.runs import LAUNCHERS, assert_same_training, eval_losses
+from helpers.tiny import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.training import corpus_files, data

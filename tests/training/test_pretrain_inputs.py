@@ -17,7 +17,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainingArguments
 
-from conftest import train_tokenizer
+from helpers.corpora import train_tokenizer
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
 from symbert.training import block_cutting, corpus_files, data, evaluation

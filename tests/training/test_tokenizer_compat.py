@@ -12,7 +12,7 @@ import transformers
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
-from conftest import tiny_config
+from helpers.tiny import tiny_config
 from symbert import SymBertForMaskedLM
 from symbert.training import corpus_files, data
 from symbert.training.arguments import DataArguments

@@ -14,15 +14,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from conftest import (
-    assert_one_line,
-    bert_classifier,
-    bert_teacher,
-    sentence_embedding_bert,
-    tiny_corpus,
-    tiny_sentences,
-    two_texts,
-)
+from helpers.assertions import assert_one_line
+from helpers.corpora import tiny_corpus, tiny_sentences
+from helpers.tiny import bert_classifier, bert_teacher, sentence_embedding_bert, two_texts
 from symbert import SymBertForMaskedLM, SymBertForSequenceClassification, SymBertModel
 from symbert.training import pretrain, transfer
 
