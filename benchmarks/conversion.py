@@ -20,7 +20,7 @@ from symbert import ATTENTION_TYPES, attention_class
 from symbert.attention_symbert import SymBertSelfAttention
 from symbert.cli import UserError, command_parser, run_command
 from symbert.loading_symbert import calibration_sequences
-from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
+from symbert.tools.convert import calibration_texts, copy_and_fit, load_bert, mean_cosine
 
 
 def measure(argv):
@@ -54,22 +54,21 @@ def measure(argv):
 
     rows = []
     for kind in types:
-        copied, _ = SymBertModel.from_bert(args.bert, attention_type=kind, calibration_texts=None)
-        fitted, _ = SymBertModel.from_bert(args.bert, attention_type=kind, calibration_texts=fit_texts)
+        copied, fitted, _ = copy_and_fit(args.bert, SymBertModel, kind, fit_texts)
         layers = fitted.bert_fit_report
         rows.append(
             {
                 "attention_type": kind,
-                "copy_cosine": mean_cosine(copied.eval(), bert, held_out),
-                "fit_cosine": mean_cosine(fitted.eval(), bert, held_out),
+                "copy_cosine": mean_cosine(copied, bert, held_out),
+                "fit_cosine": mean_cosine(fitted, bert, held_out),
                 "copy_errors": [row["copy_error"] for row in layers],
                 "fit_errors": [row["fit_error"] for row in layers],
                 "kept": [row["kept"] for row in layers],
                 "inputs": [row["inputs"] for row in layers],
                 "domains": {
                     name: {
-                        "copy": mean_cosine(copied.eval(), bert, texts),
-                        "fit": mean_cosine(fitted.eval(), bert, texts),
+                        "copy": mean_cosine(copied, bert, texts),
+                        "fit": mean_cosine(fitted, bert, texts),
                     }
                     for name, texts in domains.items()
                 },

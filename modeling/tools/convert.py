@@ -195,6 +195,18 @@ def mean_cosine(model, reference, sequences):
     )
 
 
+def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts):
+    """(the copy, the fit, the fit's new parameters), in eval mode: `symbert_class` made from the BERT `bert_name` by
+    copying its tensors of the same name and shape alone, and then with each layer's attention fitted to BERT's on
+    `fit_texts` (kept where it beats the copy). symbert-convert and benchmarks/conversion.py measure the two."""
+    with quiet_loading():  # the tensors BERT lacks or the type adds are expected here: the report says them
+        copied, _ = symbert_class.from_bert(bert_name, calibration_texts=None, attention_type=attention_type)
+        fitted, new_parameters = symbert_class.from_bert(
+            bert_name, calibration_texts=fit_texts, attention_type=attention_type
+        )
+    return copied.eval(), fitted.eval(), new_parameters
+
+
 def convert(argv):
     args = parse_command_line(argv)
     fit_texts, held_out_texts = calibration_texts(args.calibration_files, args.held_out)
@@ -210,10 +222,7 @@ def convert(argv):
         fit_texts = fit_texts[:used]
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
     symbert_class = getattr(modeling_symbert, class_name)
-    kwargs = dict(attention_type=args.attention_type)
-    with quiet_loading():  # the tensors BERT lacks or the type adds are expected here: the report below says them
-        copied, _ = symbert_class.from_bert(args.bert, calibration_texts=None, **kwargs)
-        fitted, new_parameters = symbert_class.from_bert(args.bert, calibration_texts=fit_texts, **kwargs)
+    copied, fitted, new_parameters = copy_and_fit(args.bert, symbert_class, args.attention_type, fit_texts)
     held_out = calibration_sequences(tokenizer, held_out_texts, length)
     report = ConversionRecord(
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be
@@ -227,7 +236,7 @@ def convert(argv):
         held_out_texts=len(held_out),
         layers=tuple(LayerFit(**row) for row in fitted.bert_fit_report),
         held_out_mean_cosine=HeldOutCosines(
-            copy=mean_cosine(copied.eval(), bert, held_out), fit=mean_cosine(fitted.eval(), bert, held_out)
+            copy=mean_cosine(copied, bert, held_out), fit=mean_cosine(fitted, bert, held_out)
         ),
         new_parameters=new_parameters,
     )
