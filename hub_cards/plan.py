@@ -411,22 +411,24 @@ def check_model_folder(folder: Path) -> SymBertConfig:
     return SymBertConfig.from_dict(config)
 
 
-def plan_models(
-    options: ReleaseOptions,
-) -> list[
-    tuple[
-        PretrainingRun,
-        SymBertConfig,
-        str,
-        Path,
-        GlueResults,
-        list[Path],
-        Path | None,
-        list[tuple[str, GlueResults]],
-    ]
-]:
-    """[(PretrainingRun, config, repo id, results path, results, checkpoint folders, GLUE plot or None, baselines)]
-    for every model; every input is checked before any work is done."""
+@dataclass(frozen=True, kw_only=True)
+class ModelPlan:
+    """What the release stages of one model, every input checked: its run and config, the repository, its GLUE
+    results (None: released with --without_results), the checkpoints that become `step-N` branches, the GLUE sweep's
+    plot and the baselines its card compares with."""
+
+    run: PretrainingRun
+    config: SymBertConfig
+    repo_id: str
+    results_path: Path | None
+    results: GlueResults | None
+    checkpoints: list[Path]
+    glue_plot: Path | None
+    baselines: list[tuple[str, GlueResults]]
+
+
+def plan_models(options: ReleaseOptions) -> list[ModelPlan]:
+    """The plan of every model to release; every input is checked before any work is done."""
     staging = Staging(options.output_dir, options.name_template)
     models = find_models(list(options.models), options.output_dir)
     extra_files = [Path(p).resolve() for p in options.results if Path(p).is_file()]
@@ -504,15 +506,15 @@ def plan_models(
                 if path is not None:
                     refuse_links(path.parent, [path.name])
         plans.append(
-            (
-                run,
-                config,
-                repo_id,
-                results,
-                candidates.get(results),
-                checkpoints,
-                glue_plot,
-                baselines if results else [],
+            ModelPlan(
+                run=run,
+                config=config,
+                repo_id=repo_id,
+                results_path=results,
+                results=candidates.get(results),
+                checkpoints=checkpoints,
+                glue_plot=glue_plot,
+                baselines=baselines if results else [],
             )
         )
     for path in extra_files:

@@ -192,7 +192,7 @@ def release(options: ReleaseOptions) -> list[Stage]:
                 workdir=workdir,
                 base_model=options.base_model,
             )
-            stages = [stage for plan in plan_models(options) for stage in stage_model(*plan, **settings)]
+            stages = [stage for plan in plan_models(options) for stage in stage_model(plan, **settings)]
         validate(stages)
         print(
             f"Validated {len(stages)} staged folders in {options.output_dir}: each loads in a fresh process with "

@@ -17,7 +17,6 @@ from transformers.utils import logging as transformers_logging
 from .. import ATTENTION_TYPES, SymBertConfig, SymBertSelfAttention, attention_class, loading_symbert
 from ..cli import UserError
 from ..tools.bert_export import BOUND, CHECK_BATCH, export_to_bert
-from ..training.glue.results import GlueResults
 from ..training.reporting import plot_losses
 from . import card as cards
 from . import eval_results as hub_eval
@@ -31,7 +30,7 @@ from .plan import (
     RESULTS_FILE,
     TOKENIZER_FILES,
     TRAINING_FILES,
-    PretrainingRun,
+    ModelPlan,
     Stage,
     Staging,
     checked_repo_id,
@@ -215,14 +214,7 @@ def stage_bert_export(
 
 
 def stage_model(
-    run: PretrainingRun,
-    config: SymBertConfig,
-    repo_id: str,
-    results_path: Path | None,
-    results: GlueResults | None,
-    checkpoints: list[Path],
-    glue_plot: Path | None,
-    baselines: list[tuple[str, GlueResults]],
+    plan: ModelPlan,
     *,
     staging: Staging,
     tag: str,
@@ -234,27 +226,81 @@ def stage_model(
     """Stage `main`, its plain BERT export as `bert` and one `step-N` folder per checkpoint; returns their `Stage`s.
     `dataset` and `hardware` (--dataset, --hardware) override what symbert-pretrain recorded; `tag` is the revision
     the card pins."""
-    name, model = repo_id.split("/")[1], run.folder
-    export = export_bert(model, workdir, name, config)
+    run, config = plan.run, plan.config
+    name = plan.repo_id.split("/")[1]
+    export = export_bert(run.folder, workdir, name, config)
     training = run.training(dataset, hardware)
     dataset, hub_dataset = run.data(dataset)
     datasets = [hub_dataset] if hub_dataset else None  # the metadata takes Hub ids only
+    files = main_files(plan, name, workdir)
+    made_from = run.made_from(base_model)
+    card_options = dict(
+        kind="release",
+        size=run.size,
+        training=training,
+        results=plan.results,
+        made_from=made_from,
+        baselines=plan.baselines,
+    )
+    stages = [stage_main(plan, staging, tag, files, dataset, datasets, export, card_options)]
+    if export:
+        tags = ["bert-export"]
+        data = cards.card_data(
+            name, config.attention_type, datasets=datasets, extra_tags=tags, custom_code=False, made_from=made_from
+        )
+        stages.append(
+            stage_bert_export(
+                staging,
+                plan.repo_id,
+                tag,
+                config,
+                run.folder,
+                export,
+                dataset,
+                data,
+                card_options,
+                carried=run.carried_files,
+                training_steps=run.steps,
+            )
+        )
+    for checkpoint in plan.checkpoints:
+        stages.append(stage_checkpoint(plan, staging, checkpoint, files, training, dataset, datasets))
+    return stages
+
+
+def main_files(plan: ModelPlan, name: str, workdir: str | Path) -> dict[str, Path]:
+    """{name in the repository: file} of `main`: the model, the run's training files and what it carries of the
+    model it was made from, its GLUE results and plots."""
+    run, model = plan.run, plan.run.folder
     files = {**model_files(model), **{n: model / n for n in TRAINING_FILES if (model / n).is_file()}}
     files["loss.png"] = model / "loss.png"
     if not files["loss.png"].is_file():  # an output from before the plot existed: draw it from the log
         files["loss.png"] = plot_losses(
-            run.log_history, Path(workdir) / f"{name}-loss.png", title=config.attention_type
+            run.log_history, Path(workdir) / f"{name}-loss.png", title=plan.config.attention_type
         )
-    carried = run.carried_files  # conversion.json, sentence-transformers configuration: on main and bert
-    files.update(carried)
-    made_from = run.made_from(base_model)
-    if results_path is not None:  # (None: released with --without_results, the card says no score was measured)
-        files[RESULTS_FILE] = results_path
-        if results_path.with_suffix(".md").is_file():
-            files["glue_results.md"] = results_path.with_suffix(".md")
-    if glue_plot is not None:
-        files[GLUE_PLOT] = glue_plot
+    files.update(run.carried_files)  # conversion.json, sentence-transformers configuration: on main and bert
+    if plan.results_path is not None:  # (None: released with --without_results, the card says no score was measured)
+        files[RESULTS_FILE] = plan.results_path
+        if plan.results_path.with_suffix(".md").is_file():
+            files["glue_results.md"] = plan.results_path.with_suffix(".md")
+    if plan.glue_plot is not None:
+        files[GLUE_PLOT] = plan.glue_plot
+    return files
 
+
+def stage_main(
+    plan: ModelPlan,
+    staging: Staging,
+    tag: str,
+    files: dict[str, Path],
+    dataset: str,
+    datasets: list[str] | None,
+    export,
+    card_options: dict,
+) -> Stage:
+    """`main`: the model with its card, provenance and `.eval_results`."""
+    repo_id, config, results = plan.repo_id, plan.config, plan.results
+    name = repo_id.split("/")[1]
     for notice in cards.glue_notices(repo_id, results) if results else []:
         print(f"notice: {notice}", file=sys.stderr)
     eval_results, eval_entries = (
@@ -267,13 +313,10 @@ def stage_model(
         dataset,
         glue_results_sha256=text_hashes({RESULTS_FILE: records[RESULTS_FILE]})[RESULTS_FILE] if results else None,
         eval_results_sha256=text_hashes(eval_texts),
-        training_steps=run.steps,
+        training_steps=plan.run.steps,
     )
     data = cards.card_data(
-        name, config.attention_type, eval_results=eval_results, datasets=datasets, made_from=made_from
-    )
-    card_options = dict(
-        kind="release", size=run.size, training=training, results=results, made_from=made_from, baselines=baselines
+        name, config.attention_type, eval_results=eval_results, datasets=datasets, made_from=card_options["made_from"]
     )
     values = cards.card_values(config, repo_id, tag, provenance=prov, bert=export and export[1], **card_options)
     card = cards.render(
@@ -281,55 +324,46 @@ def stage_model(
         data,
         **values,
         loss_plot="loss.png",
-        glue_plot=GLUE_PLOT if glue_plot else None,
+        glue_plot=GLUE_PLOT if plan.glue_plot else None,
         eval_results_file=next(iter(eval_texts), None),
     )
     texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **eval_texts, **records}
     main = staging.write(repo_id, "main", files, texts)
     config_json, staged_files = read_json(files["config.json"]), manifest(files, texts)
-    stages = [Stage(repo_id, "main", main, model, eval_results, eval_entries, config_json, staged_files)]
-    if export:
-        tags = ["bert-export"]
-        data = cards.card_data(
-            name, config.attention_type, datasets=datasets, extra_tags=tags, custom_code=False, made_from=made_from
-        )
-        stages.append(
-            stage_bert_export(
-                staging,
-                repo_id,
-                tag,
-                config,
-                model,
-                export,
-                dataset,
-                data,
-                card_options,
-                carried=carried,
-                training_steps=run.steps,
-            )
-        )
+    return Stage(repo_id, "main", main, plan.run.folder, eval_results, eval_entries, config_json, staged_files)
 
-    for checkpoint in checkpoints:
-        step = int(checkpoint.name.split("-")[1])
-        branch = f"step-{step}"
-        run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
-        own_files = (
-            {"trainer_state.json": checkpoint / "trainer_state.json"}
-            if (checkpoint / "trainer_state.json").is_file()
-            else {}
-        )
-        checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
-        records = published_records(checkpoint_files)
-        prov = provenance(checkpoint_files, dataset, training_steps=step)
-        data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
-        at_step = training.at_checkpoint(step, logged_eval_losses(checkpoint), checkpoint.name)
-        values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=run.size, training=at_step)
-        card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
-        texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **records}
-        folder = staging.write(repo_id, branch, checkpoint_files, texts)
-        config_json, staged_files = read_json(checkpoint_files["config.json"]), manifest(checkpoint_files, texts)
-        stages.append(Stage(repo_id, branch, folder, checkpoint, config=config_json, files=staged_files))
-    return stages
+
+def stage_checkpoint(
+    plan: ModelPlan,
+    staging: Staging,
+    checkpoint: Path,
+    files: dict[str, Path],
+    training: cards.Training,
+    dataset: str,
+    datasets: list[str] | None,
+) -> Stage:
+    """`step-N`: a checkpoint with its own card, the whole run's log and its own trainer state."""
+    repo_id, config = plan.repo_id, plan.config
+    name = repo_id.split("/")[1]
+    step = int(checkpoint.name.split("-")[1])
+    branch = f"step-{step}"
+    run_files = {n: files[n] for n in ("loss.png", "metrics.csv") if n in files}  # the whole run's log
+    own_files = (
+        {"trainer_state.json": checkpoint / "trainer_state.json"}
+        if (checkpoint / "trainer_state.json").is_file()
+        else {}
+    )
+    checkpoint_files = {**model_files(checkpoint), **run_files, **own_files}
+    records = published_records(checkpoint_files)
+    prov = provenance(checkpoint_files, dataset, training_steps=step)
+    data = cards.card_data(name, config.attention_type, datasets=datasets, extra_tags=["intermediate-checkpoint"])
+    at_step = training.at_checkpoint(step, logged_eval_losses(checkpoint), checkpoint.name)
+    values = cards.card_values(config, repo_id, branch, "checkpoint", prov, size=plan.run.size, training=at_step)
+    card = cards.render(cards.checkpoint_title(name, step), data, **values, loss_plot="loss.png")
+    texts = {"README.md": str(card), "provenance.json": json.dumps(prov, indent=2) + "\n", **records}
+    folder = staging.write(repo_id, branch, checkpoint_files, texts)
+    config_json, staged_files = read_json(checkpoint_files["config.json"]), manifest(checkpoint_files, texts)
+    return Stage(repo_id, branch, folder, checkpoint, config=config_json, files=staged_files)
 
 
 def stage_tiny_random(options: ReleaseOptions, workdir: str | Path) -> list[Stage]:

@@ -391,7 +391,7 @@ def test_results_for_other_weights_are_refused(family, tmp_path):
     (plan,) = plans.plan_models(
         parse_arguments([str(pairwise), "--results", str(pairwise_results), str(sweep.parents[2]), *base])
     )
-    assert plan[3] == pairwise_results.resolve()
+    assert plan.results_path == pairwise_results.resolve()
     forged = tmp_path / "forged" / "glue_results.json"  # right hash, wrong attention type
     write_results(family.runs / "original", forged, sha=sha256(pairwise / "model.safetensors"))
     with pytest.raises(UserError, match="says attention_type='original' but .* is 'pairwise'"):

@@ -451,7 +451,7 @@ def test_the_chosen_results_file_is_named_with_the_rule(run, tmp_path, capsys):
     (sweep / "glue_results.json").write_text(json.dumps(sweep_results))
     arguments = [str(run.folder), "--results", str(tmp_path / "glue"), "--namespace", NAMESPACE]
     (plan_,) = plan.plan_models(release.parse_arguments([*arguments, "--output_dir", str(tmp_path / "staged")]))
-    assert plan_[3] == fuller / "glue_results.json"
+    assert plan_.results_path == fuller / "glue_results.json"
     assert capsys.readouterr().out == (
         f"{run.folder}: GLUE results from {fuller}/glue_results.json (its weights_sha256 is that of "
         f"{run.folder}/model.safetensors; it has the most runs (27) of the 2 that match: also "
@@ -566,8 +566,8 @@ def test_an_output_dir_inside_the_model_folder_is_never_read_as_input(run, stage
     args = release.parse_arguments(
         [str(model), "--results", str(model), "--namespace", NAMESPACE, "--output_dir", output]
     )
-    ((*_, results_path, _, _, glue_plot, _),) = plan.plan_models(args)
-    assert results_path == model / "glue_results.json" and glue_plot is None
+    (plan_,) = plan.plan_models(args)
+    assert plan_.results_path == model / "glue_results.json" and plan_.glue_plot is None
     assert f"GLUE results from {model}/glue_results.json (its weights_sha256 is that" in capsys.readouterr().out
 
 
