@@ -203,7 +203,6 @@ def run(argv: list[str]) -> None:
 def measure(args: argparse.Namespace, argv: list[str]) -> None:
     transformers.logging.set_verbosity_error()  # the tokenizer's "longer than 512" notes: blocks are cut after it
     datasets.disable_progress_bars()
-    stopwatch = Stopwatch()
     if args.workdir is None:
         root = Path(tempfile.mkdtemp(prefix="symbert-data-pipeline-"))
     else:
@@ -214,81 +213,99 @@ def measure(args: argparse.Namespace, argv: list[str]) -> None:
         raise UserError(
             f"{root} has {shutil.disk_usage(root).free / 1e9:.1f} GB free; this run writes {needed / 1e9:.1f} GB."
         )
+    results = KeptResults(args, shlex.join(["python", "benchmarks/data_pipeline.py", *argv]))
     try:
-        record = measure_all(args, root)
+        measure_all(args, root, results)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    command = shlex.join(["python", "benchmarks/data_pipeline.py", *argv])
-    facts = stopwatch.facts(
-        command,
-        datasets=datasets.__version__,
-        cpu_model=cpu_model(),
-        cpu_cores=os.cpu_count(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS", "unset"),
-    )
-    record = {**facts, **record}
-    write_report(args.output, format_report(record), record)
+    results.record["complete"] = True
+    record = results.write()
     print(f"Wall time {record['wall_seconds'] / 60:.1f} min. Results in {args.output}.md and .json")
 
 
-def measure_all(args: argparse.Namespace, root: Path) -> dict:
+class KeptResults:
+    """The record so far, written to OUTPUT.md and OUTPUT.json (each atomically) after every measured case, so that
+    a run stopped before its end (a deadline) keeps the rows it measured; `complete` is false until the end."""
+
+    def __init__(self, args: argparse.Namespace, command: str) -> None:
+        self.args, self.command, self.stopwatch = args, command, Stopwatch()
+        settings = {name: getattr(args, name) for name in SETTINGS}
+        self.record = {"complete": False, "settings": settings, "vocab_size": None, "mlm_probability": MLM_PROBABILITY}
+        self.record.update({section: [] for section in SECTIONS})
+        self.record["section_seconds"] = {}
+
+    def keep(self, section: str) -> Callable[[list[dict]], None]:
+        """What a measurement calls with its rows so far: they replace the section's, and the record is written."""
+
+        def kept(rows: list[dict]) -> None:
+            self.record[section] = list(rows)
+            self.write()
+
+        return kept
+
+    def write(self) -> dict:
+        facts = self.stopwatch.facts(
+            self.command,
+            datasets=datasets.__version__,
+            cpu_model=cpu_model(),
+            cpu_cores=os.cpu_count(),
+            omp_num_threads=os.environ.get("OMP_NUM_THREADS", "unset"),
+        )
+        record = {**facts, **self.record}
+        write_report(self.args.output, format_report(record), record)
+        return record
+
+
+SETTINGS = (
+    "quick",
+    "corpus_mb",
+    "large_mb",
+    "files",
+    "block_length",
+    "batch_size",
+    "formats",
+    "workers",
+    "warmup",
+    "batches",
+    "rounds",
+    "memory_batches",
+    "memory_workers",
+    "resume_passes",
+    "resume_repeats",
+    "num_proc",
+)
+SECTIONS = ("preparation", "memory", "memory_ratios", "delivery", "resume", "resume_summary")
+
+
+def measure_all(args: argparse.Namespace, root: Path, results: KeptResults) -> None:
+    """Every measurement, in order, into `results.record` (written after each case)."""
+    record, seconds = results.record, results.record["section_seconds"]
     start = time.perf_counter()
     corpora = Corpora(args, root)
     tokenizer = data_module.load_tokenizer(parse_arguments(["--output_dir", str(root / "unused")])[2])
     tokenizer.save_pretrained(corpora.tokenizer_dir)
+    record["vocab_size"] = len(tokenizer)
     lines = corpus_lines()
     total = int(args.corpus_mb * 1e6)
     for kind, suffix in STREAM_FORMATS.items():
         if kind in args.formats or kind == "txt":  # .txt: the preparation's, the memory and resume cases' input
             files = 1 if kind == "txt-1file" else args.files
             corpora.streams[kind] = write_text_files(root / "corpus" / kind, lines, total, files, suffix)
-    seconds = {"corpora": time.perf_counter() - start}
-    preparation = timed(seconds, "preparation", measure_preparation, args, corpora)
+    seconds["corpora"] = time.perf_counter() - start
+    preparation = timed(seconds, "preparation", measure_preparation, args, corpora, results.keep("preparation"))
     corpora.prepared = ensure_prepared(args, corpora, preparation)
     start = time.perf_counter()
     corpora.large_stream = write_large_text_files(root / "large-stream", lines, int(args.large_mb * 1e6), args.files)
     write_synthetic_prepared(root / "large-prepared", corpora.prepared, int(args.large_mb * 1e6))
     corpora.large_prepared = root / "large-prepared"
     seconds["large_corpora"] = time.perf_counter() - start
-    memory, memory_ratios = timed(seconds, "memory", measure_memory, args, corpora)
+    _, record["memory_ratios"] = timed(seconds, "memory", measure_memory, args, corpora, results.keep("memory"))
     for path in corpora.large_stream:  # the large text is no longer needed
         path.unlink()
-    delivery = timed(seconds, "delivery", measure_delivery, args, corpora)
-    resume = timed(seconds, "resume", measure_resume, args, corpora)
+    timed(seconds, "delivery", measure_delivery, args, corpora, results.keep("delivery"))
+    resume = timed(seconds, "resume", measure_resume, args, corpora, results.keep("resume"))
     read_rate = read_through_rate(corpora.streams["txt"])
-    settings = {
-        name: getattr(args, name)
-        for name in (
-            "quick",
-            "corpus_mb",
-            "large_mb",
-            "files",
-            "block_length",
-            "batch_size",
-            "formats",
-            "workers",
-            "warmup",
-            "batches",
-            "rounds",
-            "memory_batches",
-            "memory_workers",
-            "resume_passes",
-            "resume_repeats",
-            "num_proc",
-        )
-    }
-    return {
-        "settings": settings,
-        "vocab_size": len(tokenizer),
-        "mlm_probability": MLM_PROBABILITY,
-        "preparation": preparation,
-        "memory": memory,
-        "memory_ratios": memory_ratios,
-        "delivery": delivery,
-        "resume": resume,
-        "resume_summary": resume_summary(resume, read_rate, args.large_mb / args.files),
-        "section_seconds": seconds,
-    }
+    record["resume_summary"] = resume_summary(resume, read_rate, args.large_mb / args.files)
 
 
 def timed(seconds: dict, name: str, function: Callable[..., Any], *arguments: Any) -> Any:

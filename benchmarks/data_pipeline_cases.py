@@ -321,7 +321,8 @@ def prepare_in_fresh_cache(report: Callable[[], None], argv: list[str], cache: s
     }
 
 
-def measure_preparation(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
+def measure_preparation(args: argparse.Namespace, corpora: Corpora, keep: Callable[[list[dict]], None]) -> list[dict]:
+    """The preparation cases' rows; `keep` is given the rows so far after each case."""
     rows = []
     files = corpora.streams["txt"]
     for streaming in (False, True):
@@ -343,6 +344,7 @@ def measure_preparation(args: argparse.Namespace, corpora: Corpora) -> list[dict
                 "folder": name,
             }
             rows.append(row)
+            keep(rows)
             problem = "" if row["manifest_problem"] is None else f"; MANIFEST REFUSED: {row['manifest_problem']}"
             print(
                 f"prepare {name}: {row['tokens_per_s']:,.0f} tokens/s ({result['seconds']:.1f} s){problem}", flush=True
@@ -385,7 +387,10 @@ def read_first_batches(
     return {"tokens": tokens}
 
 
-def measure_memory(args: argparse.Namespace, corpora: Corpora) -> tuple[list[dict], list[dict]]:
+def measure_memory(
+    args: argparse.Namespace, corpora: Corpora, keep: Callable[[list[dict]], None]
+) -> tuple[list[dict], list[dict]]:
+    """The memory cases' rows and their ratios; `keep` is given the rows so far after each case."""
     cases = [
         ("stream", args.corpus_mb, corpora.streams["txt"], None),
         ("stream", args.large_mb, corpora.large_stream, None),
@@ -420,6 +425,7 @@ def measure_memory(args: argparse.Namespace, corpora: Corpora) -> tuple[list[dic
                 "anon_ready_bytes": memory["anon_ready"],
             }
         )
+        keep(rows)
         print(
             f"memory {source} {megabytes:g} MB: peak RSS {memory['rss_peak'] / MIB:,.0f} MiB, anonymous "
             f"{memory['anon_peak'] / MIB:,.0f} MiB",
@@ -475,7 +481,9 @@ def measure_delivery_once(report: Callable[[], None], train: Any, tokenizer: Any
     }
 
 
-def measure_delivery(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
+def measure_delivery(args: argparse.Namespace, corpora: Corpora, keep: Callable[[list[dict]], None]) -> list[dict]:
+    """The delivery cases' rows, over --rounds rounds of every case; `keep` is given the rows so far (each case's
+    median over its rounds so far) after each case."""
     sources = {}
     for kind in args.formats:
         files = corpora.streams.get(kind)
@@ -488,13 +496,28 @@ def measure_delivery(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
             (train, tokenizer), _ = sources[kind]
             measured, _ = in_forked_process(measure_delivery_once, train, tokenizer, workers, args)
             timings.setdefault((kind, workers), []).append(measured)
+            keep(delivery_rows(args, sources, timings))
+    rows = delivery_rows(args, sources, timings)
+    for row in rows:
+        ratio = "" if row["vs_0_workers"] is None else f" ({row['vs_0_workers']:.2f} × 0 workers)"
+        print(
+            f"delivery {row['format']} workers {row['workers']}: {row['tokens_per_s']:,.0f} tokens/s{ratio}", flush=True
+        )
+    return rows
+
+
+def delivery_rows(args: argparse.Namespace, sources: dict, timings: dict[tuple[str, int], list[dict]]) -> list[dict]:
+    """A row for each case measured so far, in table order (format, then workers)."""
     rows = []
     for kind in args.formats:
         files = sources[kind][1]
+        format_rows = []
         for workers in args.workers:
-            runs = timings[(kind, workers)]
+            runs = timings.get((kind, workers))
+            if not runs:
+                continue
             speed = statistics.median(run["tokens_per_s"] for run in runs)
-            rows.append(
+            format_rows.append(
                 {
                     "format": kind,
                     "files": len(files) if files else None,
@@ -508,11 +531,10 @@ def measure_delivery(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
                     "tokens_timed": runs[0]["tokens"],
                 }
             )
-        reference = next((row["tokens_per_s"] for row in rows[-len(args.workers) :] if row["workers"] == 0), None)
-        for row in rows[-len(args.workers) :]:  # against 0 workers of the same format, measured in the same rounds
+        reference = next((row["tokens_per_s"] for row in format_rows if row["workers"] == 0), None)
+        for row in format_rows:  # against 0 workers of the same format, measured in the same rounds
             row["vs_0_workers"] = row["tokens_per_s"] / reference if reference else None
-            ratio = f" ({row['vs_0_workers']:.2f} × 0 workers)" if reference else ""
-            print(f"delivery {kind} workers {row['workers']}: {row['tokens_per_s']:,.0f} tokens/s{ratio}", flush=True)
+        rows += format_rows
     return rows
 
 
@@ -573,7 +595,8 @@ def interleaved_timings(train: Any, tokenizer: Any, args: argparse.Namespace, po
     return seconds
 
 
-def measure_resume(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
+def measure_resume(args: argparse.Namespace, corpora: Corpora, keep: Callable[[list[dict]], None]) -> list[dict]:
+    """The resume rows; `keep` is given the rows so far after each source (its resume points are timed together)."""
     rows = []
     for folder, megabytes in ((corpora.prepared, args.corpus_mb), (corpora.large_prepared, args.large_mb)):
         train, tokenizer = corpora.load(blocks_dir=folder)
@@ -582,6 +605,7 @@ def measure_resume(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
         for first, seconds in zip(firsts, timings, strict=True):
             rows.append(resume_row("prepared", megabytes, len(train), first, args.batch_size, seconds))
             print(f"resume prepared {megabytes:g} MB at j={first}: {rows[-1]['seconds']:.3f} s", flush=True)
+        keep(rows)
     # the stream: read once to past the last resume point, keeping the tracker's reader states at every micro-batch
     train, tokenizer = corpora.load(corpora.streams["txt"])
     tracker = PositionTracker(Readers(), None, args.batch_size)
@@ -610,6 +634,7 @@ def measure_resume(args: argparse.Namespace, corpora: Corpora) -> list[dict]:
             resume_row("stream", args.corpus_mb, blocks_per_pass, first, args.batch_size, seconds, states.get(0))
         )
         print(f"resume stream at j={first}: {rows[-1]['seconds']:.3f} s", flush=True)
+    keep(rows)
     return rows
 
 

@@ -29,9 +29,16 @@ def format_report(record: dict) -> str:
         f"blocks of {settings['block_length']} tokens, micro-batches of {settings['batch_size']} blocks, the WordPiece "
         f"tokenizer trained on the embedded corpus (vocabulary {record['vocab_size']}).",
     ]
+    if not record.get("complete", True):  # a run stopped before its end (a deadline): the cases it measured
+        parts.append("**Not complete**: the run stopped before its end; below, the cases it measured.")
     if record["preparation"]:
         parts += preparation_section(record["preparation"])
-    parts += memory_section(record, settings) + delivery_section(record, settings) + resume_section(record, settings)
+    if record["memory"]:
+        parts += memory_section(record, settings)
+    if record["delivery"]:
+        parts += delivery_section(record, settings)
+    if record["resume"]:
+        parts += resume_section(record, settings)
     return "\n\n".join(parts) + "\n"
 
 

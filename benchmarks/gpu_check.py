@@ -14,15 +14,15 @@ reaches its deadline is stopped, recorded as such, and the next one starts):
 1. `throughput-eager`: benchmarks/throughput.py, every registered type against transformers' BertForMaskedLM at the
    `base` shape, bf16, sequences of 128 and 512, sdpa (and flash_attention_2 where flash-attn is installed), full
    and sparse MLM heads: training and inference tokens/s, MFU, memory;
-2. `throughput-compiled`: the same under torch.compile at 128 tokens with the recipes' sparse head, for `original` and
-   `symmetric`; the other types come last (`throughput-compiled-others`), in what the budget leaves: each compiled
-   model takes about 50 s to compile on an H100, so all nine need a call of their own
-   (the second call `--plan` prints). Each process holds its own `original` and BERT, eager and
-   compiled, the references of its ratios;
+2. `throughput-compiled`: the same under torch.compile (each encoder layer compiled: one graph for all of a
+   model's layers) at 128 tokens with the recipes' sparse head, for `original` and `symmetric`; the other types come
+   last (`throughput-compiled-others`), in what the budget leaves (the second call `--plan` prints). Each process
+   holds its own `original` and BERT, eager and compiled, the references of its ratios;
 3. `recipe`: `paper-small` for real, from blocks prepared on this machine: symbert-prepare-data on the embedded corpus
-   at the recipe's 512 tokens, then symbert-pretrain with the recipe's model, batch, sparse head, torch.compile, bf16
-   and dataloader workers for --recipe_steps steps; tokens/s (the training loop's, after its first logged interval,
-   which holds the compilation) and MFU (analytic FLOPs over a bf16 matrix product's rate on this GPU);
+   at the recipe's 512 tokens, then symbert-pretrain with the recipe's model, batch, sparse head, torch.compile (each
+   encoder layer, through accelerate's regional compilation), bf16 and dataloader workers for --recipe_steps steps;
+   tokens/s (the training loop's, after its first logged interval, which holds the compilation) and MFU (analytic
+   FLOPs over a bf16 matrix product's rate on this GPU);
 4. `finetune`: benchmarks/finetune_throughput.py, GLUE-shaped padded batches, `original` and `symmetric` against BERT;
 5. `data-pipeline`: benchmarks/data_pipeline.py at blocks of 512 with dataloader workers, on this machine's CPUs.
 
@@ -62,8 +62,7 @@ from symbert.training.arguments import RECIPES_DIR, check_output_dir
 
 BENCHMARKS = Path(__file__).resolve().parent
 # the compiled part's first process: BERT's own attention and the first type registered after it (paper 1's headline
-# type). On an H100 each compiled model takes about 50 s to compile (training and inference graphs), so the rest run
-# last, in what the budget leaves.
+# type); the rest run last, in what the budget leaves.
 FIRST_COMPILED_TYPES = headline_types()
 PART_NAMES = (
     "throughput-eager",
@@ -78,6 +77,7 @@ MINIMUM_PART_SECONDS = 20  # a part given less is skipped, not started
 RECORDED_COSTS = BENCHMARKS / "results" / "gpu-check-costs.json"
 COSTS_FILE = "part-costs.json"  # in OUTPUT: the measured run's per-part seconds, what the next run plans from
 STOPPED_FACTOR = 1.5  # a part stopped at its deadline is expected to need this much more next time
+REGIONAL_COMPILATION = "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"  # accelerate's TorchDynamoPlugin reads it
 # recipe fields that name data from the Hub: the run uses the embedded corpus and its tokenizer instead
 HUB_DATA_FIELDS = ("dataset_name", "dataset_config", "streaming", "tokenizer")
 
@@ -260,7 +260,9 @@ def plan(args: argparse.Namespace, workdir: Path) -> list[Part]:
     parts = [
         Part("throughput-eager", 0.22, [eager]),
         Part("throughput-compiled", 0.34, [compiled_types(first, "first")]),
-        Part("recipe", 0.14, [prepare, pretrain]),
+        # the Trainer compiles through accelerate, which this switches to one graph per encoder layer (as the
+        # throughput parts compile): a cold compile traces one layer, not the whole model
+        Part("recipe", 0.14, [prepare, pretrain], environment={REGIONAL_COMPILATION: "true"}),
         Part("finetune", 0.05, [finetune_command]),
         # the data path runs on the CPUs: hidden from CUDA, its forked workers never inherit a CUDA context
         Part("data-pipeline", 0.14, [data_command], environment={"CUDA_VISIBLE_DEVICES": ""}),

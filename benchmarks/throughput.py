@@ -8,7 +8,10 @@ and under torch.compile, with the full MLM head and the pre-training recipes' sp
 
 For each setting (size × sequence length × precision × attention implementation) BERT and every SymBERT type are
 built with the same sizes and the same attention implementation in this process. Each type runs on every path
-(mode × head): mode `eager`, or `compiled` (`torch.compile(model, dynamic=False)`, default inductor backend); head
+(mode × head): mode `eager`, or `compiled` (torch.compile with static shapes, default inductor backend, on each
+encoder layer with `--compile_scope layers`, the default: regional compilation, one graph for all of a model's layers
+(and its sparse head's path), so a cold compile costs a layer's tracing and code generation, not the whole model's;
+on the whole model with `--compile_scope whole`, which can fuse across the layers' edges); head
 `full` (the MLM head over every position) or `sparse` (`sparse_prediction=True, max_predictions_per_seq=M`: the head
 runs on batch × M positions, the labelled ones first; M defaults to ⌈0.2 × seq_len⌉). transformers' BERT has no
 sparse head: it runs the full head, eager and (with `--modes compiled`) compiled, and is the reference of every path.
@@ -56,6 +59,7 @@ from report import Stopwatch  # benchmarks/report.py
 from throughput_report import add_ratios_and_targets, format_checks, format_table, profile_table, write_results
 from throughput_timing import (  # benchmarks/throughput_timing.py
     CLOCKS,
+    COMPILE_SCOPES,
     HEADS,
     IMPLEMENTATIONS,
     MODES,
@@ -110,7 +114,7 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=["eager"],
         choices=MODES,
-        help="compiled: torch.compile(model, dynamic=False); BERT also runs eager, the run_mlm reference",
+        help="compiled: torch.compile(..., dynamic=False) (--compile_scope); BERT also runs eager, the run_mlm reference",
     )
     parser.add_argument(
         "--heads",
@@ -124,6 +128,13 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--compile_backend", default="inductor", help="torch.compile backend (the tests use the cheap aot_eager)"
+    )
+    parser.add_argument(
+        "--compile_scope",
+        default="layers",
+        choices=COMPILE_SCOPES,
+        help="layers: compile each encoder layer (one graph for all of a model's layers: the least compile time); "
+        "whole: the whole model as one graph",
     )
     parser.add_argument("--tokens_per_batch", type=int, default=512, help="batch size = tokens_per_batch / seq_len")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (the median is reported)")
@@ -234,12 +245,17 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> None:
         for seq_len in args.seq_lens:
             for precision in args.precisions:
                 for implementation in args.attn_implementations:
-                    setting_rows = benchmark_setting(args, device, size, seq_len, precision, implementation)
-                    add_ratios_and_targets(setting_rows, device)
+
+                    def keep(setting_rows: list[dict]) -> None:
+                        """The rows so far written out: a run stopped later (a deadline) keeps them."""
+                        add_ratios_and_targets(setting_rows, device)
+                        write_results(args, stopwatch.facts(command), rows + setting_rows, None, None)
+
+                    # after each round, the setting's rows over the rounds so far; then all of them
+                    setting_rows = benchmark_setting(args, device, size, seq_len, precision, implementation, keep)
+                    keep(setting_rows)
                     print(format_table(setting_rows, cuda), flush=True)
                     rows += setting_rows
-                    # each setting's rows are kept as soon as they are measured: a run stopped later keeps them
-                    write_results(args, stopwatch.facts(command), rows, None, None)
     checks = check_implementations(args, device, args.sizes[0], args.seq_lens[0]) if cuda else None
     profile = None
     if args.profile:

@@ -185,12 +185,19 @@ def format_checks(checks: list[dict]) -> str:
     )
 
 
+SCOPE_TEXT = {  # --compile_scope, as the report says it
+    "layers": "on each encoder layer (regional: the layers of a model share one graph)",
+    "whole": "on the whole model",
+}
+
+
 def describe_run(args: argparse.Namespace, device: torch.device) -> str:
     """The paragraph under the title: how the numbers were taken."""
     compiled = "compiled" in args.modes
     warmup = max(1, args.warmup)
     modes = (
-        f"eager and compiled (`torch.compile(model, backend={args.compile_backend!r}, dynamic=False)`; a compiled "
+        f"eager and compiled (`torch.compile(..., backend={args.compile_backend!r}, dynamic=False)` "
+        f"{SCOPE_TEXT[args.compile_scope]}; a compiled "
         "model's first training and inference steps, which compile it, are warm-up steps, and their wall time is "
         "its `compile s`: the first compiled model's includes the compiler's one-time start-up, and a rerun with a "
         "warm on-disk compile cache takes less)"
@@ -275,6 +282,7 @@ def write_results(
         "modes": args.modes,
         "heads": args.heads,
         "compile_backend": args.compile_backend if "compiled" in args.modes else None,
+        "compile_scope": args.compile_scope if "compiled" in args.modes else None,
         "warmup_steps": max(1, args.warmup),
         "rounds": args.rounds,
         "steps_per_round": args.steps_per_round,

@@ -21,6 +21,10 @@ from symbert.attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES
 PRECISIONS = ("fp32", "bf16")
 IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
 MODES = ("eager", "compiled")
+# what torch.compile compiles: `layers`, each encoder layer (regional compilation: the layers of a model share one
+# graph, so a cold compile traces and optimises one layer, not all of them, and the sparse head's path reuses the full
+# head's); `whole`, the whole model as one graph (fusions across the embeddings, the layers and the head)
+COMPILE_SCOPES = ("layers", "whole")
 HEADS = ("full", "sparse")
 BERT = "bert"
 MASK_RATE = 0.15  # labelled positions per sequence, as BERT's pre-training
@@ -287,6 +291,27 @@ class Entry:
     graph_breaks: int | None = None
 
 
+def with_module(model: torch.nn.Module, path: str, replacement: torch.nn.Module) -> torch.nn.Module:
+    """A view of `model` whose submodule at the dotted `path` is `replacement`: shallow copies down that path, every
+    other module (and every weight) shared with `model`, which is left as it was."""
+    name, _, rest = path.partition(".")
+    view = copy.copy(model)
+    view._modules = dict(model._modules)  # copy.copy shares the dict: a change would reach `model`
+    view._modules[name] = with_module(model._modules[name], rest, replacement) if rest else replacement
+    return view
+
+
+def compiled(model: torch.nn.Module, scope: str, backend: str) -> torch.nn.Module:
+    """`model` under torch.compile (static shapes) at this scope (see COMPILE_SCOPES): the eager model stays usable
+    as it was, with the same weights."""
+    if scope == "whole":
+        return torch.compile(model, backend=backend, dynamic=False)
+    layers = torch.nn.ModuleList(
+        torch.compile(layer, backend=backend, dynamic=False) for layer in model.bert.encoder.layer
+    )
+    return with_module(model, "bert.encoder.layer", layers)
+
+
 def dynamo_counts() -> tuple[int, int]:
     from torch._dynamo.utils import counters
 
@@ -338,7 +363,7 @@ def build_entries(
         torch._dynamo.reset()  # the previous setting's graphs
         for entry in entries:
             if entry.mode == "compiled":
-                entry.model = torch.compile(entry.model, backend=args.compile_backend, dynamic=False)
+                entry.model = compiled(entry.model, args.compile_scope, args.compile_backend)
     return entries
 
 
@@ -368,6 +393,12 @@ def warm_up(
             entry.compile_seconds = {"train": first_train, "inference": first_inference}
             after = dynamo_counts()
             entry.graphs, entry.graph_breaks = after[0] - graphs, after[1] - breaks
+            inference = "" if first_inference is None else f", first inference step {first_inference:.1f} s"
+            # in the log as it is measured: a run stopped while compiling the next model keeps it
+            print(
+                f"compiled {entry.name}, {entry.head} head: first training step {first_train:.1f} s{inference}",
+                flush=True,
+            )
         if args.warmup > 1:
             timed(train, args.warmup - 1, device)
             if entry.times_inference:
@@ -412,23 +443,30 @@ def timed_round(
 
 
 def benchmark_setting(
-    args: argparse.Namespace, device: torch.device, size: str, seq_len: int, precision: str, implementation: str
+    args: argparse.Namespace,
+    device: torch.device,
+    size: str,
+    seq_len: int,
+    precision: str,
+    implementation: str,
+    keep: Callable[[list[dict]], None] = lambda rows: None,
 ) -> list[dict]:
     """Rows (one per model and path) of one setting, timed in rounds of path blocks (see timed_round); their ratios
-    and targets are added by throughput_report.add_ratios_and_targets."""
+    and targets are added by throughput_report.add_ratios_and_targets. `keep` is given the rows of the rounds so far
+    after each round."""
     entries = build_entries(args, device, size, seq_len, implementation, args.types, args.modes, args.heads)
     predictions = max_predictions(args, seq_len)
     batch_size = args.tokens_per_batch // seq_len
     input_ids, labels = mlm_batch(
         batch_size, seq_len, args.vocab_size, device, predictions_per_seq=masked_positions(seq_len, predictions)
     )
-    tokens = input_ids.numel()
     warm_up(entries, args, device, precision, input_ids, labels)
     memory = [
         training_memory(entry.model, entry.optimizer, input_ids, labels, device, precision, entry.weights)
         for entry in entries
     ]
     graphs_before = dynamo_counts()[0]
+    setting = (size, precision, implementation)
     matmul_flops_per_second(device, precision, args.matmul_size)  # warm-up
     peak_rates = []
     paths = list(dict.fromkeys((entry.mode, entry.head) for entry in entries))
@@ -443,11 +481,29 @@ def benchmark_setting(
                 device,
             )
         peak_rates.append(matmul_flops_per_second(device, precision, args.matmul_size))
+        if round_index < args.rounds - 1:
+            keep(setting_rows(args, setting, entries, memory, input_ids, peak_rates, graphs_before))
+    rows = setting_rows(args, setting, entries, memory, input_ids, peak_rates, graphs_before)
+    if rows[0]["graphs_compiled_while_timed"]:
+        recompiled = rows[0]["graphs_compiled_while_timed"]
+        print(f"Warning: {recompiled} graph(s) compiled during the timed rounds (timings include compilation).")
+    return rows
+
+
+def setting_rows(
+    args: argparse.Namespace,
+    setting: tuple[str, str, str],
+    entries: list[Entry],
+    memory: list[int],
+    input_ids: torch.Tensor,
+    peak_rates: list[float],
+    graphs_before: int,
+) -> list[dict]:
+    """The rows of a setting (size, precision, implementation) from the rounds timed so far (their medians)."""
+    (size, precision, implementation), (batch_size, seq_len) = setting, input_ids.shape
+    tokens, predictions = input_ids.numel(), max_predictions(args, seq_len)
     peak = statistics.median(peak_rates)
     recompiled = dynamo_counts()[0] - graphs_before
-    if recompiled:
-        print(f"Warning: {recompiled} graph(s) compiled during the timed rounds (timings include compilation).")
-
     rows = []
     for entry, memory_bytes in zip(entries, memory):
         inference = entry
@@ -471,14 +527,16 @@ def benchmark_setting(
                 "train_tokens_per_s": train_speed,
                 "inference_tokens_per_s": tokens / statistics.median(inference.inference_seconds),
                 "inference_timed_on": inference.head,
-                "train_seconds": entry.train_seconds,
-                "reference_seconds": entry.reference_seconds or None,
-                "inference_seconds": inference.inference_seconds,
+                "rounds_timed": len(entry.train_seconds),
+                "train_seconds": list(entry.train_seconds),
+                "reference_seconds": list(entry.reference_seconds) or None,
+                "inference_seconds": list(inference.inference_seconds),
                 "memory_bytes": memory_bytes,
                 "train_flops_per_token": flops,
                 "matmul_flops_per_s": peak,
                 "train_mfu": flops * train_speed / peak,
                 "compile_backend": args.compile_backend if entry.mode == "compiled" else None,
+                "compile_scope": args.compile_scope if entry.mode == "compiled" else None,
                 "compile_seconds": entry.compile_seconds,
                 "graphs": entry.graphs,
                 "graph_breaks": entry.graph_breaks,

@@ -146,6 +146,32 @@ def test_sparse_head_gives_the_full_heads_loss():
     torch.testing.assert_close(compiled(input_ids, labels=labels).loss, full_output.loss, rtol=1e-5, atol=1e-6)
 
 
+def test_regional_compile_traces_one_layer_and_leaves_the_eager_model_as_it_was():
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = throughput_timing.SymBertForMaskedLM(tiny_config("symmetric")).train()  # 2 layers
+    input_ids, labels = throughput_timing.mlm_batch(2, 16, 99, torch.device("cpu"), predictions_per_seq=3)
+    eager_loss = model(input_ids, labels=labels).loss
+    torch._dynamo.reset()
+    before = counters["stats"]["unique_graphs"]
+    regional = throughput_timing.compiled(model, "layers", "aot_eager")
+    regional_loss = regional(input_ids, labels=labels).loss
+    regional_loss.backward()
+    assert counters["stats"]["unique_graphs"] - before == 1  # both layers run the one graph
+    torch.testing.assert_close(regional_loss, eager_loss)
+    # the same weights (their gradients reach the model's), the model's own layers not compiled
+    assert all(p.grad is not None for p in model.bert.encoder.layer.parameters())
+    assert list(regional.parameters()) == list(model.parameters())
+    assert not isinstance(model.bert.encoder.layer[0], torch._dynamo.eval_frame.OptimizedModule)
+    assert all(isinstance(layer, torch._dynamo.eval_frame.OptimizedModule) for layer in regional.bert.encoder.layer)
+    # the sparse head's path (the same layers) runs the same graph: nothing more to compile
+    sparse = throughput_timing.compiled(throughput_timing.sparse_head_model(model, 4), "layers", "aot_eager")
+    sparse(input_ids, labels=labels).loss.backward()
+    assert counters["stats"]["unique_graphs"] - before == 1
+    assert isinstance(throughput_timing.compiled(model, "whole", "aot_eager"), torch._dynamo.eval_frame.OptimizedModule)
+
+
 @pytest.mark.heavy
 def test_throughput_compiled_and_sparse_paths(tmp_path):
     output = tmp_path / "throughput"
@@ -189,6 +215,9 @@ def test_throughput_compiled_and_sparse_paths(tmp_path):
         assert row["max_predictions_per_seq"] == (7 if head == "sparse" else None)
         assert row["graphs_compiled_while_timed"] == 0
     assert rows["original", "compiled", "full"]["graphs"] == 2  # training and inference, one graph each
+    # compiled per layer (the default): the sparse head's training step runs the full head's layer graph
+    assert rows["original", "compiled", "sparse"]["graphs"] == 0 and rows["shared", "compiled", "sparse"]["graphs"] == 0
+    assert {row["compile_scope"] for row in rows.values()} == {None, "layers"} and record["compile_scope"] == "layers"
     assert rows["shared", "compiled", "sparse"]["inference_timed_on"] == "full"
     assert rows["shared", "eager", "sparse"]["meets_speed_target"] is not None
     assert rows["shared", "eager", "sparse"]["meets_memory_target"] is not None

@@ -3,9 +3,7 @@ numbers, and a bad argument is one line."""
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import data_pipeline  # noqa: E402
 import gpu_check  # noqa: E402
 
 from helpers.assertions import assert_one_line  # noqa: E402
+from helpers.deadlines import stopped_once_written  # noqa: E402
 
 
 @pytest.mark.heavy
@@ -89,14 +88,7 @@ def test_a_run_stopped_after_its_first_case_keeps_that_case_s_row(tmp_path):
     output = tmp_path / "data-pipeline"
     command = [sys.executable, str(Path(data_pipeline.__file__)), "--quick", "--num_proc", "1", "--rounds", "100000"]
     command += ["--output", str(output), "--workdir", str(tmp_path / "work")]
-    process = subprocess.Popen(command, start_new_session=True)
-    try:
-        for _ in range(1200):
-            if output.with_suffix(".json").exists():
-                break
-            time.sleep(0.1)
-    finally:
-        gpu_check.stop(process)  # as a deadline stops a part: its process group, mid-run
+    stopped_once_written(command, output.with_suffix(".json"), gpu_check.stop)
     record = json.loads(output.with_suffix(".json").read_text())
     assert record["complete"] is False and record["command"].startswith("python benchmarks/data_pipeline.py --quick")
     first = record["preparation"][0]  # the first case: the .txt files read whole, one process

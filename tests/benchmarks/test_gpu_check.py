@@ -4,6 +4,7 @@ process handling, benchmarks/finetune_throughput.py's batches, and the training-
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from symbert import ATTENTION_TYPES
 from symbert.training import reporting
@@ -21,6 +23,7 @@ import finetune_throughput  # noqa: E402
 import gpu_check  # noqa: E402
 
 from helpers.assertions import assert_one_line  # noqa: E402
+from helpers.deadlines import stopped_once_written  # noqa: E402
 
 
 def planned(tmp_path, *argv):
@@ -351,18 +354,51 @@ def test_a_measured_run_s_costs_plan_the_next(tmp_path):
 
 
 @pytest.mark.heavy  # a fresh interpreter
+def test_a_throughput_part_stopped_mid_setting_keeps_the_rounds_it_timed(tmp_path):
+    output = tmp_path / "throughput"
+    command = [sys.executable, str(BENCHMARKS / "throughput.py"), "--sizes", "tiny", "--seq_lens", "16"]
+    command += ["--tokens_per_batch", "32", "--vocab_size", "99", "--matmul_size", "64", "--types", "symmetric"]
+    command += ["--warmup", "1", "--rounds", "100000", "--output", str(output)]
+    stopped_once_written(command, output.with_suffix(".json"), gpu_check.stop)
+    rows = json.loads(output.with_suffix(".json").read_text())["rows"]
+    assert [row["model"] for row in rows] == ["bert", "original", "symmetric"]
+    for row in rows:
+        assert 1 <= row["rounds_timed"] < 100000 and len(row["train_seconds"]) == row["rounds_timed"]
+        assert row["train_tokens_per_s"] == 32 / statistics.median(row["train_seconds"])
+    assert rows[2]["train_ratio_original"] is not None
+
+
+def test_the_recipe_part_compiles_one_graph_for_all_encoder_layers(tmp_path, monkeypatch):
+    from accelerate.utils import TorchDynamoPlugin, compile_regions
+    from torch._dynamo.utils import counters
+
+    from helpers.tiny import tiny_config
+    from symbert import SymBertForMaskedLM
+
+    _, parts = gpu_plan(tmp_path)
+    for name, value in next(part for part in parts if part.name == "recipe").environment.items():
+        monkeypatch.setenv(name, value)
+    plugin = TorchDynamoPlugin(backend="aot_eager", mode=None, dynamic=None)  # as the Trainer builds it
+    assert plugin.use_regional_compilation  # so accelerate compiles the model with compile_regions
+    model = SymBertForMaskedLM(tiny_config("symmetric"))  # 2 layers
+    compiled = compile_regions(model, **plugin.to_kwargs())
+    assert all(isinstance(layer, torch._dynamo.eval_frame.OptimizedModule) for layer in compiled.bert.encoder.layer)
+    torch._dynamo.reset()
+    before = counters["stats"]["unique_graphs"]
+    input_ids = torch.randint(5, 99, (2, 16))
+    compiled(input_ids, labels=input_ids).loss.backward()
+    regions = [module for module in compiled.modules() if isinstance(module, torch._dynamo.eval_frame.OptimizedModule)]
+    # one graph a compiled region (the embeddings, the head), the two layers' one between them
+    assert counters["stats"]["unique_graphs"] - before == len(regions) - 1 and counters["graph_break"] == {}
+    assert compiled._orig_mod is model  # what the Trainer saves: the model's own keys, no wrapper in them
+
+
+@pytest.mark.heavy  # a fresh interpreter
 def test_a_part_stopped_mid_table_keeps_the_rows_it_measured(tmp_path):
     output = tmp_path / "finetune"
     command = [sys.executable, str(BENCHMARKS / "finetune_throughput.py"), "--device", "cpu", "--size", "tiny"]
     command += ["--batch_size", "2", "--max_length", "24", "--batches", "2", "--warmup", "1", "--rounds", "100000"]
-    process = subprocess.Popen([*command, "--output", str(output)], start_new_session=True)
-    try:
-        for _ in range(1200):
-            if output.with_suffix(".json").exists():
-                break
-            time.sleep(0.1)
-    finally:
-        gpu_check.stop(process)  # as a deadline stops a part: its process group, mid-table
+    stopped_once_written([*command, "--output", str(output)], output.with_suffix(".json"), gpu_check.stop)
     rows = json.loads(output.with_suffix(".json").read_text())["rows"]
     assert [row["model"] for row in rows] == ["bert", "original", "symmetric"]
     assert all(row["real_tokens_per_second"] > 0 and 1 <= row["rounds"] < 100000 for row in rows)
