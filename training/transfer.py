@@ -41,7 +41,7 @@ from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
 from ..loading_symbert import calibration_sequences
 from ..tools.conversion_record import ConversionRecord
-from ..tools.convert import calibration_texts, load_bert, mean_cosine, quiet_loading
+from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings
 from .corpus_files import file_problem
 from .distillation import DistillationLoss, initial_model, load_teacher
 
@@ -285,10 +285,12 @@ def run_stage(arguments: list[str], stage: str) -> None:
         raise UserError(f"stage {stage!r} failed (symbert-pretrain exit status {status}; its message is above).")
 
 
-def agreement(folder: Path, bert, sequences) -> float:
+def agreement(folder: Path, bert_embeddings: torch.Tensor, sequences) -> float:
+    """Mean cosine of FOLDER's held-out sentence embeddings to BERT's (`sentence_embeddings(bert, sequences)`, made
+    once for all the folders a run or a curve compares)."""
     with quiet_loading():
         model = modeling_symbert.SymBertModel.from_pretrained(folder, add_pooling_layer=False).eval()
-    return mean_cosine(model, bert, sequences)
+    return torch.nn.functional.cosine_similarity(sentence_embeddings(model, sequences), bert_embeddings).mean().item()
 
 
 def assemble(converted: Path, distilled: Path, output: Path) -> None:
@@ -369,7 +371,11 @@ def run_stages(args, plan: TransferPlan, output: Path, config, bert, tokenizer, 
             convert(convert_arguments)
     conversion = ConversionRecord.read(converted)
     sequences = calibration_sequences(tokenizer, held_out_texts, min(128, config.max_position_embeddings))
-    cosines = {"copy": conversion.held_out_mean_cosine.copy, "convert": agreement(converted, bert, sequences)}
+    bert_embeddings = sentence_embeddings(bert, sequences)
+    cosines = {
+        "copy": conversion.held_out_mean_cosine.copy,
+        "convert": agreement(converted, bert_embeddings, sequences),
+    }
     print(f"Agreement with BERT (held-out sentence embeddings, mean cosine): converted {cosines['convert']:.4f}")
     if plan.steps is None:
         if plan.total_steps is None:
@@ -396,7 +402,7 @@ def run_stages(args, plan: TransferPlan, output: Path, config, bert, tokenizer, 
         if not (folder / "training_summary.json").is_file():
             print(f"Stage {number} of 3: {stage} ({plan.steps[stage]} steps at most)")
             run_stage(stage_arguments(plan, stage, previous, folder), stage)
-        cosines[stage] = agreement(folder, bert, sequences)
+        cosines[stage] = agreement(folder, bert_embeddings, sequences)
         print(f"Agreement with BERT after stage {number} ({stage}): {cosines[stage]:.4f}")
         previous = folder
     assemble(converted, previous, output)
@@ -406,7 +412,7 @@ def run_stages(args, plan: TransferPlan, output: Path, config, bert, tokenizer, 
         shutil.rmtree(output / "bert", ignore_errors=True)
         with quiet_loading():
             export_to_bert(str(output), output / "bert")
-    final = agreement(output, bert, sequences)
+    final = agreement(output, bert_embeddings, sequences)
     published = asdict(plan)  # a local path by its name only: the record may be published, a home layout must not be
     for key in ("bert", "train_files", "calibration_files"):
         value = published[key]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from symbert.files import write_atomically
 from symbert.loading_symbert import calibration_sequences
-from symbert.tools.convert import calibration_texts, load_bert
+from symbert.tools.convert import calibration_texts, load_bert, sentence_embeddings
 from symbert.training.figures import new_figure, save_figure
 from symbert.training.glue.results import GlueResults
 from symbert.training.transfer import RECORD_FILE, STAGES, agreement
@@ -46,7 +46,7 @@ def at_step(minutes: dict[int, float], step: int) -> float:
     return minutes[below] + share * (minutes[nearest] - minutes[below])
 
 
-def curve(folder: Path, bert, sequences) -> list[dict]:
+def curve(folder: Path, bert_embeddings, sequences) -> list[dict]:
     """[{stage, step, minutes, cosine}] from the conversion through every checkpoint of both stages."""
     record = json.loads((folder / RECORD_FILE).read_text(encoding="utf-8"))
     points = [{"stage": "convert", "step": 0, "minutes": 0.0, "cosine": record["held_out_mean_cosine"]["convert"]}]
@@ -65,7 +65,7 @@ def curve(folder: Path, bert, sequences) -> list[dict]:
                     "stage": stage,
                     "step": step,
                     "minutes": offset + at_step(minutes, step),
-                    "cosine": agreement(checkpoint, bert, sequences),
+                    "cosine": agreement(checkpoint, bert_embeddings, sequences),
                 }
             )
         offset += at_step(minutes, summary["steps"])
@@ -92,12 +92,13 @@ def main(argv=None):
     config, bert, tokenizer = load_bert(args.bert)
     _, held_out = calibration_texts(None, 64)
     sequences = calibration_sequences(tokenizer, held_out, min(128, config.max_position_embeddings))
+    bert_embeddings = sentence_embeddings(bert, sequences)  # once: every checkpoint is compared with it
     teacher = mean_accuracy(outputs / "glue-teacher", args.task)
     curves, lines = {}, []
     for attention_type in args.types:
         folder = outputs / f"transfer-{attention_type}"
         curves[attention_type] = {
-            "points": curve(folder, bert, sequences),
+            "points": curve(folder, bert_embeddings, sequences),
             "accuracy": mean_accuracy(outputs / f"glue-transfer-{attention_type}", args.task),
             "plan_minutes": json.loads((folder / RECORD_FILE).read_text())["plan"]["minutes"],
         }
