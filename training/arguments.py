@@ -95,8 +95,9 @@ class ModelArguments:
     pad_vocab_to_multiple_of: int | None = field(
         default=None,
         metadata={
-            "help": "round the model's vocab_size up to a multiple of this (e.g. 64: faster matrix products on GPU); "
-            "the extra ids are never input; at most 65536. Default: the tokenizer's size"
+            "help": "round the model's embedding and decoder rows up to a multiple of this (e.g. 64: faster matrix "
+            "products on GPU; the config's pad_vocab_size_multiple); the extra rows are never input nor predicted; "
+            "at most 65536. Default: the tokenizer's size"
         },
     )
     init_from: str | None = field(
@@ -590,11 +591,6 @@ def optimizer_for(device_type: str, optim: str, optim_named: bool) -> str:
     return optim
 
 
-def padded_vocab_size(tokens: int, multiple: int | None) -> int:
-    """`tokens` rounded up to a multiple of `multiple`; `tokens` itself for None."""
-    return tokens if multiple is None else -(-tokens // multiple) * multiple
-
-
 def config_overrides(model_args: ModelArguments) -> dict:
     """--config_overrides as a dict of config fields ({} when not given)."""
     try:
@@ -607,8 +603,9 @@ def config_overrides(model_args: ModelArguments) -> dict:
 
 
 def model_config(model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase | None = None) -> SymBertConfig:
-    """The preset, the attention type and the overrides; vocabulary (the tokenizer's size, rounded up to a multiple
-    of pad_vocab_to_multiple_of if set) and padding id from the tokenizer when given."""
+    """The preset, the attention type and the overrides; vocabulary (the tokenizer's size; with
+    pad_vocab_to_multiple_of, the embedding rows rounded up past it, never predicted) and padding id from the
+    tokenizer when given."""
     overrides = config_overrides(model_args)
     if overrides.get("attention_type", model_args.attention_type) != model_args.attention_type:
         raise UserError(
@@ -622,25 +619,16 @@ def model_config(model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase 
             raise UserError(f"config_overrides: {unknown_name_message('SymBertConfig field', key, known)}.")
     settings = {"attention_type": model_args.attention_type, **overrides}
     if tokenizer is not None:
-        multiple = model_args.pad_vocab_to_multiple_of
-        expected = padded_vocab_size(len(tokenizer), multiple)
-        vocab_size = settings.setdefault("vocab_size", expected)
-        if vocab_size != expected:
-            if multiple is None:
-                rule = (
-                    "they must be equal (with --pad_vocab_to_multiple_of N, vocab_size is the tokenizer's size rounded "
-                    "up to a multiple of N)"
-                )
-            else:
-                rule = (
-                    f"with pad_vocab_to_multiple_of={multiple} it must be {expected}, {len(tokenizer)} rounded up to a "
-                    f"multiple of {multiple}"
-                )
+        vocab_size = settings.setdefault("vocab_size", len(tokenizer))
+        if vocab_size != len(tokenizer):
             raise UserError(
-                f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; {rule}: drop "
+                f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}; they must be "
+                "equal (--pad_vocab_to_multiple_of N pads the model's embedding rows, never vocab_size): drop "
                 "vocab_size from --config_overrides or pass a matching --tokenizer."
             )
         settings.setdefault("pad_token_id", tokenizer.pad_token_id)
+    if model_args.pad_vocab_to_multiple_of is not None:  # rows past vocab_size that the model never predicts
+        settings.setdefault("pad_vocab_size_multiple", model_args.pad_vocab_to_multiple_of)
     try:
         return SymBertConfig.from_preset(model_args.size, **settings)
     except ValueError as error:  # the config's own checks name the field and what is allowed

@@ -323,18 +323,14 @@ def test_vocabulary_padded_to_a_multiple(tmp_path):
     def config(*extra):
         return model_config(parse_arguments(args(tmp_path, *extra))[1], SizedTokenizer())
 
-    assert config().vocab_size == 150 and config("--pad_vocab_to_multiple_of", "64").vocab_size == 192
-    assert config("--pad_vocab_to_multiple_of", "50").vocab_size == 150  # already a multiple
-    overrides = ("--config_overrides", '{"vocab_size": 192}')
-    assert config("--pad_vocab_to_multiple_of", "64", *overrides).vocab_size == 192
-    with pytest.raises(
-        UserError, match=r"has 150 tokens but the model's vocab_size is 192; they must be equal \(with "
-    ):
-        config(*overrides)
-    with pytest.raises(
-        UserError, match="vocab_size is 150; with pad_vocab_to_multiple_of=64 it must be 192, 150 rounded"
-    ):
-        config("--pad_vocab_to_multiple_of", "64", "--config_overrides", '{"vocab_size": 150}')
+    # vocab_size stays the tokenizer's: the padded rows are the model's, recorded and never predicted
+    assert (config().vocab_size, config().padded_vocab_size) == (150, 150)
+    padded = config("--pad_vocab_to_multiple_of", "64")
+    assert (padded.vocab_size, padded.pad_vocab_size_multiple, padded.padded_vocab_size) == (150, 64, 192)
+    assert config("--pad_vocab_to_multiple_of", "50").padded_vocab_size == 150  # already a multiple
+    for extra in ((), ("--pad_vocab_to_multiple_of", "64")):
+        with pytest.raises(UserError, match=r"has 150 tokens but the model's vocab_size is 192; they must be equal"):
+            config(*extra, "--config_overrides", '{"vocab_size": 192}')
 
 
 @pytest.mark.heavy
@@ -344,8 +340,13 @@ def test_padded_vocabulary_run_never_inputs_the_extra_ids(tmp_path, tokenizer_di
     argv = args(output_dir, "--train_files", str(tmp_path / "a.txt"), "--pad_vocab_to_multiple_of", "64")
     main([*argv, "--tokenizer", str(tokenizer_dir)])
     tokenizer = data.load_tokenizer(parse_arguments(args(tmp_path, tokenizer=tokenizer_dir))[2])
-    vocab_size = json.loads((output_dir / "config.json").read_text())["vocab_size"]
-    assert vocab_size % 64 == 0 and len(tokenizer) < vocab_size < len(tokenizer) + 64
+    config = json.loads((output_dir / "config.json").read_text())
+    assert (config["vocab_size"], config["pad_vocab_size_multiple"]) == (len(tokenizer), 64)  # recorded
+    model = SymBertForMaskedLM.from_pretrained(output_dir)
+    rows = model.get_input_embeddings().weight.shape[0]
+    assert rows % 64 == 0 and len(tokenizer) < rows < len(tokenizer) + 64
+    logits = model(input_ids=torch.tensor([[2, 5, 6, 3]])).logits
+    assert logits.shape[-1] == len(tokenizer)  # the padding rows are never predicted
     summary = json.loads((output_dir / "training_summary.json").read_text())
     assert summary["model_arguments"]["pad_vocab_to_multiple_of"] == 64
     # the collator's random replacements come from the tokenizer's ids, never the padding's
