@@ -64,9 +64,9 @@ from symbert.training.arguments import (
 )
 from symbert.training.comparison_reuse import finished_comparison_run
 from symbert.training.compat import overwrite_requested
+from symbert.training.data.prepared import prepared_once
 from symbert.training.evaluation import held_out_scores, saved_model_scores
 from symbert.training.figures import new_figure, save_figure
-from symbert.training.prepared import prepared_once
 from symbert.training.pretrain import PREPARED_BLOCKS_DIR, TrainedRun, pretrain
 from symbert.training.reporting import metric_series
 from symbert.training.summary import TrainingSummary

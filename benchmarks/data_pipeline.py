@@ -9,7 +9,7 @@ of --files files starting at another line, it writes the same texts as .txt, .js
 file of the same size (`txt, 1 file`), and prepares them once with symbert-prepare-data. All tokenising uses the
 WordPiece tokenizer trained on the embedded corpus (bert-base-uncased cannot be downloaded here). Then, in order:
 
-1. preparation: tokens/s of training.prepared.prepare (what symbert-prepare-data runs, timed without the command's
+1. preparation: tokens/s of training.data.prepared.prepare (what symbert-prepare-data runs, timed without the command's
    Python start-up and imports) on the .txt files with --num_proc 1 and 2, read whole and with --streaming true, each
    in a fresh process (forked) with an empty datasets cache, so that no run reuses another's Arrow files;
 2. memory: the peak resident memory (RSS, summed over the process and its dataloader workers, sampled every 10 ms)
@@ -68,8 +68,8 @@ from machine import cpu_model  # benchmarks/machine.py
 from report import Stopwatch, write_report  # benchmarks/report.py
 
 from symbert.cli import UserError, command_parser, run_command
-from symbert.training import data as data_module
 from symbert.training.arguments import check_output_dir, parse_arguments
+from symbert.training.data import loading as data_module
 
 # the settings --quick replaces (any given on the command line wins); the rest keep their defaults
 DEFAULTS = {

@@ -24,13 +24,13 @@ import pyarrow.parquet as pq
 import torch
 
 from symbert.cli import UserError
-from symbert.training import data as data_module
-from symbert.training import prepared
 from symbert.training.arguments import parse_arguments
-from symbert.training.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks
-from symbert.training.corpus_files import EMBEDDED_CORPUS, stream_files
-from symbert.training.manifest import sealed
-from symbert.training.masking import ResumableMLMCollator
+from symbert.training.data import loading as data_module
+from symbert.training.data import prepared
+from symbert.training.data.blocks import ERROR_KEY, PositionTracker, Readers, TrainingBlocks
+from symbert.training.data.corpus_files import EMBEDDED_CORPUS, stream_files
+from symbert.training.data.manifest import sealed
+from symbert.training.data.masking import ResumableMLMCollator
 from symbert.training.pretrain import BatchCollator
 
 STREAM_FORMATS = {"txt": ".txt", "txt-1file": ".txt", "jsonl": ".jsonl", "parquet": ".parquet"}

@@ -45,7 +45,7 @@ def format_report(record: dict) -> str:
 def preparation_section(rows: list[dict]) -> list[str]:
     parts = [
         "## Preparation (symbert-prepare-data)",
-        "training.prepared.prepare, timed without the command's start-up and imports, in a fresh forked process "
+        "training.data.prepared.prepare, timed without the command's start-up and imports, in a fresh forked process "
         "with an empty datasets cache; tokens = the blocks written (training and held-out) × block length.",
         table(
             ["input", "read", "num_proc", "tokens", "seconds", "tokens/s", "tokens/s per process", "manifest"],

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from symbert.cli import UserError, command_parser, run_command
 from symbert.files import write_atomically
-from symbert.training.tokenizer import SHIPPED_WORDPIECE_SIZE, train_wordpiece
+from symbert.training.data.tokenizer import SHIPPED_WORDPIECE_SIZE, train_wordpiece
 
 PACKAGE = "python3.11-doc"
 VERSION = "3.11.2-6+deb12u9"

@@ -10,8 +10,8 @@ import torch
 from transformers import BertTokenizerFast, PreTrainedTokenizerBase
 
 from .. import SymBertConfig, SymBertForMaskedLM
-from ..training.corpus_files import EMBEDDED_CORPUS
-from ..training.tokenizer import train_wordpiece
+from ..training.data.corpus_files import EMBEDDED_CORPUS
+from ..training.data.tokenizer import train_wordpiece
 
 SHAPE = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=32, intermediate_size=37)
 VOCAB_SIZE = 1024

@@ -26,7 +26,7 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from .. import SymBertConfig
 from ..cli import UserError
-from .blocks import load_position
+from .data.blocks import load_position
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
@@ -43,7 +43,7 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
         CONFIG_NAME: read_json,
         **checkpoint_parts(checkpoint),
         **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
-        **{name: load_position for name in positions},  # where each process's data stands (training/blocks.py)
+        **{name: load_position for name in positions},  # where each process's data stands (training/data/blocks.py)
     }
     for name, load in parts.items():
         path = checkpoint / name

@@ -31,8 +31,8 @@ from ..modeling_symbert import _labelled_positions
 from ..tools import check_model_folder, checked_config
 from ..tools.conversion_record import ConversionRecord
 from .arguments import ModelArguments
+from .data.tokenizer import tokenizer_fingerprint
 from .made_from import MadeFromRecord, Teacher
-from .tokenizer import tokenizer_fingerprint
 
 # the distillation losses' weights as the command line defaults them (a resume with others is another run)
 LOSS_WEIGHT_DEFAULTS = {

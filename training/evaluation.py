@@ -14,10 +14,10 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from .. import SymBertConfig, SymBertForMaskedLM
 from ..tools.fresh_load import load_in_fresh_process
 from .arguments import DataArguments
-from .blocks import Readers, StreamTrained
-from .data import load_run_data
-from .masking import ResumableMLMCollator, prediction_cap
-from .prepared import PreparedBlocks
+from .data.blocks import Readers, StreamTrained
+from .data.loading import load_run_data
+from .data.masking import ResumableMLMCollator, prediction_cap
+from .data.prepared import PreparedBlocks
 from .summary import TrainingSummary
 
 # Fixed before any training: each masked word is a common word of 19th-century English prose.

@@ -1,4 +1,4 @@
-"""symbert-prepare-data: tokenise and cut a corpus into a folder of prepared blocks once (training/prepared.py), for
+"""symbert-prepare-data: tokenise and cut a corpus into a folder of prepared blocks once (training/data/prepared.py), for
 symbert-pretrain --blocks_dir to train from. It takes symbert-pretrain's data arguments, a recipe's included.
 
     symbert-prepare-data --recipe cpu-demo --output_dir data/cpu-demo --num_proc 2
@@ -7,7 +7,7 @@ symbert-pretrain --blocks_dir to train from. It takes symbert-pretrain's data ar
 
 from ..cli import UserError, run_command
 from .arguments import argument_names, parse_arguments
-from .prepared import prepare
+from .data.prepared import prepare
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,7 +41,10 @@ from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import Interrupted, UserError, run_command
 from ..files import write_atomically
 from .arguments import DataArguments, ModelArguments, RunArguments, config_overrides, model_config, parse_arguments
-from .blocks import (
+from .checkpoint_checks import check_checkpoint_matches
+from .comparison_reuse import finished_comparison_run
+from .compat import overwrite_requested
+from .data.blocks import (
     DATA_POSITION_FILE,
     ERROR_KEY,
     POSITION_KEY,
@@ -53,10 +56,9 @@ from .blocks import (
     resumed_reader_states,
     worker_tokenizer_threads,
 )
-from .checkpoint_checks import check_checkpoint_matches
-from .comparison_reuse import finished_comparison_run
-from .compat import overwrite_requested
-from .data import RunData, data_fingerprint, load_run_data, load_tokenizer
+from .data.loading import RunData, data_fingerprint, load_run_data, load_tokenizer
+from .data.masking import prediction_cap
+from .data.prepared import prepared_once
 from .distillation import (
     LOSS_WEIGHT_DEFAULTS,
     DistillationLoss,
@@ -71,8 +73,6 @@ from .distillation import (
     trainable_only_attention,
 )
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
-from .masking import prediction_cap
-from .prepared import prepared_once
 from .reporting import (
     MetricsLogCallback,
     TrainingSpeedCallback,
@@ -117,7 +117,7 @@ class BatchCollator:
 
 class SymBertPretrainingTrainer(AtomicCheckpoints, Trainer):
     """The Trainer with atomic checkpoints (training/run_folder.py), SymBERT's weight-decay groups, and the training
-    data read in the run's order (training/blocks.py): every checkpoint saves the data position, and a resume reads on
+    data read in the run's order (training/data/blocks.py): every checkpoint saves the data position, and a resume reads on
     from it without replaying what was read before."""
 
     resume_from: str | None = None  # the checkpoint train() resumes from: where the data position is read
@@ -571,7 +571,7 @@ def precision_trained(trainer: Trainer) -> str:
 
 
 def data_order_arguments(training_args: TrainingArguments, train_blocks) -> TrainingArguments:
-    """The Trainer's arguments for reading the data in the run's order (training/blocks.py): no batches skipped on
+    """The Trainer's arguments for reading the data in the run's order (training/data/blocks.py): no batches skipped on
     resume (the data position says where to go on), and for map-style data trained by epochs, the steps they take
     (the order chains passes, so the loader has no length to count epochs in)."""
     updates = {"ignore_data_skip": True}

@@ -42,7 +42,7 @@ from ..files import write_atomically
 from ..loading_symbert import calibration_sequences
 from ..tools.conversion_record import ConversionRecord
 from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings
-from .corpus_files import file_problem
+from .data.corpus_files import file_problem
 from .distillation import DistillationLoss, initial_model, load_teacher
 
 LOCK_FILE = ".transfer.lock"  # held while a run uses the folder: a second one into it is refused

@@ -9,7 +9,7 @@ ones or fresh random values) shows up both in the outputs and in the tensor comp
 the Auto class named by its folder, compares the outputs and every tensor of model.safetensors with the loaded
 model, checks that the MLM decoder is tied to the word embeddings (weight and bias) after loading and after
 `resize_token_embeddings`, loads each folder's tokenizer and DIR/tokenizer/ (the WordPiece tokenizer pre-training
-trains, `symbert.training.data.train_wordpiece`, saved next to a SymBERT model as pre-training saves it) with
+trains, `symbert.training.data.tokenizer.train_wordpiece`, saved next to a SymBERT model as pre-training saves it) with
 AutoTokenizer and checks they give the ids the saving version gave and BERT's token_type_ids for sentence pairs (0 for
 [CLS] A [SEP], 1 for B [SEP]; transformers 5.0 to 5.2 load a tokenizer next to a SymBERT config as TokenizersBackend,
 which returns them only when its tokenizer_config.json names them in model_input_names), writes the details to REPORT
@@ -117,8 +117,8 @@ def save(root):
     import gzip
     from itertools import islice
 
-    from symbert.training.corpus_files import EMBEDDED_CORPUS
-    from symbert.training.tokenizer import train_wordpiece
+    from symbert.training.data.corpus_files import EMBEDDED_CORPUS
+    from symbert.training.data.tokenizer import train_wordpiece
 
     with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as corpus:
         trained = train_wordpiece(list(islice(corpus, 2000)), 1024)

@@ -18,7 +18,7 @@ def tiny_sentences(count: int, words: list[str] = CORPUS_WORDS, seed: int = 0, l
 
 def train_tokenizer(folder: Path, lines: list[str], vocab_size: int = 200) -> Path:
     """A WordPiece tokenizer trained on `lines` (as pre-training trains one), saved to `folder`."""
-    from symbert.training.tokenizer import (
+    from symbert.training.data.tokenizer import (
         train_wordpiece,  # imports datasets: only the tests that train a tokenizer wait for it
     )
 

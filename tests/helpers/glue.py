@@ -8,9 +8,9 @@ import pytest
 
 from helpers.tiny import tiny_config
 from symbert import SymBertForMaskedLM
+from symbert.training.data.tokenizer import train_wordpiece
 from symbert.training.glue import command as glue
 from symbert.training.glue import sweep as glue_sweep
-from symbert.training.tokenizer import train_wordpiece
 
 MAX_LENGTH = "32"  # tiny_config has 64 positions
 

@@ -21,8 +21,8 @@ from transformers import TrainingArguments
 from helpers.corpora import tiny_sentences
 from symbert import SymBertConfig, SymBertForMaskedLM
 from symbert.hub_cards.release import release_command
+from symbert.training.data.tokenizer import train_wordpiece
 from symbert.training.reporting import write_metrics
-from symbert.training.tokenizer import train_wordpiece
 
 # Synthetic per-seed scores (percent) of the nine GLUE numbers; each model gets its own offset.
 BASE_SCORES = {

@@ -22,10 +22,10 @@ from symbert.hub_cards import card as cards
 from symbert.hub_cards import plan, pushing, validation
 from symbert.hub_cards.plan import Stage
 from symbert.hub_cards.release import release_command
+from symbert.training.data.tokenizer import train_wordpiece
 from symbert.training.glue import command as glue
 from symbert.training.glue import scoring as glue_scoring
 from symbert.training.glue import sweep as glue_sweep
-from symbert.training.tokenizer import train_wordpiece
 
 needs_eval_results = pytest.mark.skipif(
     cards.EvalResultEntry is None, reason="this huggingface_hub has no EvalResultEntry (the .eval_results/ format)"

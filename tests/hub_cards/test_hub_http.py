@@ -40,7 +40,7 @@ from symbert import SymBertForMaskedLM, SymBertModel
 from symbert.hub_cards.release import release_command
 from symbert.loading_symbert import BUNDLE_FILES
 from symbert.tools import bert_export
-from symbert.training.tokenizer import train_wordpiece
+from symbert.training.data.tokenizer import train_wordpiece
 
 pytestmark = pytest.mark.heavy
 

@@ -26,10 +26,10 @@ from helpers.runs import assert_same_metrics, assert_same_training, eval_losses,
 from symbert.cli import UserError
 from symbert.files import file_sha256
 from symbert.training.arguments import RECIPES_DIR, parse_arguments
-from symbert.training.blocks import DATA_POSITION_FILE
 from symbert.training.checkpoint_checks import checkpoint_problem
-from symbert.training.corpus_files import SAMPLED_BYTES, file_fingerprint
-from symbert.training.data import data_fingerprint, load_tokenizer
+from symbert.training.data.blocks import DATA_POSITION_FILE
+from symbert.training.data.corpus_files import SAMPLED_BYTES, file_fingerprint
+from symbert.training.data.loading import data_fingerprint, load_tokenizer
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain, run
 from symbert.training.reporting import write_metrics
 from symbert.training.run_folder import FINAL_STAGING_DIR, LOCK_FILE, STAGING_DIR, resume_checkpoint

@@ -1,4 +1,4 @@
-"""The order pre-training reads its blocks in (training/blocks.py): passes chained, split across processes and
+"""The order pre-training reads its blocks in (training/data/blocks.py): passes chained, split across processes and
 dataloader workers, and resumed from a saved position exactly, without reading what came before it."""
 
 import itertools
@@ -13,8 +13,8 @@ import torch
 from datasets import Dataset, IterableDataset
 
 from symbert.cli import UserError
-from symbert.training import corpus_files
-from symbert.training.blocks import (
+from symbert.training.data import corpus_files
+from symbert.training.data.blocks import (
     ERROR_KEY,
     PositionTracker,
     Readers,
@@ -225,9 +225,9 @@ THREADED_WORKERS = """
 import itertools, json, os, sys
 import torch
 from symbert.training.arguments import parse_arguments
-from symbert.training.blocks import (PositionTracker, Readers, StreamTrained, TrainingBlocks,
+from symbert.training.data.blocks import (PositionTracker, Readers, StreamTrained, TrainingBlocks,
     release_tokenizer_threads, worker_tokenizer_threads)
-from symbert.training.data import load_blocks, load_tokenizer
+from symbert.training.data.loading import load_blocks, load_tokenizer
 
 threads = worker_tokenizer_threads(2, cores=4)  # first: nothing has tokenised yet
 data_args = parse_arguments(["--output_dir", sys.argv[1], "--train_files", *sys.argv[3:], "--streaming", "true",

@@ -10,9 +10,9 @@ import torch
 import transformers
 
 from helpers.runs import assert_same_metrics, assert_same_training, eval_losses, resume_args, resume_from
-from symbert.training import data
 from symbert.training.arguments import parse_arguments
-from symbert.training.blocks import DATA_POSITION_FILE
+from symbert.training.data import loading as data
+from symbert.training.data.blocks import DATA_POSITION_FILE
 from symbert.training.pretrain import SymBertPretrainingTrainer, pretrain
 
 pytestmark = pytest.mark.slow

@@ -26,13 +26,13 @@ from symbert import SymBertForMaskedLM
 from symbert.hub_cards import card as cards
 from symbert.hub_cards.release import release_command
 from symbert.training import pretrain
+from symbert.training.data.tokenizer import train_wordpiece
 from symbert.training.glue import command as glue
 from symbert.training.glue import data as glue_data
 from symbert.training.glue import scoring as glue_scoring
 from symbert.training.glue import sweep as glue_sweep
 from symbert.training.glue.data import load_task
 from symbert.training.glue.results import GlueResults
-from symbert.training.tokenizer import train_wordpiece
 
 EIGHT_TASKS = "cola,sst2,mrpc,qqp,stsb,mnli,qnli,rte"
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from helpers.corpora import run_args, tiny_corpus, tiny_sentences
-from symbert.training import data
 from symbert.training.arguments import DataArguments, parse_arguments
+from symbert.training.data import loading as data
+from symbert.training.data.tokenizer import SHIPPED_WORDPIECE
 from symbert.training.evaluation import FILL_MASK_SENTENCES, masked_token_scores, saved_model_scores, unigram_baseline
 from symbert.training.pretrain import main, set_torch_threads
-from symbert.training.tokenizer import SHIPPED_WORDPIECE
 
 
 def test_unigram_baseline_by_hand():

@@ -1,4 +1,4 @@
-"""Tokenise once (training/prepared.py): symbert-prepare-data writes memory-mapped blocks and a manifest, whole or not
+"""Tokenise once (training/data/prepared.py): symbert-prepare-data writes memory-mapped blocks and a manifest, whole or not
 at all; symbert-pretrain --blocks_dir trains from them exactly as from the texts, and refuses a folder that does not
 match the run."""
 
@@ -18,12 +18,13 @@ import torch
 from helpers.corpora import run_args, tiny_sentences, train_tokenizer
 from helpers.runs import assert_same_training, resume_args, resume_from
 from symbert.cli import UserError
-from symbert.training import data, prepared
 from symbert.training.arguments import parse_arguments
-from symbert.training.blocks import ERROR_KEY, Readers, TrainingBlocks
-from symbert.training.manifest import sealed
+from symbert.training.data import loading as data
+from symbert.training.data import prepared
+from symbert.training.data.blocks import ERROR_KEY, Readers, TrainingBlocks
+from symbert.training.data.manifest import sealed
+from symbert.training.data.tokenizer import train_wordpiece
 from symbert.training.pretrain import pretrain
-from symbert.training.tokenizer import train_wordpiece
 
 
 def prepare(args):
@@ -377,7 +378,8 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(corpus, tmp_path, monkeypatc
 def test_a_killed_preparation_leaves_no_folder_and_a_rerun_finishes(corpus, tmp_path):
     driver = (
         "import os, signal, sys\n"
-        "from symbert.training import prepare_data, prepared\n"
+        "from symbert.training import prepare_data\n"
+        "from symbert.training.data import prepared\n"
         "original = prepared.write_blocks\n"
         "def write_then_die(path, *args):\n"
         "    original(path, *args)\n"

@@ -24,10 +24,11 @@ from helpers.runs import LAUNCHERS, assert_same_training, eval_losses
 from helpers.tiny import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
 from symbert.loading_symbert import BUNDLE_FILES
-from symbert.training import corpus_files, data
 from symbert.training.arguments import DataArguments, model_config, parse_arguments
 from symbert.training.checkpoint_checks import checkpoint_problem
-from symbert.training.masking import ResumableMLMCollator, cap_predictions
+from symbert.training.data import corpus_files
+from symbert.training.data import loading as data
+from symbert.training.data.masking import ResumableMLMCollator, cap_predictions
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, run
 from symbert.training.reporting import comparison_report, comparison_table
 from symbert.training.run_folder import STAGING_DIR

@@ -20,14 +20,16 @@ from transformers import TrainingArguments
 from helpers.corpora import train_tokenizer
 from symbert import SymBertForMaskedLM
 from symbert.cli import UserError
-from symbert.training import block_cutting, corpus_files, data, evaluation
+from symbert.training import evaluation
 from symbert.training.arguments import (
     argument_names,
     model_config,
     optimizer_for,
     parse_arguments,
 )
-from symbert.training.masking import ResumableMLMCollator
+from symbert.training.data import block_cutting, corpus_files
+from symbert.training.data import loading as data
+from symbert.training.data.masking import ResumableMLMCollator
 from symbert.training.precision import LAUNCHER_PRECISION_VARIABLE, precision_for
 from symbert.training.pretrain import SymBertPretrainingTrainer, main, pretrain
 

@@ -14,8 +14,9 @@ from transformers import AutoTokenizer
 
 from helpers.tiny import tiny_config
 from symbert import SymBertForMaskedLM
-from symbert.training import corpus_files, data
 from symbert.training.arguments import DataArguments
+from symbert.training.data import corpus_files
+from symbert.training.data import loading as data
 
 # classes that transformers 4.x (as BertTokenizerFast, from tokenizer.json) and 5.x both have; 5.x's
 # "TokenizersBackend" (what a plain PreTrainedTokenizerFast saves as) is unknown to 4.x
@@ -115,7 +116,7 @@ def test_pairs_get_token_type_ids_in_every_version(tmp_path, small_corpus, sourc
 
 def test_the_tokenizer_fingerprint_is_the_same_before_and_after_it_tokenises(tmp_path):
     # a resumed run compares the fingerprint a checkpoint saved: tokenising with truncation must not change it
-    from symbert.training.tokenizer import tokenizer_fingerprint
+    from symbert.training.data.tokenizer import tokenizer_fingerprint
 
     folder = bert_vocab_tokenizer(tmp_path / "tokenizer")
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -11,9 +11,9 @@ import pyarrow as pa
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
 
-from ..cli import UserError
-from .arguments import DataArguments
+from ...cli import UserError
 from .corpus_files import describe_source, load_texts, missing_text_error, not_text_error
+from .options import DataArguments
 
 
 def group_into_blocks(batch: Mapping[str, list], block_size: int) -> dict[str, list[list[int]]]:

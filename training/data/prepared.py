@@ -21,9 +21,8 @@ from datasets import Dataset, IterableDataset
 from filelock import FileLock, Timeout
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from ..cli import UserError
-from ..files import file_sha256, write_error
-from .arguments import DataArguments
+from ...cli import UserError
+from ...files import file_sha256, write_error
 from .block_cutting import cut_blocks
 from .blocks import stream_for_reader
 from .corpus_files import describe_source
@@ -40,6 +39,7 @@ from .manifest import (
     read_manifest,
     sealed,
 )
+from .options import DataArguments
 from .tokenizer import corpus_tokenizer, keep_token_type_ids, tokenizer_fingerprint
 
 WRITE_ROWS = 65_536  # blocks gathered per write: bounded memory for any corpus

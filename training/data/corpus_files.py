@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 from datasets import Dataset, IterableDataset, Value, load_dataset
 from fsspec.utils import infer_compression
 
-from ..cli import UserError
-from .arguments import DataArguments
+from ...cli import UserError
+from .options import DataArguments
 
-EMBEDDED_CORPUS = Path(__file__).parent / "corpus" / "english_prose.txt.gz"
+EMBEDDED_CORPUS = Path(__file__).parent.parent / "corpus" / "english_prose.txt.gz"
 
 
 LOCAL_FORMATS = {".txt": "text", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}

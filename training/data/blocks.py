@@ -35,7 +35,7 @@ import torch
 from datasets import Dataset, IterableDataset
 from datasets.distributed import split_dataset_by_node
 
-from ..cli import UserError
+from ...cli import UserError
 
 DATA_POSITION_FILE = "data_position_rank{rank}.json"  # one per process, in every checkpoint
 SPLIT_STRATEGIES = "strategy" in inspect.signature(split_dataset_by_node).parameters  # datasets >= 5

@@ -1,4 +1,4 @@
-"""The manifest of a folder of prepared blocks (symbert-prepare-data, training/prepared.py), read and checked: what
+"""The manifest of a folder of prepared blocks (symbert-prepare-data, data/prepared.py), read and checked: what
 the folder holds, and whether it still holds it. Apart from prepared.py so that the command line's checks
 (arguments.py) can read a folder without importing the data path."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import UserError
-from ..files import file_sha256
+from ...cli import UserError
+from ...files import file_sha256
 
 MANIFEST = "manifest.json"
 FORMAT = "symbert-blocks"

@@ -9,12 +9,12 @@ from pathlib import Path
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
 
-from ..files import file_sha256
+from ...files import file_sha256
 from . import corpus_files
-from .arguments import DataArguments
 from .block_cutting import SkippedRecords, cut_blocks
 from .corpus_files import describe_source, file_fingerprint, uses_embedded_corpus
 from .masking import ResumableMLMCollator
+from .options import DataArguments
 from .prepared import PreparedBlocks, folder_tokenizer, load_prepared
 from .tokenizer import corpus_tokenizer, tokenizer_fingerprint
 

@@ -14,10 +14,10 @@ from filelock import FileLock
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerBase
 
-from ..cli import UserError, missing_local_path
+from ...cli import UserError, missing_local_path
 from . import corpus_files
-from .arguments import DataArguments
 from .corpus_files import uses_embedded_corpus
+from .options import DataArguments
 
 DEFAULT_TOKENIZER = "bert-base-uncased"
 
@@ -157,7 +157,7 @@ def checked_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> PreTrain
 # The embedded corpus's WordPiece tokenizer at the default vocabulary size, trained once and shipped: tokenizers'
 # WordPiece trainer breaks ties between equally frequent pairs in no fixed order, so two trainings on the same text
 # differ (a few hundred tokens of 8,192), and with them the main job's figures.
-SHIPPED_WORDPIECE = Path(__file__).parent / "corpus" / "wordpiece-8192"
+SHIPPED_WORDPIECE = Path(__file__).parent.parent / "corpus" / "wordpiece-8192"
 
 
 SHIPPED_WORDPIECE_SIZE = 8192

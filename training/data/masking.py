@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from transformers import DataCollatorForLanguageModeling
 
-from .. import SymBertConfig
+from ... import SymBertConfig
 
 
 @dataclass
