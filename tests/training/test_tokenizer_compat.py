@@ -127,3 +127,19 @@ def test_the_tokenizer_fingerprint_is_the_same_before_and_after_it_tokenises(tmp
     # a freshly loaded tokenizer's is the one earlier versions saved in checkpoints and prepared folders
     fresh = AutoTokenizer.from_pretrained(folder).backend_tokenizer.to_str()
     assert before == hashlib.sha256(fresh.encode("utf-8")).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("split_special_tokens", [False, True])
+def test_block_token_ids_are_the_tokenizer_call_s_whatever_its_last_call_set(tmp_path, split_special_tokens):
+    # the blocks call the fast tokenizer's own pipeline; it must give what tokenizer(texts) gives, also after a call
+    # that left truncation and padding set on that pipeline, and for text that spells a special token
+    from symbert.training.data.tokenizer import token_ids_function
+
+    folder = bert_vocab_tokenizer(tmp_path / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(folder, split_special_tokens=split_special_tokens)
+    tokenizer(TEXTS[0] * 20, truncation=True, max_length=16, padding="max_length")
+    texts = [*TEXTS, "a [MASK] between [SEP] words", TEXTS[0] * 40]
+    expected = tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]
+    assert token_ids_function(tokenizer)(texts) == expected
+    assert len(expected[-1]) > 16 and expected[0][0] == tokenizer.cls_token_id
+    assert (tokenizer.mask_token_id in expected[-2]) is not split_special_tokens

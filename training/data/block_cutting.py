@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from ...cli import UserError
 from .corpus_files import describe_source, load_texts, missing_text_error, not_text_error
 from .options import DataArguments
+from .tokenizer import token_ids_function
 
 
 def group_into_blocks(batch: Mapping[str, list], block_size: int) -> dict[str, list[list[int]]]:
@@ -63,11 +64,11 @@ def cut_blocks(
     block_size = data_args.max_seq_length
     # Each text gets [CLS] ... [SEP]; blocks then span text boundaries, as in the paper.
 
+    # no "longer than model_max_length" warning: a long text is cut into blocks, never fed whole
+    token_ids = token_ids_function(tokenizer)
+
     def tokenize(batch):
-        # verbose=False: a text longer than model_max_length is cut into blocks, never fed whole, so transformers'
-        # "Token indices sequence length is longer than ..." warning does not apply
-        texts = batch[data_args.text_column]
-        return {"input_ids": tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]}
+        return {"input_ids": token_ids(batch[data_args.text_column])}
 
     skip = data_args.skip_records_without_text
     skipped = skipped if skipped is not None else SkippedRecords(describe_source(data_args), data_args.text_column)

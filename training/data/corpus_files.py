@@ -154,6 +154,8 @@ def errors_named_by_file(files: list[Path], text_column: str) -> Iterator[None]:
     UserError naming the file and the problem, found by reading the files through; other errors pass unchanged."""
     try:
         yield
+    except GeneratorExit:  # a stream closed unread, maybe at interpreter exit, when UserError may already be None
+        raise
     except UserError:
         raise
     except Exception as error:

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from datasets import load_dataset
@@ -42,6 +42,24 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     else:
         description = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]
+
+
+def token_ids_function(tokenizer: PreTrainedTokenizerBase) -> Callable[[list[str]], list[list[int]]]:
+    """texts -> their token ids with the special tokens, as `tokenizer(texts, add_special_tokens=True)` gives them.
+    A fast tokenizer's own pipeline is called directly, without transformers' conversion of each text's encoding
+    into a dict (a sixth of a stream's reading time, profiled), on a copy set as that call sets it: no truncation
+    or padding, special tokens split as the tokenizer's `split_special_tokens` says."""
+    if not getattr(tokenizer, "is_fast", False):
+        return lambda texts: tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]
+    pipeline = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    pipeline.no_truncation()
+    pipeline.no_padding()
+    pipeline.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
+
+    def token_ids(texts: list[str]) -> list[list[int]]:
+        return [encoding.ids for encoding in pipeline.encode_batch(texts, add_special_tokens=True)]
+
+    return token_ids
 
 
 # BERT's inputs, token_type_ids included. Saved in tokenizer_config.json ("model_input_names"), so that a tokenizer
