@@ -15,15 +15,15 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
-from ..json_files import NAME, is_number, plain_text, read_json, regular_file
+from ..json_files import NAME, is_number, load_json, plain_text, read_json, regular_file
 from ..tools.conversion_record import ConversionRecord
 from ..training.compat import warmup_steps_counted
 from ..training.glue.results import GlueResults, in_range, protocol_differences
 from ..training.made_from import MadeFromRecord
+from ..training.reporting import read_log_history
 from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
-from .values import check_log_history
 
 RESULTS_FILE = GlueResults.FILE_NAME
 GLUE_PLOT = "glue_vs_step.png"
@@ -83,14 +83,6 @@ def logged_eval_losses(folder: str | Path) -> dict[int, float] | None:
     """{step: eval loss} of the Trainer's log in folder/trainer_state.json; None when there is none."""
     state = Path(folder) / "trainer_state.json"
     return eval_losses(read_log_history(state)) if state.is_file() else None
-
-
-def read_log_history(path: Path) -> list:
-    """The Trainer's log in a trainer_state.json, checked (`check_log_history`)."""
-    state = read_json(path)
-    if not isinstance(state, dict) or "log_history" not in state:
-        raise UserError(f'{path} is not a trainer state: a JSON object with a "log_history".')
-    return check_log_history(path, state["log_history"])
 
 
 @dataclass(frozen=True)
@@ -594,8 +586,8 @@ class Staging:
         """The files of `folder` that differ from, or were not among, what staging wrote there; None without a
         record of it."""
         try:
-            staged = json.loads(self.record_path(folder).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            staged = load_json(self.record_path(folder))
+        except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(staged, dict):
             return None

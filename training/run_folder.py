@@ -3,7 +3,6 @@
 rerun resumes from (damaged ones skipped), what --overwrite_output_dir deletes, what a failed run leaves, and whether a
 folder holds a finished run to reuse (its training summary: training/summary.py)."""
 
-import json
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from ..cli import UserError
 from ..files import write_error, write_failure
+from ..json_files import load_json
 from ..loading_symbert import BUNDLE_FILES
 from .arguments import RunArguments
 from .checkpoint_checks import checkpoint_problem
@@ -196,7 +196,7 @@ def remove_path(path: Path) -> None:
 def training_finished_at(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
     """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
     checkpoint's own state gives."""
-    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+    state = load_json(Path(checkpoint) / TRAINER_STATE_NAME)
     last_step = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
     return last_step > 0 and state["global_step"] >= last_step
 

@@ -39,6 +39,7 @@ from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
+from ..json_files import load_json, read_json
 from ..loading_symbert import calibration_sequences
 from ..tools.conversion_record import ConversionRecord
 from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings
@@ -143,11 +144,11 @@ def the_plan(args, output: Path) -> TransferPlan:
             )
         return plan
     try:
-        recorded = TransferPlan(**json.loads(recorded_file.read_text(encoding="utf-8")))
+        recorded = TransferPlan(**load_json(recorded_file))
         steps = recorded.steps or {}
         if set(steps) - set(STAGES) or not all(type(value) is int and value >= 0 for value in steps.values()):
             raise ValueError(f"its steps {recorded.steps!r} are not a number of steps for each of {STAGES}")
-    except (OSError, ValueError, TypeError, AttributeError) as error:
+    except (OSError, ValueError, RecursionError, TypeError, AttributeError) as error:
         raise UserError(f"{recorded_file} is damaged ({error}); choose a new output folder.") from None
     differing = [
         f"{name} {getattr(plan, name)!r} (the run's {getattr(recorded, name)!r})"
@@ -329,7 +330,7 @@ def transfer(argv):
     plan = the_plan(args, output)
     if (output / RECORD_FILE).is_file():
         print(f"{output} is complete (its {RECORD_FILE} is written): nothing to do.")
-        return json.loads((output / RECORD_FILE).read_text(encoding="utf-8"))
+        return read_json(output / RECORD_FILE)
     # BERT, its tokenizer and the calibration text are checked before OUTPUT is made: a typo leaves nothing behind
     config, bert, tokenizer = load_bert(plan.bert)
     _, held_out_texts = calibration_texts(args.calibration_files, 64)

@@ -7,7 +7,6 @@ path's checks, the weights files' headers against config.json (read, not loaded:
 is refused in milliseconds, not built for minutes), and the loading of the model itself."""
 
 import glob
-import json
 import os
 import pickle
 import re
@@ -23,6 +22,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from ..cli import UserError, missing_local_path
 from ..files import model_card_license, write_failure
+from ..json_files import load_json
 from ..loading_symbert import INTEGER_DTYPES
 
 # ------------------------------------------------------------------------------------------------ output paths
@@ -307,8 +307,8 @@ def check_model_folder(name: str, argument: str) -> None:
     if not folder.is_dir():
         return
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        config = load_json(folder / "config.json")
+    except (OSError, ValueError, RecursionError) as error:
         raise UserError(f"{argument} {name!r}: its config.json cannot be read ({error}).") from None
     if not isinstance(config, dict):
         raise UserError(f"{argument} {name!r}: its config.json is not a JSON object.")
