@@ -5,7 +5,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..cli import UserError
 from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
 from ..json_files import NAME, is_number, load_json, plain_text, read_json, regular_file
+from ..tools import written_folder
 from ..tools.conversion_record import ConversionRecord
 from ..training.compat import warmup_steps_counted
 from ..training.glue.results import GlueResults, in_range, protocol_differences
@@ -610,23 +610,21 @@ class Staging:
                     f"{source} (staged as {name}) is a symbolic link or not a regular file; a release copies only "
                     "regular files, never a link's target: nothing was written."
                 )
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        for name, source in copies.items():
-            (building / name).parent.mkdir(parents=True, exist_ok=True)  # 1_Pooling/config.json
-            shutil.copyfile(source, building / name, follow_symlinks=False)
-        for name, text in texts.items():
-            (building / name).parent.mkdir(parents=True, exist_ok=True)
-            (building / name).write_text(text, encoding="utf-8")
-        record = {
-            path.relative_to(building).as_posix(): sha256(path)
-            for path in sorted(building.rglob("*"))
-            if path.is_file()
-        }
-        self.record_path(folder).unlink(missing_ok=True)  # from here until the new record, no staging is recorded
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(building, folder)
+        with written_folder(
+            folder, ".stage.tmp", f"the staged {revision} of {repo_id}", "staging", "replace"
+        ) as building:
+            for name, source in copies.items():
+                (building / name).parent.mkdir(parents=True, exist_ok=True)  # 1_Pooling/config.json
+                shutil.copyfile(source, building / name, follow_symlinks=False)
+            for name, text in texts.items():
+                (building / name).parent.mkdir(parents=True, exist_ok=True)
+                (building / name).write_text(text, encoding="utf-8")
+            record = {
+                path.relative_to(building).as_posix(): sha256(path)
+                for path in sorted(building.rglob("*"))
+                if path.is_file()
+            }
+            self.record_path(folder).unlink(missing_ok=True)  # from here until the new record, no staging is recorded
         write_atomically(self.record_path(folder), lambda file: file.write(json.dumps(record, indent=1) + "\n"))
         return folder
 

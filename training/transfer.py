@@ -22,7 +22,6 @@ stage is kept, a running one resumes from its last checkpoint.
 import contextlib
 import json
 import math
-import os
 import shutil
 import signal
 import subprocess
@@ -41,6 +40,7 @@ from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
 from ..json_files import load_json, read_json
 from ..loading_symbert import calibration_sequences
+from ..tools import written_folder
 from ..tools.conversion_record import ConversionRecord
 from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings
 from .data.corpus_files import file_problem
@@ -297,7 +297,8 @@ def agreement(folder: Path, bert_embeddings: torch.Tensor, sequences) -> float:
 def assemble(converted: Path, distilled: Path, output: Path) -> None:
     """OUTPUT's model: the converted folder's class and heads (the teacher's kind: its pooler, classifier or MLM head),
     the distilled encoder (and the distilled MLM head where the teacher has one, which stage 3 trained), the
-    converted folder's tokenizer and carried files; staged in a hidden folder, then moved in, transfer.json last."""
+    converted folder's tokenizer and carried files; staged in a hidden folder beside OUTPUT, then moved into it
+    (`written_folder`), transfer.json last."""
     config = AutoConfig.from_pretrained(converted)
     class_name = (config.architectures or ["SymBertModel"])[0]
     with quiet_loading():
@@ -311,17 +312,12 @@ def assemble(converted: Path, distilled: Path, output: Path) -> None:
         if target in state and state[target].shape == tensor.shape and ".pooler." not in f".{target}":
             state[target] = tensor
     model.load_state_dict(state)
-    staging = output / ".assemble.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    for item in converted.iterdir():
-        if item.name not in ("config.json", "model.safetensors") and not (staging / item.name).exists():
-            (shutil.copytree if item.is_dir() else shutil.copyfile)(item, staging / item.name)
-    for item in staging.iterdir():
-        if (output / item.name).is_dir():  # left by an assembly stopped while moving: replaced whole
-            shutil.rmtree(output / item.name)
-        os.replace(item, output / item.name)
-    staging.rmdir()
+    # an entry an assembly stopped while moving left in OUTPUT is replaced whole
+    with written_folder(output, ".assemble.tmp", "the assembled model", "assembling", "merge") as staging:
+        model.save_pretrained(staging)
+        for item in converted.iterdir():
+            if item.name not in ("config.json", "model.safetensors") and not (staging / item.name).exists():
+                (shutil.copytree if item.is_dir() else shutil.copyfile)(item, staging / item.name)
 
 
 def transfer(argv):
