@@ -37,7 +37,6 @@ import json
 import math
 import os
 import shlex
-import stat
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -52,9 +51,10 @@ from report import Stopwatch, load_text, markdown_table  # benchmarks/report.py
 from scipy import stats
 from transformers.trainer_utils import get_last_checkpoint
 
-from symbert import ATTENTION_TYPES, SymBertConfig, attention_class
+from symbert import ATTENTION_TYPES, SymBertConfig, attention_class, json_files
 from symbert.cli import UserError, command_parser, run_command
 from symbert.files import write_atomically
+from symbert.json_files import JsonRefusal, NotRegularFile
 from symbert.training.arguments import (
     check_output_dir,
     config_overrides,
@@ -68,7 +68,7 @@ from symbert.training.data.prepared import prepared_once
 from symbert.training.evaluation import held_out_scores, saved_model_scores
 from symbert.training.figures import new_figure, save_figure
 from symbert.training.pretrain import PREPARED_BLOCKS_DIR, TrainedRun, pretrain
-from symbert.training.reporting import metric_series
+from symbert.training.reporting import LogHistoryError, metric_series, read_log_history
 from symbert.training.summary import TrainingSummary
 
 SCORES_FILE = "convergence_scores.json"  # per run: the final model and the unigram baseline on the held-out tokens
@@ -88,40 +88,17 @@ def default_types():
     return ",".join(types)
 
 
-class JsonRefusal(ValueError):
-    """JSON that Python's parser reads but a study refuses: NaN or Infinity, a key twice in one object, deep nesting."""
-
-
-def refuse_constant(name):
-    raise JsonRefusal(f"{name} is not a number JSON allows: give a finite number")
-
-
-def checked_float(text):
-    value = float(text)
-    if not math.isfinite(value):  # 1e400 parses as inf without passing through parse_constant
-        raise JsonRefusal(f"{text} is past the largest float: give a finite number")
-    return value
-
-
-def unique_keys(pairs):
-    record = {}
-    for key, value in pairs:
-        if key in record:
-            raise JsonRefusal(f"the key {key!r} appears twice in one object: keep one")
-        record[key] = value
-    return record
+TOO_DEEP = "it is nested too deeply for Python's JSON parser"
 
 
 def strict_json(text):
     """`text` parsed as JSON, refusing what Python's json accepts by default but a number or a record here cannot be:
     NaN and ±Infinity (also as 1e400), a key given twice in one object (json keeps the last silently), and nesting
-    deeper than the parser's recursion (RecursionError), each as a JsonRefusal naming it."""
+    deeper than the parser's recursion, each as a JsonRefusal naming it (symbert/json_files.py's strict_json)."""
     try:
-        return json.loads(
-            text, parse_constant=refuse_constant, parse_float=checked_float, object_pairs_hook=unique_keys
-        )
+        return json_files.strict_json(text, finite=True)
     except RecursionError:
-        raise JsonRefusal("it is nested too deeply for Python's JSON parser") from None
+        raise JsonRefusal(TOO_DEEP) from None
 
 
 def read_json_file(path, what="the file"):
@@ -131,27 +108,21 @@ def read_json_file(path, what="the file"):
     the problem."""
     path = Path(path)
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        return json_files.load_json(path, finite=True)
     except FileNotFoundError:
         raise UserError(f"{what} {path} does not exist") from None
     except OSError as error:
         raise UserError(f"{what} {path} cannot be read ({error.strerror})") from None
-    mode = os.fstat(descriptor).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(descriptor)
-        kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise UserError(f"{what} {path} is {kind}, not a regular file: give a JSON file")
-    try:
-        with os.fdopen(descriptor, "rb") as file:
-            data = file.read()
-    except OSError as error:
-        raise UserError(f"{what} {path} cannot be read ({error.strerror})") from None
-    if not data.strip():
-        raise UserError(f"{what} {path} is empty: give a JSON file")
-    try:
-        return strict_json(data.decode("utf-8"))
-    except ValueError as error:  # not UTF-8, not JSON, or a JsonRefusal
+    except NotRegularFile as error:
+        raise UserError(f"{what} {path} is {error.kind}, not a regular file: give a JSON file") from None
+    except json.JSONDecodeError as error:
+        if not error.doc.strip():
+            raise UserError(f"{what} {path} is empty: give a JSON file") from None
         raise UserError(f"{what} {path} is not a readable JSON file ({error})") from None
+    except ValueError as error:  # not UTF-8, or a JsonRefusal
+        raise UserError(f"{what} {path} is not a readable JSON file ({error})") from None
+    except RecursionError:
+        raise UserError(f"{what} {path} is not a readable JSON file ({TOO_DEEP})") from None
 
 
 def finite_number(value, where):
@@ -322,23 +293,25 @@ TRAINER_STATE_FILE = "trainer_state.json"  # a finished run's Trainer state: its
 
 
 def run_log_history(folder):
-    """The log_history of a finished run in `folder` (FOLDER/trainer_state.json), checked as the summary reads it:
-    each evaluation a whole step, given once and in order, with a finite eval loss (at least one evaluation), and
-    each `train_runtime` a finite number of seconds; anything else is a UserError naming the file and the entry."""
+    """The log_history of a finished run in `folder` (FOLDER/trainer_state.json), read as every reader of a Trainer
+    log reads it (symbert.training.reporting's read_log_history: whole steps, finite eval losses and runtimes) and
+    checked as the summary reads it: each evaluation at a step, given once and in order, at least one; anything else
+    is a UserError naming the file and the entry."""
     path = Path(folder) / TRAINER_STATE_FILE
-    state = read_json_file(path, "the Trainer state")
-    history = state.get("log_history") if isinstance(state, dict) else None
-    if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
-        raise UserError(f"{path} holds no log_history (a list of objects): it is not a Trainer state")
+    try:
+        history = read_log_history(path, lambda state: read_json_file(state, "the Trainer state"))
+    except LogHistoryError as error:
+        if error.field is None:
+            raise UserError(f"{path} holds no log_history (a list of objects): it is not a Trainer state") from None
+        expected = "a whole number of at least 0" if error.field == "step" else error.expected
+        shown = json.dumps(error.value)[:40]
+        raise UserError(f"{path}: log_history[{error.index}].{error.field} is {shown}, not {expected}") from None
     last_step = -1
     for index, entry in enumerate(history):
-        where = f"{path}: log_history[{index}]"
-        if "train_runtime" in entry:
-            finite_number(entry["train_runtime"], f"{where}.train_runtime")
         if "eval_loss" not in entry:
             continue
+        where = f"{path}: log_history[{index}]"
         step = whole_number(entry.get("step"), f"{where}.step")
-        finite_number(entry["eval_loss"], f"{where}.eval_loss")
         if step <= last_step:  # a step evaluated twice, or out of order: which loss counts is unknown
             raise UserError(f"{where} evaluates step {step} after step {last_step}: each step once, in order")
         last_step = step

@@ -5,7 +5,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,15 +14,16 @@ from .. import SymBertConfig
 from ..cli import UserError
 from ..files import file_sha256 as sha256
 from ..files import sentence_transformers_files, write_atomically
-from ..json_files import NAME, is_number, plain_text, read_json, regular_file
+from ..json_files import NAME, is_number, load_json, plain_text, read_json, regular_file
+from ..tools import written_folder
 from ..tools.conversion_record import ConversionRecord
 from ..training.compat import warmup_steps_counted
 from ..training.glue.results import GlueResults, in_range, protocol_differences
 from ..training.made_from import MadeFromRecord
+from ..training.reporting import read_log_history
 from ..training.summary import TrainingSummary
 from . import card as cards
 from .options import ReleaseOptions
-from .values import check_log_history
 
 RESULTS_FILE = GlueResults.FILE_NAME
 GLUE_PLOT = "glue_vs_step.png"
@@ -83,14 +83,6 @@ def logged_eval_losses(folder: str | Path) -> dict[int, float] | None:
     """{step: eval loss} of the Trainer's log in folder/trainer_state.json; None when there is none."""
     state = Path(folder) / "trainer_state.json"
     return eval_losses(read_log_history(state)) if state.is_file() else None
-
-
-def read_log_history(path: Path) -> list:
-    """The Trainer's log in a trainer_state.json, checked (`check_log_history`)."""
-    state = read_json(path)
-    if not isinstance(state, dict) or "log_history" not in state:
-        raise UserError(f'{path} is not a trainer state: a JSON object with a "log_history".')
-    return check_log_history(path, state["log_history"])
 
 
 @dataclass(frozen=True)
@@ -594,8 +586,8 @@ class Staging:
         """The files of `folder` that differ from, or were not among, what staging wrote there; None without a
         record of it."""
         try:
-            staged = json.loads(self.record_path(folder).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            staged = load_json(self.record_path(folder))
+        except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(staged, dict):
             return None
@@ -618,23 +610,21 @@ class Staging:
                     f"{source} (staged as {name}) is a symbolic link or not a regular file; a release copies only "
                     "regular files, never a link's target: nothing was written."
                 )
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        for name, source in copies.items():
-            (building / name).parent.mkdir(parents=True, exist_ok=True)  # 1_Pooling/config.json
-            shutil.copyfile(source, building / name, follow_symlinks=False)
-        for name, text in texts.items():
-            (building / name).parent.mkdir(parents=True, exist_ok=True)
-            (building / name).write_text(text, encoding="utf-8")
-        record = {
-            path.relative_to(building).as_posix(): sha256(path)
-            for path in sorted(building.rglob("*"))
-            if path.is_file()
-        }
-        self.record_path(folder).unlink(missing_ok=True)  # from here until the new record, no staging is recorded
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(building, folder)
+        with written_folder(
+            folder, ".stage.tmp", f"the staged {revision} of {repo_id}", "staging", "replace"
+        ) as building:
+            for name, source in copies.items():
+                (building / name).parent.mkdir(parents=True, exist_ok=True)  # 1_Pooling/config.json
+                shutil.copyfile(source, building / name, follow_symlinks=False)
+            for name, text in texts.items():
+                (building / name).parent.mkdir(parents=True, exist_ok=True)
+                (building / name).write_text(text, encoding="utf-8")
+            record = {
+                path.relative_to(building).as_posix(): sha256(path)
+                for path in sorted(building.rglob("*"))
+                if path.is_file()
+            }
+            self.record_path(folder).unlink(missing_ok=True)  # from here until the new record, no staging is recorded
         write_atomically(self.record_path(folder), lambda file: file.write(json.dumps(record, indent=1) + "\n"))
         return folder
 

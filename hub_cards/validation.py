@@ -26,7 +26,7 @@ from transformers.utils import logging as transformers_logging
 
 from .. import SymBertForMaskedLM
 from ..cli import UserError
-from ..json_files import is_number
+from ..json_files import is_number, load_json
 from ..modeling_symbert import BERT_CLASSES
 from ..tools import fresh_load
 from ..tools.bert_export import BOUND, CHECK_BATCH, check_inputs, load_symbert, output_tensors, relative_difference
@@ -296,8 +296,8 @@ def check_config(stage: Stage) -> list[str]:
     if not path.is_file():
         return ["config.json is missing"]
     try:
-        staged = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        staged = load_json(path)
+    except ValueError as error:  # not UTF-8, not JSON, a key given twice (which of two auto_maps loads?)
         return [f"config.json is not valid JSON ({error})"]
     except RecursionError:
         return ["config.json is nested too deeply to be a configuration"]
@@ -343,8 +343,8 @@ def check_bert_export(stage: Stage) -> list[str]:
 def json_object(path: Path) -> dict | None:
     """The JSON object in `path`; None when it is missing or not a JSON object."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        value = load_json(path)
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -2,7 +2,6 @@
 errors, for every command: the tools, training and the release."""
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from .cli import UserError
+from .json_files import load_json
 
 
 @contextmanager
@@ -95,9 +95,9 @@ def sentence_transformers_files(source: str | Path) -> dict[str, Path]:
     if modules_file is None:
         return {}
     try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        modules = load_json(modules_file)
         paths = {module["type"]: module.get("path", "") for module in modules}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as error:
         raise UserError(f"{source}: its modules.json is not a sentence-transformers module list ({error}).") from None
     for kind, path in paths.items():
         # a path is a folder's own subfolder by name, nothing else: the files it names are copied into outputs

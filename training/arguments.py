@@ -19,6 +19,7 @@ from transformers import (
 
 from .. import ATTENTION_TYPES, BERT_ATTENTION_TYPE, SIZE_PRESETS, SymBertConfig, attention_class
 from ..cli import UserError, command_parser, group_arguments, missing_local_path
+from ..json_files import load_json
 from .compat import TRAINER_HAS_OVERWRITE, overwrite_requested
 from .data.manifest import with_prepared_source
 from .data.options import DataArguments
@@ -180,8 +181,8 @@ def read_recipe(recipe: str) -> list[str]:
     """The recipe's settings as command-line arguments; keys starting with "_" are comments."""
     path = recipe_path(recipe)
     try:
-        settings = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        settings = load_json(path)
+    except ValueError as error:  # not UTF-8, not JSON, a setting given twice
         raise UserError(f"Recipe {path} is not valid JSON: {error}.") from None
     if not isinstance(settings, dict):
         raise UserError(

@@ -2,8 +2,6 @@
 will read it, without unpickling anything, its weights finite, its trainer state and data positions at its own step;
 and whether it holds the model this run trains."""
 
-import json
-import math
 import pickletools
 import re
 import zipfile
@@ -26,7 +24,9 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from .. import SymBertConfig
 from ..cli import UserError
+from ..json_files import load_json
 from .data.blocks import load_position
+from .reporting import LogHistoryError, checked_log_history
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
@@ -39,8 +39,8 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
     rng_states = sorted(path.name for path in checkpoint.glob("rng_state*.pth")) or ["rng_state.pth"]
     positions = sorted(path.name for path in checkpoint.glob("data_position_rank*.json"))  # none before they existed
     parts = {
-        TRAINER_STATE_NAME: read_json,
-        CONFIG_NAME: read_json,
+        TRAINER_STATE_NAME: load_json,
+        CONFIG_NAME: load_json,
         **checkpoint_parts(checkpoint),
         **{name: load_state for name in rng_states},  # rng_state.pth, or one rng_state_K.pth per process
         **{name: load_position for name in positions},  # where each process's data stands (training/data/blocks.py)
@@ -56,21 +56,21 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
         except Exception as error:  # whatever a damaged file raises: name the file and say why
             reason = " ".join(str(error).split())[:200]
             return f"{name} is unreadable ({type(error).__name__}: {reason})"
-    state = read_json(checkpoint / TRAINER_STATE_NAME)
+    state = load_json(checkpoint / TRAINER_STATE_NAME)
     named = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", checkpoint.name)
     step = state.get("global_step") if isinstance(state, dict) else None
     # a resume would go on from another step's state with these weights; a step of 8.0 fails every resume later
     if named and (type(step) is not int or step != int(named.group(1))):
         return f"{TRAINER_STATE_NAME} says global_step {step!r}, not {named.group(1)} (an integer)"
-    history = state.get("log_history", []) if isinstance(state, dict) else []
-    for i, entry in enumerate(history if isinstance(history, list) else [history]):
-        # what the resumed run writes to metrics.csv and reports: a number (an eval loss turned NaN stops the run
+    try:
+        # what the resumed run writes to metrics.csv and reports: numbers (an eval loss turned NaN stops the run
         # before its checkpoint is saved, so no checkpoint holds one)
-        if not isinstance(entry, dict):
-            return f"{TRAINER_STATE_NAME} says log_history[{i}] {entry!r}, not an object"
-        loss = entry.get("eval_loss", 0.0)
-        if not isinstance(loss, (int, float)) or isinstance(loss, bool) or not math.isfinite(loss):
-            return f"{TRAINER_STATE_NAME} says log_history[{i}] eval_loss {loss!r}, not a finite number"
+        checked_log_history(checkpoint / TRAINER_STATE_NAME, state)
+    except LogHistoryError as error:
+        if error.index is None:
+            return f"{TRAINER_STATE_NAME} holds no log_history (a list of objects)"
+        shown = repr(error.value) if error.field is None else f"{error.field} {error.value!r}"
+        return f"{TRAINER_STATE_NAME} says log_history[{error.index}] {shown}, not {error.expected}"
     for name in positions:  # (a position of an older version names no step)
         if (saved := load_position(checkpoint / name).get("step", step)) != step:
             return f"{name} is at step {saved}, not {step}"
@@ -115,10 +115,6 @@ def load_finite_weights(path: Path) -> None:
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             kind = "NaN" if torch.isnan(tensor).any() else "infinite"
             raise NonFiniteWeight(f"a {kind} value in {name}")
-
-
-def read_json(path: Path) -> object:
-    return json.loads(path.read_text())
 
 
 def load_state(path: Path) -> None:

@@ -15,8 +15,10 @@ from transformers.trainer import (
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..cli import UserError
+from ..json_files import load_json
 from .arguments import DataArguments, ModelArguments, RunArguments
 from .compat import overwrite_requested
+from .reporting import LogHistoryError, read_log_history
 from .summary import TrainingSummary
 
 # Training arguments that change what a run trains: a finished run of a comparison is reused only if they are the same
@@ -117,10 +119,8 @@ def reused_run_problem(output_dir: Path) -> str | None:
     except Exception as error:  # whatever a damaged file raises: name the file and say why
         return f"its {SAFE_WEIGHTS_NAME} is unreadable ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
     try:
-        history = json.loads(state.read_text())["log_history"]
-        if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
-            raise TypeError("log_history is not a list of records")
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        read_log_history(state, load_json)
+    except (OSError, ValueError, RecursionError, LogHistoryError) as error:
         return f"its {TRAINER_STATE_NAME} is missing or unreadable ({type(error).__name__}: {error})"
     return None
 

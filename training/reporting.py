@@ -7,13 +7,16 @@ Everything works on a Trainer `log_history`: a list of dicts such as
 
 import csv
 import json
+import math
 import re
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
 
+from ..cli import UserError
 from ..files import write_atomically
+from ..json_files import is_integer, is_number, read_json
 from .figures import new_figure, save_figure
 
 CSV_COLUMNS = ("step", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm")
@@ -86,7 +89,7 @@ def write_metrics(log_history: list[dict], output_dir: str | Path) -> None:
     log_history = one_row_per_step_and_metrics(log_history)
     columns = list(CSV_COLUMNS)
     for entry in log_history:
-        columns += [key for key, value in entry.items() if key not in columns and _is_number(value)]
+        columns += [key for key, value in entry.items() if key not in columns and is_number(value)]
 
     def write_csv(file):
         writer = csv.DictWriter(file, fieldnames=columns, extrasaction="ignore")
@@ -185,7 +188,8 @@ def comparison_report(
 
 
 def load_log_history(output_dir: str | Path) -> list[dict]:
-    """The `log_history` of `output_dir/trainer_state.json`, else of its newest `checkpoint-N` folder."""
+    """The `log_history` of `output_dir/trainer_state.json`, else of its newest `checkpoint-N` folder
+    (`read_log_history`)."""
     output_dir = Path(output_dir)
     candidates = [output_dir / "trainer_state.json"]
     checkpoints = [p for p in output_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
@@ -194,12 +198,54 @@ def load_log_history(output_dir: str | Path) -> list[dict]:
     # A run killed while saving can leave a newest checkpoint without its state: fall back to an older one.
     for state_file in candidates:
         if state_file.is_file():
-            return json.loads(state_file.read_text())["log_history"]
+            return read_log_history(state_file)
     raise FileNotFoundError(f"no trainer_state.json in {output_dir} nor in any of its checkpoint-N folders")
 
 
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+class LogHistoryError(UserError):
+    """A trainer_state.json whose log is not the Trainer's: `index`, `field`, `value` and `expected` name the entry's
+    bad field (`field` None: the entry is not an object; `index` None: there is no list of entries), for a reader
+    that words it its own way."""
+
+    def __init__(self, message: str, index: int | None = None, field: str | None = None, value=None, expected=""):
+        super().__init__(message)
+        self.index, self.field, self.value, self.expected = index, field, value, expected
+
+
+# What each number a report, a plot or a card reads from a log entry must be
+LOGGED_NUMBERS = {
+    "step": "an integer >= 0",
+    "eval_loss": "a finite number >= 0",
+    "train_runtime": "a finite number >= 0",
+}
+
+
+def checked_log_history(path: Path, state) -> list[dict]:
+    """The Trainer's log of `state` (the trainer_state.json at `path`, parsed), refused (LogHistoryError, one line
+    naming the file and the entry) unless an object whose log_history is a list of objects, each step a whole number
+    and each eval loss and runtime a finite number, none below 0."""
+    if not isinstance(state, dict) or "log_history" not in state:
+        raise LogHistoryError(f'{path} is not a trainer state: a JSON object with a "log_history".')
+    history = state["log_history"]
+    if not isinstance(history, list):
+        raise LogHistoryError(f"{path}: log_history is not a list of objects.")
+    for i, entry in enumerate(history):
+        if not isinstance(entry, dict):
+            raise LogHistoryError(f"{path}: log_history is not a list of objects.", i, None, entry, "an object")
+        for field, expected in LOGGED_NUMBERS.items():
+            value = entry.get(field, 0)
+            kind_ok = is_integer(value) if field == "step" else is_number(value) and abs(value) < math.inf
+            if not (kind_ok and value >= 0):
+                message = f"{path}: log_history[{i}].{field}={value!r} is not {expected}."
+                raise LogHistoryError(message, i, field, value, expected)
+    return history
+
+
+def read_log_history(path: str | Path, read=read_json) -> list[dict]:
+    """The checked log (`checked_log_history`) of the trainer_state.json at `path` (a run's or a checkpoint's), read
+    strictly: by `read`, symbert.json_files' `read_json` (one line naming the file) unless a reader words a bad file
+    itself (`load_json`, which raises the parser's error)."""
+    return checked_log_history(Path(path), read(path))
 
 
 def metric_series(log_history: list[dict], key: str) -> tuple[list[int], list[float]]:

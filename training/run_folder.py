@@ -3,7 +3,6 @@
 rerun resumes from (damaged ones skipped), what --overwrite_output_dir deletes, what a failed run leaves, and whether a
 folder holds a finished run to reuse (its training summary: training/summary.py)."""
 
-import json
 import os
 import re
 import shutil
@@ -23,7 +22,9 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME
 
 from ..cli import UserError
 from ..files import write_error, write_failure
+from ..json_files import load_json
 from ..loading_symbert import BUNDLE_FILES
+from ..tools import move_entries, move_into
 from .arguments import RunArguments
 from .checkpoint_checks import checkpoint_problem
 from .compat import overwrite_requested, rotate_checkpoints_in
@@ -196,7 +197,7 @@ def remove_path(path: Path) -> None:
 def training_finished_at(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
     """Whether `checkpoint` is at the run's last step: max_steps, or (training by epochs) the step count the
     checkpoint's own state gives."""
-    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+    state = load_json(Path(checkpoint) / TRAINER_STATE_NAME)
     last_step = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
     return last_step > 0 and state["global_step"] >= last_step
 
@@ -267,9 +268,7 @@ class AtomicCheckpoints:
             if self.args.should_save:
                 self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
         if self.args.should_save:
-            if os.path.isdir(final):  # the same step of an earlier run that resumed from an older checkpoint
-                shutil.rmtree(final)
-            os.replace(staged, final)
+            move_into(Path(staged), Path(run_dir))  # replaces the same step of an earlier run resumed from before it
             os.rmdir(os.path.dirname(staged))
             rotate_checkpoints_in(self, run_dir)
         self.accelerator.wait_for_everyone()
@@ -310,11 +309,7 @@ def save_final_model(trainer: Trainer, title: str, carried: dict[str, Path] | No
             for name, source in (carried or {}).items():  # {name: file} kept from the model it started from
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, staging / name)
-            for path in sorted(staging.iterdir()):
-                if path.is_dir() and (output_dir / path.name).is_dir():  # a folder of an earlier finish (1_Pooling)
-                    shutil.rmtree(output_dir / path.name)
-                os.replace(path, output_dir / path.name)
-            staging.rmdir()
+            move_entries(staging, output_dir)  # a folder of an earlier finish (1_Pooling) is replaced whole
         except Exception as error:
             shutil.rmtree(staging, ignore_errors=True)  # what was staged: the space it takes is given back
             if (failed := write_failure(error)) is None:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from ..cli import UserError
 from ..files import write_atomically
-from ..json_files import boolean, mapping, number, text
+from ..json_files import boolean, load_json, mapping, number, text
 
 FILE_NAME = "training_summary.json"
 # The layout of the file. One without "summary_version" was written before the version was recorded, in layout 1.
@@ -105,8 +105,8 @@ class TrainingSummary:
             reason = "is not a regular file (a named pipe, device or folder)" if path.exists() else "does not exist"
             raise UserError(f"{path} {reason}.")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as error:  # unreadable, not UTF-8, not JSON, nested too deeply
+            data = load_json(path)
+        except (OSError, ValueError, RecursionError) as error:  # unreadable, not UTF-8, not strict JSON, too deep
             raise UserError(f"{path} is not a training summary ({type(error).__name__}: {error}).") from None
         return cls.from_json(path, data)
 

@@ -22,7 +22,6 @@ stage is kept, a running one resumes from its last checkpoint.
 import contextlib
 import json
 import math
-import os
 import shutil
 import signal
 import subprocess
@@ -39,7 +38,9 @@ from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import Interrupted, UserError, command_parser, run_command
 from ..files import write_atomically
+from ..json_files import load_json, read_json
 from ..loading_symbert import calibration_sequences
+from ..tools import written_folder
 from ..tools.conversion_record import ConversionRecord
 from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings
 from .data.corpus_files import file_problem
@@ -143,11 +144,11 @@ def the_plan(args, output: Path) -> TransferPlan:
             )
         return plan
     try:
-        recorded = TransferPlan(**json.loads(recorded_file.read_text(encoding="utf-8")))
+        recorded = TransferPlan(**load_json(recorded_file))
         steps = recorded.steps or {}
         if set(steps) - set(STAGES) or not all(type(value) is int and value >= 0 for value in steps.values()):
             raise ValueError(f"its steps {recorded.steps!r} are not a number of steps for each of {STAGES}")
-    except (OSError, ValueError, TypeError, AttributeError) as error:
+    except (OSError, ValueError, RecursionError, TypeError, AttributeError) as error:
         raise UserError(f"{recorded_file} is damaged ({error}); choose a new output folder.") from None
     differing = [
         f"{name} {getattr(plan, name)!r} (the run's {getattr(recorded, name)!r})"
@@ -296,7 +297,8 @@ def agreement(folder: Path, bert_embeddings: torch.Tensor, sequences) -> float:
 def assemble(converted: Path, distilled: Path, output: Path) -> None:
     """OUTPUT's model: the converted folder's class and heads (the teacher's kind: its pooler, classifier or MLM head),
     the distilled encoder (and the distilled MLM head where the teacher has one, which stage 3 trained), the
-    converted folder's tokenizer and carried files; staged in a hidden folder, then moved in, transfer.json last."""
+    converted folder's tokenizer and carried files; staged in a hidden folder beside OUTPUT, then moved into it
+    (`written_folder`), transfer.json last."""
     config = AutoConfig.from_pretrained(converted)
     class_name = (config.architectures or ["SymBertModel"])[0]
     with quiet_loading():
@@ -310,17 +312,12 @@ def assemble(converted: Path, distilled: Path, output: Path) -> None:
         if target in state and state[target].shape == tensor.shape and ".pooler." not in f".{target}":
             state[target] = tensor
     model.load_state_dict(state)
-    staging = output / ".assemble.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    for item in converted.iterdir():
-        if item.name not in ("config.json", "model.safetensors") and not (staging / item.name).exists():
-            (shutil.copytree if item.is_dir() else shutil.copyfile)(item, staging / item.name)
-    for item in staging.iterdir():
-        if (output / item.name).is_dir():  # left by an assembly stopped while moving: replaced whole
-            shutil.rmtree(output / item.name)
-        os.replace(item, output / item.name)
-    staging.rmdir()
+    # an entry an assembly stopped while moving left in OUTPUT is replaced whole
+    with written_folder(output, ".assemble.tmp", "the assembled model", "assembling", "merge") as staging:
+        model.save_pretrained(staging)
+        for item in converted.iterdir():
+            if item.name not in ("config.json", "model.safetensors") and not (staging / item.name).exists():
+                (shutil.copytree if item.is_dir() else shutil.copyfile)(item, staging / item.name)
 
 
 def transfer(argv):
@@ -329,7 +326,7 @@ def transfer(argv):
     plan = the_plan(args, output)
     if (output / RECORD_FILE).is_file():
         print(f"{output} is complete (its {RECORD_FILE} is written): nothing to do.")
-        return json.loads((output / RECORD_FILE).read_text(encoding="utf-8"))
+        return read_json(output / RECORD_FILE)
     # BERT, its tokenizer and the calibration text are checked before OUTPUT is made: a typo leaves nothing behind
     config, bert, tokenizer = load_bert(plan.bert)
     _, held_out_texts = calibration_texts(args.calibration_files, 64)

@@ -26,6 +26,7 @@ from pathlib import Path
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer
 
 from symbert.files import write_atomically
+from symbert.tools import written_folder
 from symbert.training import glue
 from symbert.training.glue.data import load_task
 from symbert.training.glue.sweep import dev_metrics, fine_tuned, tokenize
@@ -70,9 +71,8 @@ def main(argv=None):
     if not (classifier / "model.safetensors").is_file():
         print(f"Fine-tuning {args.bert} on {args.task} (seed {args.seed})")
         trainer = fine_tuned(args.bert, None, args.task, tokenized, tokenizer, args.seed, training_args)
-        staging = output / ".classifier.tmp"
-        trainer.save_model(str(staging))
-        staging.rename(classifier)
+        with written_folder(classifier, ".tmp", "the fine-tuned classifier", "fine-tuning") as staging:
+            trainer.save_model(str(staging))
 
     text = data / "task_text" / f"{args.task}.txt"
     rows = {"teacher (fine-tuned BERT)": accuracy(classifier, args.task, tokenized, tokenizer, training_args)}

@@ -7,7 +7,6 @@ path's checks, the weights files' headers against config.json (read, not loaded:
 is refused in milliseconds, not built for minutes), and the loading of the model itself."""
 
 import glob
-import json
 import os
 import pickle
 import re
@@ -23,6 +22,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from ..cli import UserError, missing_local_path
 from ..files import model_card_license, write_failure
+from ..json_files import load_json
 from ..loading_symbert import INTEGER_DTYPES
 
 # ------------------------------------------------------------------------------------------------ output paths
@@ -87,6 +87,24 @@ def move_into_place(staging: Path, output: Path, doing: str) -> None:
         raise UserError(f"output={str(output)!r} appeared while {doing}; nothing was written.") from error
 
 
+def move_into(path: Path, folder: Path) -> None:
+    """Rename `path` into `folder` under its own name; a folder there of that name (an earlier run's, or one a
+    stopped move left) is replaced whole."""
+    target = folder / path.name
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    os.replace(path, target)
+
+
+def move_entries(staging: Path, folder: Path) -> None:
+    """Each entry of the complete `staging` folder moved into the existing `folder` (`move_into`), then `staging`
+    removed: each entry appears complete, and a move that stopped halfway is finished by the next, whose entries
+    replace the ones it moved."""
+    for path in sorted(staging.iterdir()):
+        move_into(path, folder)
+    staging.rmdir()
+
+
 def process_exists(pid: int) -> bool:
     """Whether a process of that id runs (one of another user's counts: it may be the writer)."""
     if pid == os.getpid():
@@ -128,12 +146,14 @@ def created_parents(folder: str | Path) -> Iterator[Path]:
 
 
 @contextmanager
-def written_folder(output: Path, suffix: str, what: str, doing: str) -> Iterator[Path]:
+def written_folder(output: Path, suffix: str, what: str, doing: str, existing: str | None = None) -> Iterator[Path]:
     """A hidden staging folder to write the folder `output` in (`staging_folder`, with `output`'s missing parents
     made: `created_parents`), renamed to `output` when the block ends and removed if it raises: `output` appears
     only complete. A write that fails for a full disk or a file-size limit is one line naming `what` was written
     ("the export"), the error and the free space; `doing` ("exporting") names the work for an output that appeared
-    meanwhile (`move_into_place`)."""
+    meanwhile (`move_into_place`). An `output` that exists is refused unless empty, or with `existing`="replace"
+    removed just before the rename, or with `existing`="merge" kept, the staged entries moved into it
+    (`move_entries`: a run folder that holds other things, whose model files each appear complete)."""
     with created_parents(output.parent):
         staging = staging_folder(output, suffix)
         try:
@@ -147,7 +167,12 @@ def written_folder(output: Path, suffix: str, what: str, doing: str) -> Iterator
                     f"Cannot write {what} next to {str(output)!r}: {failure.strerror or failure} ({free:.2f} GiB "
                     "free on its disk); nothing was written."
                 ) from error
-            move_into_place(staging, output, doing)
+            if existing == "merge" and output.is_dir():
+                move_entries(staging, output)
+            else:
+                if existing == "replace" and output.is_dir() and not output.is_symlink():
+                    shutil.rmtree(output)
+                move_into_place(staging, output, doing)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -307,8 +332,8 @@ def check_model_folder(name: str, argument: str) -> None:
     if not folder.is_dir():
         return
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        config = load_json(folder / "config.json")
+    except (OSError, ValueError, RecursionError) as error:
         raise UserError(f"{argument} {name!r}: its config.json cannot be read ({error}).") from None
     if not isinstance(config, dict):
         raise UserError(f"{argument} {name!r}: its config.json is not a JSON object.")

@@ -14,7 +14,6 @@ Prints a Markdown table (layers × heads) and writes symmetry.csv and the heat m
 """
 
 import csv
-import json
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from safetensors.torch import load_file
 from ..attention_symbert import SYMBERT_SELF_ATTENTION_CLASSES, SymBertSelfAttention
 from ..cli import UserError, command_parser, missing_local_path, run_command
 from ..files import write_atomically
+from ..json_files import load_json
 from . import READ_ERRORS, check_config_against_weights, check_output, created_parents, unreadable, weights_files
 
 
@@ -82,8 +82,8 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
 def read_config(path: Path) -> dict:
     """config.json as a dict; a file that is not a JSON object is a UserError naming it."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        config = load_json(path)
+    except ValueError as error:  # not UTF-8, not JSON, a key given twice
         raise UserError(f"{path} is not valid JSON ({error}); save or download the model again.") from None
     if not isinstance(config, dict):
         raise UserError(f"{path} holds a JSON {type(config).__name__}, not a model configuration (a JSON object).")

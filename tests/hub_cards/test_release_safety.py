@@ -144,6 +144,24 @@ def test_staging_folder_stays_inside_output_dir(tmp_path):
     assert tree(outside) == {"main/keep.txt": b"mine"} and tree(output / "mine") == {"main/keep.txt": b"mine"}
 
 
+def test_a_staging_that_fails_leaves_the_staged_folder_as_it_was_and_nothing_beside_it(tmp_path):
+    """A revision is built in a hidden folder beside its own and replaces it only when complete; a build that fails
+    removes the hidden folder (it was left behind), says so in one line and keeps the revision staged before (here a
+    file and a folder of one name make the build fail halfway)."""
+    staging = plan.Staging(output_dir=str(tmp_path / "out"), name_template="{size}")
+    folder = staging.write(f"{NAMESPACE}/symbert-tiny", "main", {}, {"README.md": "first"})
+    source = tmp_path / "config.json"
+    source.write_text("{}")
+    with pytest.raises(
+        UserError, match=r"^Cannot write the staged main of .*/symbert-tiny next to .*main': File exists"
+    ):
+        staging.write(f"{NAMESPACE}/symbert-tiny", "main", {"config.json": source}, {"config.json/x": "y"})
+    assert tree(folder) == {"README.md": b"first"}
+    assert sorted(path.name for path in folder.parent.iterdir()) == [".main.staged.json", "main"]
+    again = staging.write(f"{NAMESPACE}/symbert-tiny", "main", {"config.json": source}, {"README.md": "second"})
+    assert again == folder and tree(folder) == {"README.md": b"second", "config.json": b"{}"}
+
+
 @pytest.mark.heavy
 def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     main = staged.output / "symbert-tiny-original" / "main"

@@ -281,6 +281,17 @@ def test_a_damaged_newest_checkpoint_is_skipped(corpus, straight, tmp_path, caps
     assert_same_training(output_dir, straight)
 
 
+def test_a_trainer_state_with_a_key_given_twice_is_no_checkpoint_to_resume(tmp_path):
+    """json.loads keeps the last of two global_steps silently; a checkpoint's state is read strictly (the trainer
+    state is the first part checked), so one edited into holding two is skipped, naming the key."""
+    checkpoint = tmp_path / "checkpoint-8"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text('{"global_step": 4, "global_step": 8, "log_history": []}')
+    assert checkpoint_problem(checkpoint) == (
+        "trainer_state.json is unreadable (RepeatedKey: the key 'global_step' appears twice in one object: keep one)"
+    )
+
+
 def test_checkpoints_of_fsdp_and_deepspeed_are_checked_in_their_own_files(straight, tmp_path):
     """FSDP and DeepSpeed save no optimizer.pt; the check reads what each writes instead (the FSDP2 test of
     test_distributed_engines.py resumes from a real FSDP checkpoint). FSDP with full state dicts: optimizer.bin and

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import TrainerControl, TrainerState
 
+from symbert.cli import UserError
 from symbert.training.reporting import (
     MetricsLogCallback,
     comparison_table,
@@ -143,4 +144,22 @@ def test_load_log_history_picks_the_newest_checkpoint_numerically(tmp_path):
 
 def test_load_log_history_without_state_names_the_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path))):
+        load_log_history(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"log_history": [], "log_history": [{"loss": 1.0, "step": 1}]}', "the key 'log_history' is given 2 times"),
+        ('{"log_history": [{"eval_loss": NaN, "step": 10}]}', r"log_history\[0\].eval_loss=nan is not a finite number"),
+        ('{"log_history": [{"loss": 1.0, "step": 1.5}]}', r"log_history\[0\].step=1.5 is not an integer >= 0"),
+        ('{"global_step": 10}', 'is not a trainer state: a JSON object with a "log_history"'),
+    ],
+    ids=["key-twice", "nan-loss", "fractional-step", "no-log"],
+)
+def test_load_log_history_reads_the_state_strictly(tmp_path, text, message):
+    """A --compare rerun plots a reused run's log: one it cannot trust is one line naming the file, not a plot of
+    the last of two logs or of a NaN."""
+    (tmp_path / "trainer_state.json").write_text(text)
+    with pytest.raises(UserError, match=rf"{re.escape(str(tmp_path / 'trainer_state.json'))}.*{message}"):
         load_log_history(tmp_path)

@@ -110,3 +110,14 @@ def test_a_field_of_the_wrong_type_or_range_is_refused(tmp_path, changes, messag
     written(tmp_path, **changes)
     with pytest.raises(UserError, match=message):
         TrainingSummary.read(tmp_path)
+
+
+def test_a_summary_with_a_key_given_twice_is_refused(tmp_path):
+    """json.loads keeps the last of two values silently; a summary is read strictly, so a hand-edited one with a
+    field twice is refused rather than read as either."""
+    path = summary().write(tmp_path)
+    text = path.read_text()
+    path.write_text(text.replace('"steps": 8,', '"steps": 8, "steps": 800,', 1))
+    assert '"steps": 800' in path.read_text()
+    with pytest.raises(UserError, match="is not a training summary \\(RepeatedKey: the key 'steps' appears twice"):
+        TrainingSummary.read(tmp_path)

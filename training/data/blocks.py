@@ -23,7 +23,6 @@ so that N workers use the cores that 0 workers would, and more.
 
 import inspect
 import itertools
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from datasets import Dataset, IterableDataset
 from datasets.distributed import split_dataset_by_node
 
 from ...cli import UserError
+from ...json_files import load_json
 
 DATA_POSITION_FILE = "data_position_rank{rank}.json"  # one per process, in every checkpoint
 SPLIT_STRATEGIES = "strategy" in inspect.signature(split_dataset_by_node).parameters  # datasets >= 5
@@ -290,7 +290,7 @@ def read_position(checkpoint: str | Path, rank: int) -> dict | None:
 
 def load_position(path: Path) -> dict:
     """A data position file, its reader states keyed by reader; ValueError naming what is wrong with it."""
-    position = json.loads(path.read_text())
+    position = load_json(path)
     if problem := position_problem(position):
         raise ValueError(problem)
     position["reader_states"] = {int(key): value for key, value in position["reader_states"].items()}

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...cli import UserError
 from ...files import file_sha256
+from ...json_files import load_json
 
 MANIFEST = "manifest.json"
 FORMAT = "symbert-blocks"
@@ -67,7 +68,7 @@ def read_manifest(folder: str | Path, check_digests: bool = False) -> dict:
             "finished); prepare it with symbert-prepare-data."
         )
     try:
-        manifest = json.loads(path.read_text())
+        manifest = load_json(path)
         problem = manifest_problem(manifest)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         problem = f"{type(error).__name__}: {error}"

@@ -32,6 +32,7 @@ from transformers import (
 from ... import BERT_ATTENTION_TYPE
 from ...cli import UserError, missing_local_path
 from ...files import write_atomically
+from ...json_files import load_json
 from ..compat import warmup_ratio
 from ..figures import new_figure, save_figure
 from ..precision import precision_for
@@ -254,10 +255,10 @@ def read_runs(output_dir: Path, model: dict, protocol: dict) -> dict[tuple[str, 
     runs = {}
     for path in sorted((output_dir / "runs").glob("*/seed-*.json")):
         try:
-            record = json.loads(path.read_text())
+            record = load_json(path)
             differences = mismatches(record["model"], record["protocol"], model, protocol)
             key = record["task"], record["seed"]
-        except (ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, RecursionError, KeyError, TypeError) as error:
             message = f"{path} is not a symbert-glue run file ({error!r}); remove it to rerun its pair."
             raise UserError(message) from None
         if problem := run_file_problem(record):
