@@ -16,10 +16,10 @@
 Everything outside the self-attention core is BERT (transformers' `modeling_bert.py`), with BERT's parameter names:
 this file is BERT's layout (embeddings, layers, encoder, heads, the pre-trained model and its BERT export). The
 self-attention variants and their registry are in `attention_symbert.py`, the checks around loading in
-`loading_symbert.py`.
+`loading_symbert.py`, the conversion `from_bert` makes in `conversion_symbert.py`.
 
 `save_pretrained` copies this file into every saved model folder, with the files it imports relatively
-(`attention_symbert.py`, `loading_symbert.py`, `configuration_symbert.py`: `BUNDLE_FILES`), so it may import only
+(`attention_symbert.py`, `loading_symbert.py`, `conversion_symbert.py`, `configuration_symbert.py`: `BUNDLE_FILES`), so it may import only
 torch/transformers and those flat siblings, never the `symbert` package.
 """
 
@@ -73,12 +73,11 @@ from .attention_symbert import (
     init,
 )
 from .configuration_symbert import SymBertConfig
+from .conversion_symbert import convert_bert_attention, fit_from_bert_checkpoint
 from .loading_symbert import (
     TRANSFORMERS_V5,
     check_attention_tensors,
-    convert_bert_attention,
     file_not_folder_message,
-    fit_from_bert_checkpoint,
     holds_part_of_the_model,
     integer_weights_message,
     mismatched_tensors,

@@ -27,11 +27,11 @@ import torch
 from transformers import AutoModel, AutoTokenizer, BertConfig
 from transformers.utils import logging as transformers_logging
 
-from .. import loading_symbert, modeling_symbert
+from .. import conversion_symbert, modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import UserError, command_parser, run_command
+from ..conversion_symbert import calibration_sequences, embedded_calibration_texts
 from ..files import model_card_license, sentence_transformers_files
-from ..loading_symbert import calibration_sequences, embedded_calibration_texts
 from . import check_model_folder, check_output, checked_config, written_folder
 from .conversion_record import ConversionRecord, HeldOutCosines, LayerFit
 
@@ -54,7 +54,7 @@ def parse_command_line(argv):
         nargs="+",
         default=None,
         help=f"text files, one text per line (a line given twice is read once); the fit reads at most its first "
-        f"{loading_symbert.MAX_CALIBRATION_TOKENS:,} tokens, each text truncated to 128 tokens; default: the embedded "
+        f"{conversion_symbert.MAX_CALIBRATION_TOKENS:,} tokens, each text truncated to 128 tokens; default: the embedded "
         "text",
     )
     parser.add_argument("--held_out", type=int, default=64, help="texts kept out of the fit, for the agreement")
@@ -217,7 +217,7 @@ def convert(argv):
     if (used := len(calibration_sequences(tokenizer, fit_texts, length))) < len(fit_texts):
         print(
             f"notice: the fit reads the first {used} of the {len(fit_texts)} calibration texts: it reads "
-            f"{loading_symbert.MAX_CALIBRATION_TOKENS:,} tokens at most (its memory grows with them)."
+            f"{conversion_symbert.MAX_CALIBRATION_TOKENS:,} tokens at most (its memory grows with them)."
         )
         fit_texts = fit_texts[:used]
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer, BertModel
 from helpers.assertions import assert_one_line
 from helpers.corpora import tiny_corpus, tiny_sentences
 from helpers.tiny import bert_teacher
-from symbert import SymBertConfig, SymBertModel, loading_symbert, modeling_symbert
+from symbert import SymBertConfig, SymBertModel, conversion_symbert, modeling_symbert
 from symbert.cli import UserError
 from symbert.tools import convert, staging_folder
 from symbert.training.distillation import MATCHED_FIELDS, load_teacher
@@ -150,11 +150,11 @@ def test_a_long_text_is_cut_before_it_is_tokenised_and_the_tokens_are_capped(mad
 
     monkeypatch.setattr(type(tokenizer), "__call__", counting)
     line = "the river walked slowly " * 2_000_000  # 48 MB
-    (sequence,) = loading_symbert.calibration_sequences(tokenizer, [line], max_length=32)
-    assert lengths == [32 * loading_symbert.CHARACTERS_PER_TOKEN] and sequence.shape == (1, 32)
+    (sequence,) = conversion_symbert.calibration_sequences(tokenizer, [line], max_length=32)
+    assert lengths == [32 * conversion_symbert.CHARACTERS_PER_TOKEN] and sequence.shape == (1, 32)
     assert torch.equal(sequence, torch.tensor([tokenizer(line[:2048], truncation=True, max_length=32)["input_ids"]]))
     lengths.clear()
-    sequences = loading_symbert.calibration_sequences(tokenizer, [line] * 100, max_length=32, max_tokens=100)
+    sequences = conversion_symbert.calibration_sequences(tokenizer, [line] * 100, max_length=32, max_tokens=100)
     assert len(sequences) == 3 and len(lengths) == 4  # the fourth text is tokenised, found past the cap, dropped
 
 
@@ -162,7 +162,7 @@ def test_a_long_text_is_cut_before_it_is_tokenised_and_the_tokens_are_capped(mad
 def test_the_same_text_twice_is_read_once_and_the_fit_reads_at_most_the_cap(made, tmp_path, monkeypatch, capsys):
     """The same calibration file named twice put the "held-out" texts into the fit set; the fit's tokens are capped
     (with a notice) and conversion.json counts what was used; a killed run's staging folder is removed."""
-    monkeypatch.setattr(loading_symbert, "MAX_CALIBRATION_TOKENS", 600)
+    monkeypatch.setattr(conversion_symbert, "MAX_CALIBRATION_TOKENS", 600)
     stale = tmp_path / f".out.{dead_process()}-abcdefgh.convert.tmp"
     (stale / "weights").mkdir(parents=True)
     text = str(made["text"])
@@ -174,7 +174,7 @@ def test_the_same_text_twice_is_read_once_and_the_fit_reads_at_most_the_cap(made
     assert "120 calibration line(s) given more than once" in printed
     assert f"the fit reads the first {report['fit_texts']} of the 112 calibration texts" in printed
     tokenizer = AutoTokenizer.from_pretrained(made["bert"])
-    used = loading_symbert.calibration_sequences(tokenizer, lines[: report["fit_texts"]], 64)
+    used = conversion_symbert.calibration_sequences(tokenizer, lines[: report["fit_texts"]], 64)
     assert (
         sum(s.shape[1] for s in used)
         <= 600
