@@ -33,14 +33,16 @@ from .loading_symbert import checkpoint_files, non_finite_weights
 logger = logging.get_logger(__name__)
 
 
-def convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
-    """Let each self-attention module set its new tensors from BERT's (read from the checkpoint's safetensors);
-    the sorted names of those it converted."""
+def convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters, bert_state=None):
+    """Let each self-attention module set its new tensors from BERT's (`bert_state`, BERT's tensors already read,
+    else read from the checkpoint); the sorted names of those it converted."""
     modules = {name: m for name, m in model.named_modules() if isinstance(m, SymBertSelfAttention)}
     converts = any(type(m).from_bert_tensors is not SymBertSelfAttention.from_bert_tensors for m in modules.values())
     if not converts or not any(ATTENTION_MARKER in name for name in new_parameters):
         return []
-    bert_tensors = _bert_attention_tensors(bert_name_or_path, subfolder)
+    if bert_state is None:
+        bert_state = _checkpoint_attention_state(bert_name_or_path, subfolder)
+    bert_tensors = _bert_attention_tensors(bert_state)
     converted = []
     for name, module in modules.items():
         layer = int(name.split("encoder.layer.")[1].split(".")[0])
@@ -48,21 +50,33 @@ def convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
     return sorted(converted)
 
 
-def _bert_attention_tensors(name_or_path, subfolder=""):
-    """{layer: {"key.weight": tensor, ...}}: the self-attention tensors of a (possibly sharded) checkpoint, safetensors
-    or pytorch_model.bin (read as tensors only), as from_pretrained found it (nothing is downloaded here)."""
-    tensors = {}
+def _checkpoint_attention_state(name_or_path, subfolder=""):
+    """{name: tensor} of the self-attention tensors of a (possibly sharded) checkpoint, safetensors or
+    pytorch_model.bin (read as tensors only), as from_pretrained found it (nothing is downloaded here)."""
+    state = {}
     for file in checkpoint_files(name_or_path, {"subfolder": subfolder}):
         if str(file).endswith(".safetensors"):
             with safe_open(file, framework="pt") as weights:
-                state = {name: weights.get_tensor(name) for name in weights.keys() if ATTENTION_MARKER in name}
+                state.update({name: weights.get_tensor(name) for name in weights.keys() if ATTENTION_MARKER in name})
         else:
-            state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-        for name, tensor in state.items():
-            if ATTENTION_MARKER in name and "encoder.layer." in name:
-                layer = int(name.split("encoder.layer.")[1].split(".")[0])
-                tensors.setdefault(layer, {})[name.split(ATTENTION_MARKER)[1]] = tensor
+            state.update(torch.load(file, map_location="cpu", weights_only=True, mmap=True))
+    return state
+
+
+def _bert_attention_tensors(state):
+    """{layer: {"key.weight": tensor, ...}}: the self-attention tensors of BERT's checkpoint tensors `state`."""
+    tensors = {}
+    for name, tensor in state.items():
+        if ATTENTION_MARKER in name and "encoder.layer." in name:
+            layer = int(name.split("encoder.layer.")[1].split(".")[0])
+            tensors.setdefault(layer, {})[name.split(ATTENTION_MARKER)[1]] = tensor
     return tensors
+
+
+def own_copy(state):
+    """Tensors of its own for each model made from BERT's `state`: from_pretrained may keep the tensors it is given
+    as the model's parameters, which a fit changes in place."""
+    return {name: tensor.clone() for name, tensor in state.items()}
 
 
 def embedded_calibration_texts(count=256):
@@ -222,10 +236,11 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     return rows
 
 
-def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts):
-    """`fit_attention_to_bert` for `from_bert`: BERT's encoder and tokenizer loaded from its checkpoint, `calibration_texts`
-    a list of texts or "embedded" (the installed package's corpus). Returns its rows, or None where "embedded" cannot
-    be had (no corpus, or a checkpoint without a tokenizer): the model then stays the copy, with a warning."""
+def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts, bert_state=None):
+    """`fit_attention_to_bert` for `from_bert`: BERT's encoder and tokenizer loaded from its checkpoint (the encoder
+    made from `bert_state`, BERT's tensors already read, where given), `calibration_texts` a list of texts or
+    "embedded" (the installed package's corpus). Returns its rows, or None where "embedded" cannot be had (no corpus,
+    or a checkpoint without a tokenizer): the model then stays the copy, with a warning."""
     texts = embedded_calibration_texts() if calibration_texts == "embedded" else calibration_texts
     if texts is None:
         logger.warning("from_bert: the embedded corpus is not installed here; the attention is copied, not fitted.")
@@ -249,7 +264,12 @@ def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_te
             )
             return None
         raise ValueError(f"{bert_name_or_path} has no tokenizer to read calibration_texts with: {error}") from error
-    bert_model = transformers.AutoModel.from_pretrained(bert_name_or_path, subfolder=subfolder)
+    if bert_state is None:
+        bert_model = transformers.AutoModel.from_pretrained(bert_name_or_path, subfolder=subfolder)
+    else:  # the class AutoModel picks, given the tensors (transformers 5 takes them only without a path)
+        config = transformers.AutoConfig.from_pretrained(bert_name_or_path, subfolder=subfolder)
+        bert_class = transformers.MODEL_MAPPING[type(config)]
+        bert_model = bert_class.from_pretrained(None, config=config, state_dict=own_copy(bert_state))
     if bad := non_finite_weights(bert_model):  # the fits' eigendecompositions would fail on them
         raise ValueError(
             f"{bert_name_or_path} holds NaN or infinite weights ({', '.join(bad[:3])}): its attention cannot be fitted."

@@ -10,8 +10,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+import safetensors
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, BertModel
@@ -243,3 +245,85 @@ def test_ctrl_c_while_a_command_imports_is_one_line_and_status_130(tmp_path, how
         err = child.communicate(timeout=300)[1]
         returncode = child.returncode
     assert returncode == 130 and err == "symbert-convert: interrupted\n", (returncode, err)
+
+
+def tensor_reads(monkeypatch):
+    """The files whose tensors are read, one entry per opening that reads any: every reader here (transformers'
+    loader, safetensors' load_file, this project's) opens a safetensors file through `safe_open`."""
+    reads, original = [], safetensors.safe_open
+
+    class Opened:
+        def __init__(self, path, *args, **kwargs):
+            self.opened, self.path, self.counted = original(path, *args, **kwargs), Path(path).resolve(), False
+
+        def __enter__(self):
+            self.opened.__enter__()
+            return self
+
+        def __exit__(self, *error):
+            return self.opened.__exit__(*error)
+
+        def __getattr__(self, name):  # keys(), metadata(), ...: no tensor read
+            return getattr(self.opened, name)
+
+        def count(self):
+            if not self.counted:
+                self.counted = True
+                reads.append(self.path)
+
+        def get_tensor(self, name):
+            self.count()
+            return self.opened.get_tensor(name)
+
+        def get_tensors(self):
+            self.count()
+            return self.opened.get_tensors()
+
+        def get_slice(self, name):
+            return Slice(self, self.opened.get_slice(name))
+
+    class Slice:  # a header (dtype, shape) until indexed
+        def __init__(self, opened, part):
+            self.opened, self.part = opened, part
+
+        def __getattr__(self, name):
+            return getattr(self.part, name)
+
+        def __getitem__(self, index):
+            self.opened.count()
+            return self.part[index]
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "safe_open", None) is original:
+            monkeypatch.setattr(module, "safe_open", Opened)
+    return reads
+
+
+@pytest.mark.heavy  # a conversion
+def test_a_conversion_reads_the_berts_weights_once(made, tmp_path, monkeypatch):
+    """symbert-convert reads BERT's weights once: the encoder it compares with, the copy, the fit, the BERT the fit
+    is measured against and the tensors gqa converts are all made from what it read (it read them five times, seven
+    for gqa, before)."""
+    reads = tensor_reads(monkeypatch)
+    convert.convert([str(made["bert"]), str(tmp_path / "out"), "--attention_type", "gqa", "--held_out", "8",
+                     "--calibration_files", str(made["text"])])  # fmt: skip
+    assert reads.count((made["bert"] / WEIGHTS).resolve()) == 1
+
+
+@pytest.mark.heavy  # four conversions
+def test_the_tensors_read_once_make_the_models_from_bert_makes_from_the_folder(made):
+    """from_bert given BERT's tensors (state_dict) makes, under the same seed, the same copy and fit as from_bert
+    reading them from the folder: the models symbert-convert writes do not change with the single read."""
+    texts = convert.text_lines(made["text"])[:24]
+    state = load_file(made["bert"] / WEIGHTS)
+    made_models = []
+    for bert_state in (None, state):
+        torch.manual_seed(0)
+        made_models.append(convert.copy_and_fit(str(made["bert"]), SymBertModel, "gqa", texts, bert_state))
+    (copied, fitted, new_parameters), (copied_again, fitted_again, new_again) = made_models
+    assert new_parameters == new_again and fitted.bert_fit_report == fitted_again.bert_fit_report
+    for model, again in ((copied, copied_again), (fitted, fitted_again)):
+        assert model.state_dict().keys() == again.state_dict().keys()
+        assert all(torch.equal(tensor, again.state_dict()[name]) for name, tensor in model.state_dict().items())
+    read_again = load_file(made["bert"] / WEIGHTS)  # the tensors given are left as they were
+    assert all(torch.equal(tensor, read_again[name]) for name, tensor in state.items())
