@@ -17,7 +17,7 @@ from report import Stopwatch, domain_texts, header, markdown_table, write_report
 
 from symbert import SymBertConfig, SymBertModel
 from symbert.cli import UserError, command_parser, run_command
-from symbert.loading_symbert import attention_error, calibration_sequences, layer_inputs
+from symbert.conversion_symbert import attention_error, calibration_sequences, layer_inputs
 from symbert.tools import checked_config
 from symbert.tools.convert import calibration_texts, load_bert, mean_cosine
 

@@ -19,7 +19,7 @@ from report import Stopwatch, domain_texts, header, markdown_table, write_report
 from symbert import ATTENTION_TYPES, attention_class
 from symbert.attention_symbert import SymBertSelfAttention
 from symbert.cli import UserError, command_parser, run_command
-from symbert.loading_symbert import calibration_sequences
+from symbert.conversion_symbert import calibration_sequences
 from symbert.tools.convert import calibration_texts, copy_and_fit, load_bert, mean_cosine
 
 

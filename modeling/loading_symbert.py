@@ -13,7 +13,7 @@
 # limitations under the License.
 """The checks around SymBERT's `from_pretrained` and `from_bert`: checkpoints of another attention type, tensors of
 another shape, integer weights, paths that are files or do not exist, a saved folder whose code differs from the
-running code; and BERT's attention tensors for the types that convert them.
+running code. The conversion `from_bert` then makes is in `conversion_symbert.py`.
 
 This file is copied into every saved model folder (it is imported by `modeling_symbert.py`), so it may import only
 torch/transformers and `attention_symbert.py`, never the `symbert` package.
@@ -28,7 +28,7 @@ import transformers
 from safetensors import safe_open
 from transformers.utils import logging
 
-from .attention_symbert import ATTENTION_MARKER, ATTENTION_TYPES, SymBertSelfAttention
+from .attention_symbert import ATTENTION_MARKER, ATTENTION_TYPES
 
 logger = logging.get_logger(__name__)
 
@@ -36,39 +36,13 @@ TRANSFORMERS_V5 = int(transformers.__version__.split(".")[0]) >= 5
 
 # The model code that save_pretrained copies next to the weights (transformers follows the relative imports), and
 # that a release ships: the model, what it imports, and its configuration.
-BUNDLE_FILES = ("modeling_symbert.py", "attention_symbert.py", "loading_symbert.py", "configuration_symbert.py")
-
-
-def convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters):
-    """Let each self-attention module set its new tensors from BERT's (read from the checkpoint's safetensors);
-    the sorted names of those it converted."""
-    modules = {name: m for name, m in model.named_modules() if isinstance(m, SymBertSelfAttention)}
-    converts = any(type(m).from_bert_tensors is not SymBertSelfAttention.from_bert_tensors for m in modules.values())
-    if not converts or not any(ATTENTION_MARKER in name for name in new_parameters):
-        return []
-    bert_tensors = _bert_attention_tensors(bert_name_or_path, subfolder)
-    converted = []
-    for name, module in modules.items():
-        layer = int(name.split("encoder.layer.")[1].split(".")[0])
-        converted += [f"{name}.{tensor}" for tensor in module.from_bert_tensors(bert_tensors.get(layer, {}))]
-    return sorted(converted)
-
-
-def _bert_attention_tensors(name_or_path, subfolder=""):
-    """{layer: {"key.weight": tensor, ...}}: the self-attention tensors of a (possibly sharded) checkpoint, safetensors
-    or pytorch_model.bin (read as tensors only), as from_pretrained found it (nothing is downloaded here)."""
-    tensors = {}
-    for file in _checkpoint_files(name_or_path, {"subfolder": subfolder}):
-        if str(file).endswith(".safetensors"):
-            with safe_open(file, framework="pt") as weights:
-                state = {name: weights.get_tensor(name) for name in weights.keys() if ATTENTION_MARKER in name}
-        else:
-            state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-        for name, tensor in state.items():
-            if ATTENTION_MARKER in name and "encoder.layer." in name:
-                layer = int(name.split("encoder.layer.")[1].split(".")[0])
-                tensors.setdefault(layer, {})[name.split(ATTENTION_MARKER)[1]] = tensor
-    return tensors
+BUNDLE_FILES = (
+    "modeling_symbert.py",
+    "attention_symbert.py",
+    "loading_symbert.py",
+    "conversion_symbert.py",
+    "configuration_symbert.py",
+)
 
 
 def mismatched_tensors(loading_info, model=None, name_or_path=None, kwargs=None):
@@ -141,7 +115,7 @@ INTEGER_DTYPES = {
 }
 
 
-def _checkpoint_files(name_or_path, kwargs):
+def checkpoint_files(name_or_path, kwargs):
     """The local weights files that `from_pretrained(name_or_path, **kwargs)` reads: in a folder, or of a Hub
     repository already in the cache (nothing is downloaded); [] when there are none."""
     from transformers.utils import cached_file
@@ -193,7 +167,7 @@ def _checkpoint_tensors(name_or_path, kwargs):
             if isinstance(tensor, torch.Tensor)
         }
     tensors = {}
-    for file in _checkpoint_files(name_or_path, kwargs):
+    for file in checkpoint_files(name_or_path, kwargs):
         try:
             if str(file).endswith(".safetensors"):
                 with safe_open(file, framework="pt") as weights:
@@ -316,57 +290,6 @@ def missing_local_path_message(path):
     return None
 
 
-def embedded_calibration_texts(count=256):
-    """`count` lines of the installed symbert package's embedded text, taken in turn from its two domains so that any
-    slice of them holds both: lines spread evenly over the corpus of nine 19th-century books, and over a sample of
-    US State of the Union addresses of 1790-2021 (public domain; training/corpus/calibration_general.txt.gz). None
-    where this code runs without the package (a model folder's copy of this file, loaded as remote code). Found by
-    importlib, not imported: this file imports only torch, transformers and its own folder."""
-    import gzip
-    import importlib.util
-
-    spec = importlib.util.find_spec("symbert.training")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "corpus"
-    domains = []
-    for name in ("english_prose.txt.gz", "calibration_general.txt.gz"):
-        if not (folder / name).is_file():
-            return None
-        with gzip.open(folder / name, "rt", encoding="utf-8") as file:
-            domains.append([line.strip() for line in file if len(line.split()) >= 8])
-    wanted = (count - count // 2, count // 2)
-    spread = [lines[:: max(1, len(lines) // share)][:share] for lines, share in zip(domains, wanted)]
-    mixed = [line for pair in zip(*spread) for line in pair]
-    return mixed + spread[0][len(spread[1]) :] + spread[1][len(spread[0]) :]
-
-
-# The calibration tokens a fit reads at most: its memory grows with them (every layer's inputs are kept, and each fit
-# works on the tokens' matrix in float64), so more calibration text is not read. The embedded text gives about 22,000.
-MAX_CALIBRATION_TOKENS = 32768
-# A text is cut to this many characters per token of max_length before it is tokenised: tokenising costs memory for
-# every character however few tokens truncation keeps (a 50 MB line took gigabytes), and text averages 4 to 6.
-CHARACTERS_PER_TOKEN = 64
-
-
-def calibration_sequences(tokenizer, texts, max_length=128, max_tokens=None):
-    """Each non-empty text as one unpadded sequence of token ids [1, length], truncated to `max_length` tokens (cut to
-    `CHARACTERS_PER_TOKEN` characters a token before it is tokenised), in order until they hold `max_tokens` tokens
-    (default `MAX_CALIBRATION_TOKENS`): the texts past that are not read."""
-    max_tokens = MAX_CALIBRATION_TOKENS if max_tokens is None else max_tokens
-    texts = [text for text in texts if isinstance(text, str) and text.strip()]
-    if not texts:
-        raise ValueError("The calibration text is empty: give at least one non-empty text.")
-    sequences, count = [], 0
-    for text in texts:
-        ids = tokenizer(text[: max_length * CHARACTERS_PER_TOKEN], truncation=True, max_length=max_length)["input_ids"]
-        if sequences and count + len(ids) > max_tokens:
-            break
-        sequences.append(torch.tensor([ids]))
-        count += len(ids)
-    return sequences
-
-
 def non_finite_weights(model):
     """The names of `model`'s floating-point parameters and buffers that hold a NaN or an infinity (meta tensors,
     which hold no values, are skipped)."""
@@ -375,145 +298,3 @@ def non_finite_weights(model):
         for name, tensor in model.state_dict().items()
         if tensor.is_floating_point() and not tensor.is_meta and not torch.isfinite(tensor).all()
     ]
-
-
-def layer_inputs(bert_model, sequences):
-    """Per layer, the inputs the model's layer sees on each sequence: [layer][sequence] -> [1, length, hidden]."""
-    encoder_owner = getattr(bert_model, "bert", bert_model)
-    inputs = [[] for _ in encoder_owner.encoder.layer]
-    with torch.no_grad():
-        for input_ids in sequences:
-            hidden = encoder_owner(input_ids.to(encoder_owner.device), output_hidden_states=True).hidden_states
-            for index in range(len(inputs)):
-                inputs[index].append(hidden[index])
-    return inputs
-
-
-def attention_error(module, bert_attention, inputs, bert_inputs=None):
-    """‖module(x) − BERT's self-attention(x_BERT)‖ / ‖BERT's‖ over every token of `inputs` (one layer's sequences),
-    x_BERT the inputs BERT's layer sees on the same sequences (`bert_inputs`; default: `inputs`)."""
-    difference = reference = 0.0
-    with torch.no_grad():
-        for hidden, bert_hidden in zip(inputs, bert_inputs or inputs):
-            expected = bert_attention(bert_hidden)[0].double()
-            difference += (module(hidden)[0].double() - expected).pow(2).sum().item()
-            reference += expected.pow(2).sum().item()
-    return (difference / max(reference, 1e-300)) ** 0.5
-
-
-def shrunk_error(module, bert_attention, inputs, bert_inputs):
-    """(α, error): the scale α in [0, 1] of the module's output closest to BERT's self-attention output in least
-    squares (Σ⟨o, t⟩ / Σ⟨o, o⟩ over the tokens), and the relative error of α·o. A fit that holds little of BERT's
-    attention gets α < 1: less of an output that is mostly its error, as the copy's near-zero one is (shrinkage
-    chosen on held-out text, the regularisation that keeps a poor fit from doing worse than the copy elsewhere)."""
-    cross = own = reference = 0.0
-    with torch.no_grad():
-        for hidden, bert_hidden in zip(inputs, bert_inputs):
-            expected = bert_attention(bert_hidden)[0].double()
-            produced = module(hidden)[0].double()
-            cross += (produced * expected).sum().item()
-            own += produced.pow(2).sum().item()
-            reference += expected.pow(2).sum().item()
-    scale = min(1.0, max(0.0, cross / own)) if own > 0 else 1.0
-    squared = scale**2 * own - 2 * scale * cross + reference
-    return scale, (max(squared, 0.0) / max(reference, 1e-300)) ** 0.5
-
-
-def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
-    """Fit each self-attention module of `model` (made from `bert_model` by `from_bert`: same sizes) to the BERT layer
-    it replaces, layer by layer, with the module's `fit_bert`, twice: on the inputs BERT's layer sees on `sequences`
-    (unpadded [1, length] token-id tensors), and on those the partly converted model's layer sees (its earlier layers
-    converted: the errors they leave are then part of what the fit corrects). The last `held_out_share` of the
-    sequences is held out: on it each candidate (the copy, the two fits) runs on the converted model's own inputs and
-    is compared with BERT's self-attention on BERT's inputs (a fit's output at its least-squares scale α ≤ 1,
-    `shrunk_error`), and the closest is kept (never worse than the copy); a kept fit's α goes into the attention
-    output projection that follows (`attention.output.dense.weight`). Returns one row per layer: layer, copy_error,
-    fit_error (the better fit's), kept ("fit" or "copy"), inputs ("bert" or "own": which fit), output_scale (its α),
-    fitted (the tensors the kept fit set)."""
-    held_out_count = max(1, int(len(sequences) * held_out_share)) if len(sequences) > 1 else 0
-    fitting, held_out = sequences[: len(sequences) - held_out_count], sequences[len(sequences) - held_out_count :]
-    held_out = held_out or fitting
-    bert_layers = getattr(bert_model, "bert", bert_model).encoder.layer
-    output_layers = getattr(model, "bert", model).encoder.layer
-    modules = [layer.attention.self for layer in output_layers]
-    bert_fit_inputs, bert_held_out = layer_inputs(bert_model, fitting), layer_inputs(bert_model, held_out)
-    training = model.training
-    model.eval()
-    bert_model.eval()
-    rows = []
-    own_fit_inputs, own_held_out = bert_fit_inputs[0], bert_held_out[0]  # the embeddings are BERT's
-    for index, (module, bert_layer) in enumerate(zip(modules, bert_layers)):
-        bert_attention = bert_layer.attention.self
-        tensors = {name: tensor.detach().double() for name, tensor in bert_attention.state_dict().items()}
-        if index:  # the partly converted model's inputs: its converted layer `index - 1` on the inputs it saw
-            with torch.no_grad():
-                own_fit_inputs, own_held_out = (
-                    [output_layers[index - 1](hidden)[0] for hidden in inputs]
-                    for inputs in (own_fit_inputs, own_held_out)
-                )
-        copy_error = attention_error(module, bert_attention, own_held_out, bert_held_out[index])
-        candidates = {"copy": (copy.deepcopy(module.state_dict()), copy_error, [])}
-        for inputs_name, fit_inputs in (("bert", bert_fit_inputs[index]), ("own", own_fit_inputs)):
-            if inputs_name == "own" and index == 0:  # the embeddings are BERT's: the same fit
-                continue
-            module.load_state_dict(candidates["copy"][0])
-            fitted = module.fit_bert(tensors, torch.cat([hidden[0] for hidden in fit_inputs]).double())
-            scale, error = shrunk_error(module, bert_attention, own_held_out, bert_held_out[index])
-            candidates[inputs_name] = (copy.deepcopy(module.state_dict()), error, fitted, scale)
-        best = min(candidates, key=lambda name: (candidates[name][1], name != "copy"))
-        fits = {name: value for name, value in candidates.items() if name != "copy"}
-        best_fit = min(fits, key=lambda name: fits[name][1])
-        module.load_state_dict(candidates[best][0])
-        scale = 1.0 if best == "copy" else candidates[best][3]
-        if scale != 1.0:  # α·o: the attention output projection that follows takes the scale
-            with torch.no_grad():
-                output_layers[index].attention.output.dense.weight.mul_(scale)
-        rows.append(
-            {
-                "layer": index,
-                "copy_error": copy_error,
-                "fit_error": fits[best_fit][1],
-                "kept": "copy" if best == "copy" else "fit",
-                "inputs": best_fit,
-                "output_scale": fits[best_fit][3],
-                "fitted": candidates[best][2],
-            }
-        )
-    model.train(training)
-    return rows
-
-
-def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts):
-    """`fit_attention_to_bert` for `from_bert`: BERT's encoder and tokenizer loaded from its checkpoint, `calibration_texts`
-    a list of texts or "embedded" (the installed package's corpus). Returns its rows, or None where "embedded" cannot
-    be had (no corpus, or a checkpoint without a tokenizer): the model then stays the copy, with a warning."""
-    texts = embedded_calibration_texts() if calibration_texts == "embedded" else calibration_texts
-    if texts is None:
-        logger.warning("from_bert: the embedded corpus is not installed here; the attention is copied, not fitted.")
-        return None
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(bert_name_or_path, subfolder=subfolder)
-        vocabulary = tokenizer.get_vocab()
-        # transformers 5 makes an empty BertTokenizer (its special tokens only) for a folder without tokenizer files
-        if len(vocabulary) <= len(set(tokenizer.all_special_tokens)):
-            raise ValueError("it holds no tokenizer files")
-        if max(vocabulary.values()) >= model.config.vocab_size:
-            raise ValueError(
-                f"its tokenizer's ids reach {max(vocabulary.values())}, past the model's vocab_size "
-                f"{model.config.vocab_size}"
-            )
-    except (OSError, ValueError, TypeError) as error:
-        if calibration_texts == "embedded":
-            logger.warning(
-                f"from_bert: {bert_name_or_path} has no tokenizer to read the calibration text with ({error}); the "
-                "attention is copied, not fitted."
-            )
-            return None
-        raise ValueError(f"{bert_name_or_path} has no tokenizer to read calibration_texts with: {error}") from error
-    bert_model = transformers.AutoModel.from_pretrained(bert_name_or_path, subfolder=subfolder)
-    if bad := non_finite_weights(bert_model):  # the fits' eigendecompositions would fail on them
-        raise ValueError(
-            f"{bert_name_or_path} holds NaN or infinite weights ({', '.join(bad[:3])}): its attention cannot be fitted."
-        )
-    max_length = min(128, model.config.max_position_embeddings)
-    return fit_attention_to_bert(model, bert_model, calibration_sequences(tokenizer, texts, max_length))

@@ -16,10 +16,10 @@
 Everything outside the self-attention core is BERT (transformers' `modeling_bert.py`), with BERT's parameter names:
 this file is BERT's layout (embeddings, layers, encoder, heads, the pre-trained model and its BERT export). The
 self-attention variants and their registry are in `attention_symbert.py`, the checks around loading in
-`loading_symbert.py`.
+`loading_symbert.py`, the conversion `from_bert` makes in `conversion_symbert.py`.
 
 `save_pretrained` copies this file into every saved model folder, with the files it imports relatively
-(`attention_symbert.py`, `loading_symbert.py`, `configuration_symbert.py`: `BUNDLE_FILES`), so it may import only
+(`attention_symbert.py`, `loading_symbert.py`, `conversion_symbert.py`, `configuration_symbert.py`: `BUNDLE_FILES`), so it may import only
 torch/transformers and those flat siblings, never the `symbert` package.
 """
 
@@ -73,12 +73,11 @@ from .attention_symbert import (
     init,
 )
 from .configuration_symbert import SymBertConfig
+from .conversion_symbert import convert_bert_attention, fit_from_bert_checkpoint, own_copy
 from .loading_symbert import (
     TRANSFORMERS_V5,
     check_attention_tensors,
-    convert_bert_attention,
     file_not_folder_message,
-    fit_from_bert_checkpoint,
     holds_part_of_the_model,
     integer_weights_message,
     mismatched_tensors,
@@ -422,20 +421,30 @@ class SymBertPreTrainedModel(PreTrainedModel):
         keeps Q and fits S by least squares), and kept where it is closer to BERT than the copy; the rows of that
         comparison are in `model.bert_fit_report`. `None`, or a checkpoint without a tokenizer for "embedded",
         leaves the copy, whose new tensors (the pairwise S, the δ scales, MHE's h→d projections) are initialised as
-        for a new model. `kwargs` go to `from_pretrained` and to the config, e.g. `attention_type="pairwise"`.
+        for a new model. `kwargs` go to `from_pretrained` and to the config, e.g. `attention_type="pairwise"`; a
+        `state_dict` there is BERT's tensors already read (its config and tokenizer are still read from
+        `bert_name_or_path`), so that a conversion that makes several models reads BERT's weights once.
 
         Returns `(model, new_parameters)`: the sorted names of the tensors that were neither taken nor fitted from
         BERT; the names of the converted and fitted ones are logged and kept in `model.converted_from_bert`.
         """
         subfolder = kwargs.get("subfolder") or ""
+        bert_state = kwargs.pop("state_dict", None)
         kwargs.update(ignore_mismatched_sizes=True, output_loading_info=True)
-        model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
+        if bert_state is None:
+            model, loading_info = cls._load_checked(bert_name_or_path, (), kwargs, same_attention=False)
+        else:  # transformers 5 takes a state_dict only without a path: the config is read as from_pretrained would
+            config, kwargs = cls.config_class.from_pretrained(bert_name_or_path, return_unused_kwargs=True, **kwargs)
+            kwargs.update(config=config, state_dict=own_copy(bert_state))
+            model, loading_info = cls._load_checked(None, (), kwargs, same_attention=False)
         new_parameters = set(loading_info["missing_keys"]) | {name for name, *_ in mismatched_tensors(loading_info)}
         new_parameters = {name for name in new_parameters if name in dict(model.named_parameters())}
-        converted = set(convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters))
+        converted = set(convert_bert_attention(model, bert_name_or_path, subfolder, new_parameters, bert_state))
         model.bert_fit_report = None
         if calibration_texts is not None:
-            model.bert_fit_report = fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts)
+            model.bert_fit_report = fit_from_bert_checkpoint(
+                model, bert_name_or_path, subfolder, calibration_texts, bert_state
+            )
             prefix = "bert." if hasattr(model, "bert") else ""
             for row in model.bert_fit_report or []:
                 module = f"{prefix}encoder.layer.{row['layer']}.attention.self"

@@ -7,13 +7,12 @@ so its time is in the run's tokens/s."""
 import contextlib
 import functools
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 from huggingface_hub.utils.sha import sha_fileobj
 from transformers import (
-    AutoConfig,
     AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
@@ -30,7 +29,7 @@ from ..files import model_card_license, sentence_transformers_files
 from ..modeling_symbert import _labelled_positions
 from ..tools import check_model_folder, checked_config
 from ..tools.conversion_record import ConversionRecord
-from .arguments import ModelArguments
+from .arguments import ModelArguments, config_overrides, model_config
 from .data.tokenizer import tokenizer_fingerprint
 from .made_from import MadeFromRecord, Teacher
 
@@ -183,11 +182,6 @@ def teacher_head(config) -> str | None:
     return None
 
 
-def teacher_has_mlm_head(path: str) -> bool:
-    """Whether the teacher's config names a masked-LM architecture (distillation then trains the student's head)."""
-    return teacher_head(AutoConfig.from_pretrained(path, trust_remote_code=False)) == "mlm"
-
-
 def trainable_only_attention(model: torch.nn.Module) -> None:
     """Stage 1: every parameter frozen but the self-attention modules' (the optimizer gets only those)."""
     for name, parameter in model.named_parameters():
@@ -229,6 +223,83 @@ def made_from_record(
             architecture=type(teacher).__name__,
             mlm_head=hasattr(teacher, "cls"),
         ),
+    )
+
+
+@dataclass
+class RunStart:
+    """What a run starts from, made once by `run_start` before its data is read: the config, the --init_from folder
+    (None: a new model) and the --teacher distilled toward (None: none), loaded and checked against the config. The
+    rest of the run asks it, not the arguments, what it starts from."""
+
+    config: SymBertConfig
+    init_from: str | None = None
+    teacher_path: str | None = None
+    teacher: PreTrainedModel | None = None
+    distill_stage: str = "model"
+    loss_weights: dict[str, float] = field(default_factory=dict)  # the --*_loss_weight arguments, by name
+
+    def model(self) -> SymBertForMaskedLM:
+        """The model trained: new, or the --init_from folder's; in the attention stage only its attention trains.
+        Built where the run builds it, after the data: the weights' initialisation draws from the seed after it."""
+        model = (
+            SymBertForMaskedLM(self.config) if self.init_from is None else initial_model(self.init_from, self.config)
+        )
+        if self.teacher is not None and self.distill_stage == "attention":
+            trainable_only_attention(model)
+        return model
+
+    def distillation(self, device: torch.device, tokenizer) -> "DistillationLoss | None":
+        """The loss toward the teacher on `device`, or None for a run without one (the Trainer's MLM loss)."""
+        if self.teacher is None:
+            return None
+        return DistillationLoss(
+            self.teacher.to(device),
+            self.distill_stage,
+            self.loss_weights["pooled_loss_weight"],
+            self.loss_weights["attention_map_loss_weight"],
+            self.loss_weights["value_relation_loss_weight"],
+            text_tokens=(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id),
+        )
+
+    def teacher_fingerprint(self) -> dict | None:
+        return teacher_fingerprint(self.teacher_path, self.distill_stage, self.loss_weights)
+
+    def carried_files(self) -> dict[str, Path]:
+        return carried_files(self.init_from)
+
+    def made_from(self) -> MadeFromRecord | None:
+        return made_from_record(self.init_from, self.teacher_path, self.teacher)
+
+    def trains_mlm_head(self) -> bool:
+        """Whether the MLM head learns what the masked tokens are: without a teacher, or from a teacher's MLM head
+        in the model stage (otherwise its scores would mean nothing)."""
+        return self.teacher is None or (self.distill_stage == "model" and hasattr(self.teacher, "cls"))
+
+
+def run_start(model_args: ModelArguments, tokenizer, block_length: int) -> RunStart:
+    """The config of the arguments (or of the --init_from folder, with the overrides it allows) and the --teacher,
+    checked against the run's tokenizer and `block_length` before the data or any weights are read."""
+    if model_args.init_from is None:
+        config = model_config(model_args, tokenizer)
+    else:
+        config = initial_config(model_args.init_from, config_overrides(model_args))
+        if len(tokenizer) > config.vocab_size:
+            raise UserError(
+                f"The tokenizer has {len(tokenizer)} tokens but --init_from {model_args.init_from!r} has "
+                f"vocab_size {config.vocab_size}; use the model's own tokenizer (leave --tokenizer out)."
+            )
+    teacher = None
+    if model_args.teacher is not None:
+        check_teacher_tokenizer(model_args.teacher, tokenizer)
+        teacher = load_teacher(model_args.teacher, config, block_length=block_length)
+    return RunStart(
+        config,
+        model_args.init_from,
+        model_args.teacher,
+        teacher,
+        model_args.distill_stage,
+        {name: getattr(model_args, name) for name in LOSS_WEIGHT_DEFAULTS},
     )
 
 

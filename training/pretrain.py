@@ -40,7 +40,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from .. import SymBertForMaskedLM, SymBertSelfAttention, attention_class
 from ..cli import Interrupted, UserError, run_command
 from ..files import write_atomically
-from .arguments import DataArguments, ModelArguments, RunArguments, config_overrides, model_config, parse_arguments
+from .arguments import DataArguments, ModelArguments, RunArguments, parse_arguments
 from .checkpoint_checks import check_checkpoint_matches
 from .comparison_reuse import finished_comparison_run
 from .compat import overwrite_requested
@@ -59,19 +59,7 @@ from .data.blocks import (
 from .data.loading import RunData, data_fingerprint, load_run_data, load_tokenizer
 from .data.masking import prediction_cap
 from .data.prepared import prepared_once
-from .distillation import (
-    LOSS_WEIGHT_DEFAULTS,
-    DistillationLoss,
-    carried_files,
-    check_teacher_tokenizer,
-    initial_config,
-    initial_model,
-    load_teacher,
-    made_from_record,
-    teacher_fingerprint,
-    teacher_has_mlm_head,
-    trainable_only_attention,
-)
+from .distillation import DistillationLoss, RunStart, run_start
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
 from .reporting import (
     MetricsLogCallback,
@@ -324,6 +312,7 @@ class TrainedRun:
     is sharded over the processes: the report then loads the saved one)."""
 
     log_history: list[dict]
+    start: RunStart
     model: SymBertForMaskedLM | None = None
     held_out: HeldOut | None = None
 
@@ -373,6 +362,7 @@ class PretrainingSetup:
     """What a run trains: its Trainer, and the data (tokenizer, blocks, collator) it was built with."""
 
     trainer: SymBertPretrainingTrainer
+    start: RunStart  # the config, the --init_from model and the --teacher
     model: SymBertForMaskedLM  # as built (the Trainer may hold a wrapped or compiled one)
     data: RunData
     precision: str  # what the forward and backward run in, as accelerate applies it
@@ -384,7 +374,7 @@ class PretrainingSetup:
         """The run as training left it, with what the end-of-run report scores (nothing under FSDP or DeepSpeed)."""
         trainer = self.trainer
         if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
-            return TrainedRun(trainer.state.log_history)
+            return TrainedRun(trainer.state.log_history, self.start)
         micro_batches = trainer.state.global_step * trainer.args.gradient_accumulation_steps
         readers = Readers(trainer.args.world_size, workers=trainer.args.dataloader_num_workers)
         data = self.data
@@ -392,7 +382,7 @@ class PretrainingSetup:
         held_out = HeldOut(
             data.tokenizer, train_blocks, data.eval_blocks, data.collator, trainer.args.per_device_eval_batch_size
         )
-        return TrainedRun(trainer.state.log_history, self.model, held_out)
+        return TrainedRun(trainer.state.log_history, self.start, self.model, held_out)
 
 
 def build_trainer(
@@ -408,20 +398,8 @@ def build_trainer(
     set_seed(training_args.seed)
     with training_args.main_process_first(desc="tokenizer and data"):
         tokenizer = load_tokenizer(data_args)
-        if model_args.init_from is None:
-            config = model_config(model_args, tokenizer)
-        else:
-            config = initial_config(model_args.init_from, config_overrides(model_args))
-            if len(tokenizer) > config.vocab_size:
-                raise UserError(
-                    f"The tokenizer has {len(tokenizer)} tokens but --init_from {model_args.init_from!r} has "
-                    f"vocab_size {config.vocab_size}; use the model's own tokenizer (leave --tokenizer out)."
-                )
-        # the teacher is checked against the config before the data or any weights are read
-        teacher = None
-        if model_args.teacher is not None:
-            check_teacher_tokenizer(model_args.teacher, tokenizer)
-            teacher = load_teacher(model_args.teacher, config, block_length=data_args.max_seq_length)
+        start = run_start(model_args, tokenizer, data_args.max_seq_length)
+        config = start.config
         data = load_run_data(data_args, tokenizer, training_args.seed, max_predictions_per_seq=prediction_cap(config))
     if resume:
         check_checkpoint_matches(resume, config)
@@ -440,11 +418,9 @@ def build_trainer(
         callbacks.append(StopWhenFlat(stop_when_flat))
     if overwrite and not resume:
         callbacks.insert(0, RemoveStaleCheckpoints())  # before the metrics are written
-    if model_args.teacher is not None:  # only the loss is evaluated: the eval loop keeps no logits
+    if start.teacher is not None:  # only the loss is evaluated: the eval loop keeps no logits
         training_args = replace(training_args, prediction_loss_only=True)
-    model = SymBertForMaskedLM(config) if model_args.init_from is None else initial_model(model_args.init_from, config)
-    if model_args.teacher is not None and model_args.distill_stage == "attention":
-        trainable_only_attention(model)
+    model = start.model()
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
@@ -456,21 +432,9 @@ def build_trainer(
     )
     trainer.data_fingerprint = {
         **data_fingerprint(data_args, tokenizer, data.train_blocks),
-        "teacher": teacher_fingerprint(
-            model_args.teacher,
-            model_args.distill_stage,
-            {name: getattr(model_args, name) for name in LOSS_WEIGHT_DEFAULTS},
-        ),
+        "teacher": start.teacher_fingerprint(),
     }
-    if teacher is not None:
-        trainer.distillation = DistillationLoss(
-            teacher.to(trainer.args.device),
-            model_args.distill_stage,
-            model_args.pooled_loss_weight,
-            model_args.attention_map_loss_weight,
-            model_args.value_relation_loss_weight,
-            text_tokens=(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id),
-        )
+    trainer.distillation = start.distillation(trainer.args.device, tokenizer)
     precision = precision_trained(trainer)
     if precision != precision_named(training_args):  # a Python caller's TrainingArguments (the command checks them)
         raise UserError(
@@ -478,8 +442,7 @@ def build_trainer(
             f"{precision} on {training_args.device}; set bf16 and fp16 for what the device runs (symbert-pretrain's "
             "--precision checks that)."
         )
-    carried = carried_files(model_args.init_from)
-    return PretrainingSetup(trainer, model, data, precision, carried)
+    return PretrainingSetup(trainer, start, model, data, precision, start.carried_files())
 
 
 def train_or_finish(setup: PretrainingSetup, resume: str | None, data_args: DataArguments) -> tuple[float, float]:
@@ -527,12 +490,11 @@ def training_summary(
     """The record of the run just finished (training/summary.py)."""
     trainer, args, model = setup.trainer, setup.trainer.args, setup.model
     threads = torch.get_num_threads()
-    teacher = trainer.distillation and trainer.distillation.teacher
-    made_from = made_from_record(model_args.init_from, model_args.teacher, teacher)
+    made_from = setup.start.made_from()
     return TrainingSummary(
         recipe=run_args.recipe,
         attention_type=model.config.attention_type,  # the type trained (--config_overrides may not differ)
-        size=model_args.size if model_args.init_from is None else None,  # --init_from: the folder's shape
+        size=model_args.size if setup.start.init_from is None else None,  # --init_from: the folder's shape
         parameters=model.num_parameters(),
         world_size=args.world_size,
         per_device_train_batch_size=args.per_device_train_batch_size,
@@ -675,11 +637,7 @@ def train_and_report(
         print(f"CPU: {threads} torch thread{'' if threads == 1 else 's'} per process ({source})")
     if not run_args.compare:
         trained = pretrain(run_args, model_args, data_args, training_args)
-        if (
-            is_main
-            and model_args.teacher is not None
-            and not (model_args.distill_stage == "model" and teacher_has_mlm_head(model_args.teacher))
-        ):  # the MLM head was never trained: its scores would mean nothing
+        if is_main and not trained.start.trains_mlm_head():  # its masked-token scores would mean nothing
             print_distillation_report(output_dir, trained.log_history, model_args)
         elif is_main:
             if trained.model is None:
@@ -687,7 +645,7 @@ def train_and_report(
             else:
                 comparison = held_out_scores(trained.model, trained.held_out)
             print_run_report(output_dir, trained.log_history, comparison)
-            if model_args.teacher is not None:
+            if trained.start.teacher is not None:
                 print(
                     f"Distilled toward {model_args.teacher}: the eval loss is the distillation loss (the layers' "
                     "normalised hidden-state error, the sentence embeddings' and the masked-LM divergence). "

@@ -37,9 +37,9 @@ from transformers import AutoConfig, AutoTokenizer
 from .. import modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import Interrupted, UserError, command_parser, run_command
+from ..conversion_symbert import calibration_sequences
 from ..files import write_atomically
 from ..json_files import load_json, read_json
-from ..loading_symbert import calibration_sequences
 from ..tools import written_folder
 from ..tools.conversion_record import ConversionRecord
 from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings

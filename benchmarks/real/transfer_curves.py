@@ -15,8 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
+from symbert.conversion_symbert import calibration_sequences
 from symbert.files import write_atomically
-from symbert.loading_symbert import calibration_sequences
 from symbert.tools.convert import calibration_texts, load_bert, sentence_embeddings
 from symbert.training.figures import new_figure, save_figure
 from symbert.training.glue.results import GlueResults

@@ -24,15 +24,25 @@ import stat
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoTokenizer, BertConfig
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
 from transformers.utils import logging as transformers_logging
 
-from .. import loading_symbert, modeling_symbert
+from .. import conversion_symbert, modeling_symbert
 from ..attention_symbert import ATTENTION_TYPES, SymBertSelfAttention, attention_class
 from ..cli import UserError, command_parser, run_command
+from ..conversion_symbert import calibration_sequences, embedded_calibration_texts, own_copy
 from ..files import model_card_license, sentence_transformers_files
-from ..loading_symbert import calibration_sequences, embedded_calibration_texts
-from . import check_model_folder, check_output, checked_config, written_folder
+from ..loading_symbert import checkpoint_files
+from . import (
+    READ_ERRORS,
+    check_config_against_weights,
+    check_output,
+    checked_config,
+    unreadable,
+    weights_files,
+    written_folder,
+)
 from .conversion_record import ConversionRecord, HeldOutCosines, LayerFit
 
 # from the embedded text of two domains, in turn: 256 to fit on (a quarter of them to choose fit or copy), 64 held out
@@ -54,7 +64,7 @@ def parse_command_line(argv):
         nargs="+",
         default=None,
         help=f"text files, one text per line (a line given twice is read once); the fit reads at most its first "
-        f"{loading_symbert.MAX_CALIBRATION_TOKENS:,} tokens, each text truncated to 128 tokens; default: the embedded "
+        f"{conversion_symbert.MAX_CALIBRATION_TOKENS:,} tokens, each text truncated to 128 tokens; default: the embedded "
         "text",
     )
     parser.add_argument("--held_out", type=int, default=64, help="texts kept out of the fit, for the agreement")
@@ -115,6 +125,13 @@ def text_lines(name):
 
 def load_bert(name):
     """BERT's config, encoder and tokenizer; UserError for anything that is not a BERT with a tokenizer."""
+    config, bert, tokenizer, _ = read_bert(name)
+    return config, bert, tokenizer
+
+
+def read_bert(name):
+    """`load_bert`, with BERT's tensors as read ({name: tensor}; None for a Hub id, which its loader reads): a
+    local folder's weights are read once, and the encoder and every model converted from it are made from them."""
     model_type, code = declared_type_and_code(name)  # a missing folder: (None, None), named below
     if model_type not in (None, "bert"):
         raise UserError(f"{name!r} is a {model_type!r} model, not a BERT (model_type 'bert').")
@@ -124,11 +141,15 @@ def load_bert(name):
             "(config.json's model_type 'bert')."
         )
     config = checked_config(name, "", (BertConfig,), ", not a BERT (model_type 'bert')")
-    check_model_folder(name, "BERT")  # its weights readable, of the config's sizes and finite; its card's metadata
+    state = checked_weights(name)  # readable, of the config's sizes and finite; its card's metadata readable
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
         with quiet_loading():  # a classifier's or MLM head's tensors, not the encoder's: not reported
-            bert = AutoModel.from_pretrained(name, trust_remote_code=False).float().eval()
+            if state is None:
+                bert = AutoModel.from_pretrained(name, trust_remote_code=False)
+            else:  # the class AutoModel picks for a BERT (transformers 5 takes a state_dict only without a path)
+                bert = BertModel.from_pretrained(None, config=config, state_dict=own_copy(state))
+            bert = bert.float().eval()
     except (OSError, ValueError, RuntimeError) as error:
         raise UserError(f"Cannot load {name!r} as a BERT with its tokenizer: {' '.join(str(error).split())}") from error
     vocabulary = tokenizer.get_vocab()
@@ -139,7 +160,35 @@ def load_bert(name):
             f"{name!r}: its tokenizer's ids reach {max(vocabulary.values())}, past its model's vocab_size "
             f"{config.vocab_size}; the tokenizer is another model's: give the folder the model was trained with."
         )
-    return config, bert, tokenizer
+    return config, bert, tokenizer, state
+
+
+def checked_weights(name):
+    """A local BERT folder's tensors as from_pretrained would load them, read once, after what `check_model_folder`
+    checks of them: config.json against the weights' headers, every floating-point tensor finite (the first one that
+    is not named), the card's metadata readable. None for a Hub id (its loader reads and checks it)."""
+    folder = Path(name)
+    if not folder.is_dir():
+        return None
+    check_config_against_weights(folder, json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    read = {}
+    for file in weights_files(folder):
+        try:
+            if file.suffix == ".safetensors":
+                tensors = load_file(file)
+            else:
+                tensors = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except READ_ERRORS as error:
+            raise unreadable(file, error) from None
+        if found := next((n for n, t in tensors.items() if t.is_floating_point() and not t.isfinite().all()), None):
+            raise UserError(
+                f"{file}: the tensor {found} holds NaN or infinite values; BERT {name!r} must have finite weights: "
+                "give the checkpoint before it diverged, or download the model again."
+            )
+        read[file.resolve()] = tensors
+    model_card_license(folder)
+    # the files from_pretrained loads, of those checked (a folder may hold other weights files besides)
+    return {name: t for file in checkpoint_files(name, {}) for name, t in read[Path(file).resolve()].items()}
 
 
 def declared_type_and_code(name) -> tuple[str | None, str | None]:
@@ -195,14 +244,16 @@ def mean_cosine(model, reference, sequences):
     )
 
 
-def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts):
+def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts, bert_state=None):
     """(the copy, the fit, the fit's new parameters), in eval mode: `symbert_class` made from the BERT `bert_name` by
     copying its tensors of the same name and shape alone, and then with each layer's attention fitted to BERT's on
-    `fit_texts` (kept where it beats the copy). symbert-convert and benchmarks/conversion.py measure the two."""
+    `fit_texts` (kept where it beats the copy); both from `bert_state` (BERT's tensors as `read_bert` read them)
+    where given. symbert-convert and benchmarks/conversion.py measure the two."""
+    weights = {} if bert_state is None else {"state_dict": bert_state}
     with quiet_loading():  # the tensors BERT lacks or the type adds are expected here: the report says them
-        copied, _ = symbert_class.from_bert(bert_name, calibration_texts=None, attention_type=attention_type)
+        copied, _ = symbert_class.from_bert(bert_name, calibration_texts=None, attention_type=attention_type, **weights)
         fitted, new_parameters = symbert_class.from_bert(
-            bert_name, calibration_texts=fit_texts, attention_type=attention_type
+            bert_name, calibration_texts=fit_texts, attention_type=attention_type, **weights
         )
     return copied.eval(), fitted.eval(), new_parameters
 
@@ -210,19 +261,19 @@ def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts):
 def convert(argv):
     args = parse_command_line(argv)
     fit_texts, held_out_texts = calibration_texts(args.calibration_files, args.held_out)
-    config, bert, tokenizer = load_bert(args.bert)
+    config, bert, tokenizer, state = read_bert(args.bert)
     bert_license = model_card_license(args.bert)  # before the fit: a card that cannot be read is refused at once
     carried = sentence_transformers_files(args.bert)  # checked before the fit: a bad modules.json is refused at once
     length = min(128, config.max_position_embeddings)
     if (used := len(calibration_sequences(tokenizer, fit_texts, length))) < len(fit_texts):
         print(
             f"notice: the fit reads the first {used} of the {len(fit_texts)} calibration texts: it reads "
-            f"{loading_symbert.MAX_CALIBRATION_TOKENS:,} tokens at most (its memory grows with them)."
+            f"{conversion_symbert.MAX_CALIBRATION_TOKENS:,} tokens at most (its memory grows with them)."
         )
         fit_texts = fit_texts[:used]
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
     symbert_class = getattr(modeling_symbert, class_name)
-    copied, fitted, new_parameters = copy_and_fit(args.bert, symbert_class, args.attention_type, fit_texts)
+    copied, fitted, new_parameters = copy_and_fit(args.bert, symbert_class, args.attention_type, fit_texts, state)
     held_out = calibration_sequences(tokenizer, held_out_texts, length)
     report = ConversionRecord(
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be

@@ -54,7 +54,7 @@ def test_agreement_of_saved_models_matches_a_direct_measure(bert_folder, tmp_pat
     row = json.loads(output.with_suffix(".json").read_text())["rows"][0]
     _, held_out_texts = conversion.calibration_texts(None, 64)
     tokenizer = AutoTokenizer.from_pretrained(bert_folder)
-    from symbert.loading_symbert import calibration_sequences
+    from symbert.conversion_symbert import calibration_sequences
 
     sequences = calibration_sequences(tokenizer, held_out_texts, 64)
     bert = BertModel.from_pretrained(bert_folder).eval()

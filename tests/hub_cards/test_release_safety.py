@@ -191,7 +191,7 @@ def test_validation_refuses_changed_code_and_pickles(run, staged, tmp_path):
     )
     assert (
         "helpers.py is not one of the project's code files (attention_symbert.py, configuration_symbert.py, "
-        "loading_symbert.py, modeling_symbert.py)" in message
+        "conversion_symbert.py, loading_symbert.py, modeling_symbert.py)" in message
     )
     assert "training_args.bin is a pickle, which a release never holds" in message
     assert "logs/state.json is a pickle, which a release never holds" in message

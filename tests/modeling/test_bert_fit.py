@@ -10,7 +10,7 @@ from transformers import BertConfig, BertForMaskedLM
 from helpers.assertions import assert_one_line
 from helpers.tiny import tiny_config
 from symbert import ATTENTION_TYPES, SymBertForMaskedLM
-from symbert.loading_symbert import fit_attention_to_bert
+from symbert.conversion_symbert import fit_attention_to_bert
 
 HEADS, HIDDEN = 4, 128
 D = HIDDEN // HEADS
@@ -237,7 +237,7 @@ def test_a_type_without_a_fit_cannot_be_converted(bert_folder, tmp_path, capsys,
 
 def test_a_fit_is_taken_at_its_least_squares_scale_on_held_out_text():
     """shrunk_error: α = Σ⟨o, t⟩ / Σ⟨o, o⟩ clipped to [0, 1], and the relative error of α·o, by hand."""
-    from symbert.loading_symbert import shrunk_error
+    from symbert.conversion_symbert import shrunk_error
 
     generator = torch.Generator().manual_seed(0)
     inputs = [torch.randn(1, 5, 4, generator=generator) for _ in range(3)]

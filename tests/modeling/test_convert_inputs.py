@@ -10,8 +10,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+import safetensors
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, BertModel
@@ -19,7 +21,7 @@ from transformers import AutoTokenizer, BertModel
 from helpers.assertions import assert_one_line
 from helpers.corpora import tiny_corpus, tiny_sentences
 from helpers.tiny import bert_teacher
-from symbert import SymBertConfig, SymBertModel, loading_symbert, modeling_symbert
+from symbert import SymBertConfig, SymBertModel, conversion_symbert, modeling_symbert
 from symbert.cli import UserError
 from symbert.tools import convert, staging_folder
 from symbert.training.distillation import MATCHED_FIELDS, load_teacher
@@ -150,11 +152,11 @@ def test_a_long_text_is_cut_before_it_is_tokenised_and_the_tokens_are_capped(mad
 
     monkeypatch.setattr(type(tokenizer), "__call__", counting)
     line = "the river walked slowly " * 2_000_000  # 48 MB
-    (sequence,) = loading_symbert.calibration_sequences(tokenizer, [line], max_length=32)
-    assert lengths == [32 * loading_symbert.CHARACTERS_PER_TOKEN] and sequence.shape == (1, 32)
+    (sequence,) = conversion_symbert.calibration_sequences(tokenizer, [line], max_length=32)
+    assert lengths == [32 * conversion_symbert.CHARACTERS_PER_TOKEN] and sequence.shape == (1, 32)
     assert torch.equal(sequence, torch.tensor([tokenizer(line[:2048], truncation=True, max_length=32)["input_ids"]]))
     lengths.clear()
-    sequences = loading_symbert.calibration_sequences(tokenizer, [line] * 100, max_length=32, max_tokens=100)
+    sequences = conversion_symbert.calibration_sequences(tokenizer, [line] * 100, max_length=32, max_tokens=100)
     assert len(sequences) == 3 and len(lengths) == 4  # the fourth text is tokenised, found past the cap, dropped
 
 
@@ -162,7 +164,7 @@ def test_a_long_text_is_cut_before_it_is_tokenised_and_the_tokens_are_capped(mad
 def test_the_same_text_twice_is_read_once_and_the_fit_reads_at_most_the_cap(made, tmp_path, monkeypatch, capsys):
     """The same calibration file named twice put the "held-out" texts into the fit set; the fit's tokens are capped
     (with a notice) and conversion.json counts what was used; a killed run's staging folder is removed."""
-    monkeypatch.setattr(loading_symbert, "MAX_CALIBRATION_TOKENS", 600)
+    monkeypatch.setattr(conversion_symbert, "MAX_CALIBRATION_TOKENS", 600)
     stale = tmp_path / f".out.{dead_process()}-abcdefgh.convert.tmp"
     (stale / "weights").mkdir(parents=True)
     text = str(made["text"])
@@ -174,7 +176,7 @@ def test_the_same_text_twice_is_read_once_and_the_fit_reads_at_most_the_cap(made
     assert "120 calibration line(s) given more than once" in printed
     assert f"the fit reads the first {report['fit_texts']} of the 112 calibration texts" in printed
     tokenizer = AutoTokenizer.from_pretrained(made["bert"])
-    used = loading_symbert.calibration_sequences(tokenizer, lines[: report["fit_texts"]], 64)
+    used = conversion_symbert.calibration_sequences(tokenizer, lines[: report["fit_texts"]], 64)
     assert (
         sum(s.shape[1] for s in used)
         <= 600
@@ -243,3 +245,85 @@ def test_ctrl_c_while_a_command_imports_is_one_line_and_status_130(tmp_path, how
         err = child.communicate(timeout=300)[1]
         returncode = child.returncode
     assert returncode == 130 and err == "symbert-convert: interrupted\n", (returncode, err)
+
+
+def tensor_reads(monkeypatch):
+    """The files whose tensors are read, one entry per opening that reads any: every reader here (transformers'
+    loader, safetensors' load_file, this project's) opens a safetensors file through `safe_open`."""
+    reads, original = [], safetensors.safe_open
+
+    class Opened:
+        def __init__(self, path, *args, **kwargs):
+            self.opened, self.path, self.counted = original(path, *args, **kwargs), Path(path).resolve(), False
+
+        def __enter__(self):
+            self.opened.__enter__()
+            return self
+
+        def __exit__(self, *error):
+            return self.opened.__exit__(*error)
+
+        def __getattr__(self, name):  # keys(), metadata(), ...: no tensor read
+            return getattr(self.opened, name)
+
+        def count(self):
+            if not self.counted:
+                self.counted = True
+                reads.append(self.path)
+
+        def get_tensor(self, name):
+            self.count()
+            return self.opened.get_tensor(name)
+
+        def get_tensors(self):
+            self.count()
+            return self.opened.get_tensors()
+
+        def get_slice(self, name):
+            return Slice(self, self.opened.get_slice(name))
+
+    class Slice:  # a header (dtype, shape) until indexed
+        def __init__(self, opened, part):
+            self.opened, self.part = opened, part
+
+        def __getattr__(self, name):
+            return getattr(self.part, name)
+
+        def __getitem__(self, index):
+            self.opened.count()
+            return self.part[index]
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "safe_open", None) is original:
+            monkeypatch.setattr(module, "safe_open", Opened)
+    return reads
+
+
+@pytest.mark.heavy  # a conversion
+def test_a_conversion_reads_the_berts_weights_once(made, tmp_path, monkeypatch):
+    """symbert-convert reads BERT's weights once: the encoder it compares with, the copy, the fit, the BERT the fit
+    is measured against and the tensors gqa converts are all made from what it read (it read them five times, seven
+    for gqa, before)."""
+    reads = tensor_reads(monkeypatch)
+    convert.convert([str(made["bert"]), str(tmp_path / "out"), "--attention_type", "gqa", "--held_out", "8",
+                     "--calibration_files", str(made["text"])])  # fmt: skip
+    assert reads.count((made["bert"] / WEIGHTS).resolve()) == 1
+
+
+@pytest.mark.heavy  # four conversions
+def test_the_tensors_read_once_make_the_models_from_bert_makes_from_the_folder(made):
+    """from_bert given BERT's tensors (state_dict) makes, under the same seed, the same copy and fit as from_bert
+    reading them from the folder: the models symbert-convert writes do not change with the single read."""
+    texts = convert.text_lines(made["text"])[:24]
+    state = load_file(made["bert"] / WEIGHTS)
+    made_models = []
+    for bert_state in (None, state):
+        torch.manual_seed(0)
+        made_models.append(convert.copy_and_fit(str(made["bert"]), SymBertModel, "gqa", texts, bert_state))
+    (copied, fitted, new_parameters), (copied_again, fitted_again, new_again) = made_models
+    assert new_parameters == new_again and fitted.bert_fit_report == fitted_again.bert_fit_report
+    for model, again in ((copied, copied_again), (fitted, fitted_again)):
+        assert model.state_dict().keys() == again.state_dict().keys()
+        assert all(torch.equal(tensor, again.state_dict()[name]) for name, tensor in model.state_dict().items())
+    read_again = load_file(made["bert"] / WEIGHTS)  # the tensors given are left as they were
+    assert all(torch.equal(tensor, read_again[name]) for name, tensor in state.items())
