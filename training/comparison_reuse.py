@@ -119,7 +119,7 @@ def reused_run_problem(output_dir: Path) -> str | None:
     except Exception as error:  # whatever a damaged file raises: name the file and say why
         return f"its {SAFE_WEIGHTS_NAME} is unreadable ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
     try:
-        read_log_history(state, load_json)
+        read_log_history(state, load_json, finite_losses=False)  # a diverged run is reused as it ended
     except (OSError, ValueError, RecursionError, LogHistoryError) as error:
         return f"its {TRAINER_STATE_NAME} is missing or unreadable ({type(error).__name__}: {error})"
     return None

@@ -198,7 +198,7 @@ def load_log_history(output_dir: str | Path) -> list[dict]:
     # A run killed while saving can leave a newest checkpoint without its state: fall back to an older one.
     for state_file in candidates:
         if state_file.is_file():
-            return read_log_history(state_file)
+            return read_log_history(state_file, finite_losses=False)  # a diverged run's NaN losses, as logged
     raise FileNotFoundError(f"no trainer_state.json in {output_dir} nor in any of its checkpoint-N folders")
 
 
@@ -220,10 +220,11 @@ LOGGED_NUMBERS = {
 }
 
 
-def checked_log_history(path: Path, state) -> list[dict]:
+def checked_log_history(path: Path, state, finite_losses: bool = True) -> list[dict]:
     """The Trainer's log of `state` (the trainer_state.json at `path`, parsed), refused (LogHistoryError, one line
     naming the file and the entry) unless an object whose log_history is a list of objects, each step a whole number
-    and each eval loss and runtime a finite number, none below 0."""
+    and each eval loss and runtime a finite number, none below 0. Without `finite_losses` a NaN or infinite eval
+    loss passes: a run that diverged logged it so, and its log is still read (reported, reused)."""
     if not isinstance(state, dict) or "log_history" not in state:
         raise LogHistoryError(f'{path} is not a trainer state: a JSON object with a "log_history".')
     history = state["log_history"]
@@ -234,6 +235,8 @@ def checked_log_history(path: Path, state) -> list[dict]:
             raise LogHistoryError(f"{path}: log_history is not a list of objects.", i, None, entry, "an object")
         for field, expected in LOGGED_NUMBERS.items():
             value = entry.get(field, 0)
+            if field == "eval_loss" and not finite_losses and is_number(value) and not math.isfinite(value):
+                continue
             kind_ok = is_integer(value) if field == "step" else is_number(value) and abs(value) < math.inf
             if not (kind_ok and value >= 0):
                 message = f"{path}: log_history[{i}].{field}={value!r} is not {expected}."
@@ -241,11 +244,11 @@ def checked_log_history(path: Path, state) -> list[dict]:
     return history
 
 
-def read_log_history(path: str | Path, read=read_json) -> list[dict]:
+def read_log_history(path: str | Path, read=read_json, finite_losses: bool = True) -> list[dict]:
     """The checked log (`checked_log_history`) of the trainer_state.json at `path` (a run's or a checkpoint's), read
     strictly: by `read`, symbert.json_files' `read_json` (one line naming the file) unless a reader words a bad file
     itself (`load_json`, which raises the parser's error)."""
-    return checked_log_history(Path(path), read(path))
+    return checked_log_history(Path(path), read(path), finite_losses)
 
 
 def metric_series(log_history: list[dict], key: str) -> tuple[list[int], list[float]]:

@@ -1,5 +1,6 @@
 import csv
 import json
+import math
 import re
 from types import SimpleNamespace
 
@@ -151,15 +152,26 @@ def test_load_log_history_without_state_names_the_folder(tmp_path):
     "text, message",
     [
         ('{"log_history": [], "log_history": [{"loss": 1.0, "step": 1}]}', "the key 'log_history' is given 2 times"),
-        ('{"log_history": [{"eval_loss": NaN, "step": 10}]}', r"log_history\[0\].eval_loss=nan is not a finite number"),
         ('{"log_history": [{"loss": 1.0, "step": 1.5}]}', r"log_history\[0\].step=1.5 is not an integer >= 0"),
         ('{"global_step": 10}', 'is not a trainer state: a JSON object with a "log_history"'),
     ],
-    ids=["key-twice", "nan-loss", "fractional-step", "no-log"],
+    ids=["key-twice", "fractional-step", "no-log"],
 )
 def test_load_log_history_reads_the_state_strictly(tmp_path, text, message):
     """A --compare rerun plots a reused run's log: one it cannot trust is one line naming the file, not a plot of
-    the last of two logs or of a NaN."""
+    the last of two logs."""
     (tmp_path / "trainer_state.json").write_text(text)
     with pytest.raises(UserError, match=rf"{re.escape(str(tmp_path / 'trainer_state.json'))}.*{message}"):
         load_log_history(tmp_path)
+
+
+def test_a_diverged_run_s_nan_loss_is_reported_but_never_released(tmp_path):
+    # the report and a comparison's reuse read a run that diverged as it logged; the release refuses its losses
+    from symbert.training.reporting import read_log_history
+
+    state = tmp_path / "trainer_state.json"
+    state.write_text('{"log_history": [{"eval_loss": 2.5, "step": 5}, {"eval_loss": NaN, "step": 10}]}')
+    losses = [entry["eval_loss"] for entry in load_log_history(tmp_path)]
+    assert losses[0] == 2.5 and math.isnan(losses[1])
+    with pytest.raises(UserError, match=r"log_history\[1\].eval_loss=nan is not a finite number >= 0"):
+        read_log_history(state)
