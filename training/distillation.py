@@ -240,14 +240,14 @@ class RunStart:
     loss_weights: dict[str, float] = field(default_factory=dict)  # the --*_loss_weight arguments, by name
 
     def model(self) -> SymBertForMaskedLM:
-        """The model trained: new, or the --init_from folder's; in the attention stage only its attention trains.
-        Built where the run builds it, after the data: the weights' initialisation draws from the seed after it."""
-        model = (
-            SymBertForMaskedLM(self.config) if self.init_from is None else initial_model(self.init_from, self.config)
-        )
-        if self.teacher is not None and self.distill_stage == "attention":
-            trainable_only_attention(model)
-        return model
+        """The model trained: new, or the --init_from folder's. Built where the run builds it, after the data: the
+        weights' initialisation draws from the seed after it."""
+        return SymBertForMaskedLM(self.config) if self.init_from is None else initial_model(self.init_from, self.config)
+
+    @property
+    def trains_only_attention(self) -> bool:
+        """The distillation's attention stage: every parameter but the self-attention modules' stays frozen."""
+        return self.teacher is not None and self.distill_stage == "attention"
 
     def distillation(self, device: torch.device, tokenizer) -> "DistillationLoss | None":
         """The loss toward the teacher on `device`, or None for a run without one (the Trainer's MLM loss)."""

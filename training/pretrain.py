@@ -59,7 +59,7 @@ from .data.blocks import (
 from .data.loading import RunData, data_fingerprint, load_run_data, load_tokenizer
 from .data.masking import prediction_cap
 from .data.prepared import prepared_once
-from .distillation import DistillationLoss, RunStart, run_start
+from .distillation import DistillationLoss, RunStart, run_start, trainable_only_attention
 from .evaluation import HeldOut, baseline_blocks, held_out_scores, print_run_report, saved_model_scores
 from .reporting import (
     MetricsLogCallback,
@@ -421,6 +421,8 @@ def build_trainer(
     if start.teacher is not None:  # only the loss is evaluated: the eval loop keeps no logits
         training_args = replace(training_args, prediction_loss_only=True)
     model = start.model()
+    if start.trains_only_attention:
+        trainable_only_attention(model)
     trainer = SymBertPretrainingTrainer(
         model=model,
         args=training_args,
