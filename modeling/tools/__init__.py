@@ -105,6 +105,11 @@ def move_entries(staging: Path, folder: Path) -> None:
     staging.rmdir()
 
 
+def first_non_finite(tensors) -> str | None:
+    """The name of the first floating-point tensor of (name, tensor) pairs that holds NaN or an infinity, or None."""
+    return next((name for name, tensor in tensors if tensor.is_floating_point() and not tensor.isfinite().all()), None)
+
+
 def process_exists(pid: int) -> bool:
     """Whether a process of that id runs (one of another user's counts: it may be the writer)."""
     if pid == os.getpid():
@@ -314,7 +319,7 @@ def non_finite_tensor(folder: Path) -> tuple[str, Path] | None:
                     tensors = ((name, weights.get_tensor(name)) for name in weights.keys())
                 else:
                     tensors = torch.load(file, map_location="cpu", weights_only=True, mmap=True).items()
-                found = next((name for name, t in tensors if t.is_floating_point() and not t.isfinite().all()), None)
+                found = first_non_finite(tensors)
         except READ_ERRORS as error:
             raise unreadable(file, error) from None
         if found is not None:

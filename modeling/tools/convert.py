@@ -39,6 +39,7 @@ from . import (
     check_config_against_weights,
     check_output,
     checked_config,
+    first_non_finite,
     unreadable,
     weights_files,
     written_folder,
@@ -180,7 +181,7 @@ def checked_weights(name):
                 tensors = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
         except READ_ERRORS as error:
             raise unreadable(file, error) from None
-        if found := next((n for n, t in tensors.items() if t.is_floating_point() and not t.isfinite().all()), None):
+        if found := first_non_finite(tensors.items()):
             raise UserError(
                 f"{file}: the tensor {found} holds NaN or infinite values; BERT {name!r} must have finite weights: "
                 "give the checkpoint before it diverged, or download the model again."

@@ -29,16 +29,22 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SYMBERT_CACHE", Path.home() / ".cache" / "symbert"))
 
 
+def fresh_pipeline(tokenizer: PreTrainedTokenizerBase) -> Tokenizer:
+    """A copy of a fast tokenizer's own pipeline as freshly loaded: without the truncation and padding its last call
+    set (truncation=True sets them on the tokenizer itself)."""
+    pipeline = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    pipeline.no_truncation()
+    pipeline.no_padding()
+    return pipeline
+
+
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """What decides the ids a tokenizer gives: its whole pipeline (vocabulary, normalizer, pre-tokenizer, special
     tokens' post-processor) for a fast tokenizer, else its vocabulary; the same before and after it tokenises."""
     if getattr(tokenizer, "is_fast", False):
         # as freshly loaded: without the truncation and padding its last call set (truncation=True sets them), so
         # the fingerprint is the one a fresh tokenizer gave before, and checkpoints saved then still compare equal
-        pipeline = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        pipeline.no_truncation()
-        pipeline.no_padding()
-        description = pipeline.to_str()
+        description = fresh_pipeline(tokenizer).to_str()
     else:
         description = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(description.encode("utf-8")).hexdigest()[:16]
@@ -51,9 +57,7 @@ def token_ids_function(tokenizer: PreTrainedTokenizerBase) -> Callable[[list[str
     or padding, special tokens split as the tokenizer's `split_special_tokens` says."""
     if not getattr(tokenizer, "is_fast", False):
         return lambda texts: tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]
-    pipeline = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    pipeline.no_truncation()
-    pipeline.no_padding()
+    pipeline = fresh_pipeline(tokenizer)
     pipeline.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
 
     def token_ids(texts: list[str]) -> list[list[int]]:
