@@ -150,6 +150,22 @@ def created_parents(folder: str | Path) -> Iterator[Path]:
         raise
 
 
+def replace_folder(staging: Path, output: Path, suffix: str, doing: str) -> None:
+    """The existing folder `output` replaced by the complete `staging`: renamed aside under a staging name (one that
+    `staging_folder` clears once this process is gone), the new one renamed in, the old removed. Killed in between,
+    `output` is missing and the next run writes it again; at no moment is it half-written."""
+    aside = output.with_name(f".{output.name}.{os.getpid()}-replaced{suffix}")
+    shutil.rmtree(aside, ignore_errors=True)
+    os.rename(output, aside)
+    try:
+        move_into_place(staging, output, doing)
+    except BaseException:
+        if not os.path.lexists(output):
+            os.rename(aside, output)  # the old folder back in place
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 @contextmanager
 def written_folder(output: Path, suffix: str, what: str, doing: str, existing: str | None = None) -> Iterator[Path]:
     """A hidden staging folder to write the folder `output` in (`staging_folder`, with `output`'s missing parents
@@ -157,7 +173,7 @@ def written_folder(output: Path, suffix: str, what: str, doing: str, existing: s
     only complete. A write that fails for a full disk or a file-size limit is one line naming `what` was written
     ("the export"), the error and the free space; `doing` ("exporting") names the work for an output that appeared
     meanwhile (`move_into_place`). An `output` that exists is refused unless empty, or with `existing`="replace"
-    removed just before the rename, or with `existing`="merge" kept, the staged entries moved into it
+    put aside and removed after the rename (`replace_folder`), or with `existing`="merge" kept, the staged entries moved into it
     (`move_entries`: a run folder that holds other things, whose model files each appear complete)."""
     with created_parents(output.parent):
         staging = staging_folder(output, suffix)
@@ -174,9 +190,9 @@ def written_folder(output: Path, suffix: str, what: str, doing: str, existing: s
                 ) from error
             if existing == "merge" and output.is_dir():
                 move_entries(staging, output)
+            elif existing == "replace" and output.is_dir() and not output.is_symlink():
+                replace_folder(staging, output, suffix, doing)
             else:
-                if existing == "replace" and output.is_dir() and not output.is_symlink():
-                    shutil.rmtree(output)
                 move_into_place(staging, output, doing)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

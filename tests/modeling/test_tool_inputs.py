@@ -344,3 +344,31 @@ def test_onnx_turns_the_loaders_refusal_into_one_line_and_a_bug_still_raises(sav
     with pytest.raises(AttributeError, match="a bug"):
         onnx_export.main([str(saved), str(tmp_path / "out.onnx")])
     assert sorted(os.listdir(tmp_path)) == ["model"]
+
+
+def test_a_replaced_folder_is_whole_at_every_moment_and_kept_when_the_new_one_cannot_go_in(tmp_path, monkeypatch):
+    from symbert import tools
+
+    output = tmp_path / "cache"
+    output.mkdir()
+    (output / "old.txt").write_text("old")
+    with tools.written_folder(output, ".tmp", "the cache", "writing", existing="replace") as staging:
+        (staging / "new.txt").write_text("new")
+        assert sorted(os.listdir(output)) == ["old.txt"]  # untouched until the new one is complete
+    assert sorted(os.listdir(output)) == ["new.txt"] and sorted(os.listdir(tmp_path)) == ["cache"]
+
+    def appeared(staging, output, doing):
+        raise symbert.cli.UserError(f"output={str(output)!r} appeared while {doing}; nothing was written.")
+
+    monkeypatch.setattr(tools, "move_into_place", appeared)
+    with pytest.raises(symbert.cli.UserError, match="appeared while writing"):
+        with tools.written_folder(output, ".tmp", "the cache", "writing", existing="replace") as staging:
+            (staging / "newer.txt").write_text("newer")
+    assert sorted(os.listdir(output)) == ["new.txt"] and sorted(os.listdir(tmp_path)) == ["cache"]
+    monkeypatch.undo()
+
+    # a process killed between its two renames left the old folder aside: the next writer clears it
+    (tmp_path / ".cache.999999999-replaced.tmp").mkdir()
+    with tools.written_folder(output, ".tmp", "the cache", "writing", existing="replace") as staging:
+        (staging / "newest.txt").write_text("newest")
+    assert sorted(os.listdir(output)) == ["newest.txt"] and sorted(os.listdir(tmp_path)) == ["cache"]

@@ -11,7 +11,6 @@ appears whole or not at all: it is written under a temporary name beside it and 
 import json
 import multiprocessing
 import os
-import shutil
 import traceback
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ...cli import UserError
 from ...files import file_sha256, write_error
+from ...tools import written_folder
 from .block_cutting import cut_blocks
 from .blocks import stream_for_reader
 from .corpus_files import describe_source
@@ -265,55 +265,47 @@ def prepare_unlocked(data_args: DataArguments, output_dir: Path, seed: int) -> d
     tokenizer = corpus_tokenizer(data_args)
     train, held_out = cut_blocks(data_args, tokenizer, seed=seed)
     dtype, length = token_dtype(len(tokenizer)), data_args.max_seq_length
-    staging = output_dir.with_name(f".{output_dir.name}.prepare.tmp")  # a killed preparation's is removed here
-    shutil.rmtree(staging, ignore_errors=True)
     try:
-        staging.mkdir(parents=True)
-        if isinstance(train, IterableDataset):
-            shards = write_stream_shards(train, staging, dtype, length, data_args.num_proc or 1)
-        else:
-            shards = [{"file": "train-00000.bin", "blocks": write_blocks(staging / "train-00000.bin", train, dtype)}]
-        held = write_blocks(staging / HELD_OUT_FILE, held_out, dtype)
-        for shard in shards:
-            shard["sha256"] = file_sha256(staging / shard["file"])
-        tokenizer.save_pretrained(staging / TOKENIZER_DIR)
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "block_length": length,
-            "dtype": dtype.name,
-            "tokenizer": {
-                "name": data_args.tokenizer or "trained on the embedded corpus",
-                "fingerprint": tokenizer_fingerprint(tokenizer),
-                "vocab_size": len(tokenizer),
-            },
-            "source": describe_source(data_args),
-            "seed": seed,
-            "data_arguments": asdict(data_args),
-            "held_out": {
-                "file": HELD_OUT_FILE,
-                "blocks": held,
-                "sha256": file_sha256(staging / HELD_OUT_FILE),
-                "split": "the first blocks of the stream" if data_args.streaming else f"random, seed {seed}",
-            },
-            "train": {"shards": shards, "blocks": sum(shard["blocks"] for shard in shards)},
-            "tokens": (sum(shard["blocks"] for shard in shards) + held) * length,
-        }
-        if problem := manifest_problem(manifest := sealed(manifest)):  # two processes' shards alike: a text repeated
-            raise UserError(
-                f"The blocks prepared from {describe_source(data_args)} cannot be trained from: {problem}; the corpus "
-                "holds the same texts twice: name each once."
-            )
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # last: the folder is complete
-        if output_dir.is_dir():
-            output_dir.rmdir()  # empty (checked above); os.replace needs the name free
-        os.replace(staging, output_dir)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise write_error(error, Path(error.filename or staging), "the prepared blocks") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        with written_folder(output_dir, ".prepare", "the prepared blocks", "preparing") as staging:
+            if isinstance(train, IterableDataset):
+                shards = write_stream_shards(train, staging, dtype, length, data_args.num_proc or 1)
+            else:
+                train_file = staging / "train-00000.bin"
+                shards = [{"file": train_file.name, "blocks": write_blocks(train_file, train, dtype)}]
+            held = write_blocks(staging / HELD_OUT_FILE, held_out, dtype)
+            for shard in shards:
+                shard["sha256"] = file_sha256(staging / shard["file"])
+            tokenizer.save_pretrained(staging / TOKENIZER_DIR)
+            manifest = {
+                "format": FORMAT,
+                "version": VERSION,
+                "block_length": length,
+                "dtype": dtype.name,
+                "tokenizer": {
+                    "name": data_args.tokenizer or "trained on the embedded corpus",
+                    "fingerprint": tokenizer_fingerprint(tokenizer),
+                    "vocab_size": len(tokenizer),
+                },
+                "source": describe_source(data_args),
+                "seed": seed,
+                "data_arguments": asdict(data_args),
+                "held_out": {
+                    "file": HELD_OUT_FILE,
+                    "blocks": held,
+                    "sha256": file_sha256(staging / HELD_OUT_FILE),
+                    "split": "the first blocks of the stream" if data_args.streaming else f"random, seed {seed}",
+                },
+                "train": {"shards": shards, "blocks": sum(shard["blocks"] for shard in shards)},
+                "tokens": (sum(shard["blocks"] for shard in shards) + held) * length,
+            }
+            if problem := manifest_problem(manifest := sealed(manifest)):  # two processes' shards alike: a text twice
+                raise UserError(
+                    f"The blocks prepared from {describe_source(data_args)} cannot be trained from: {problem}; the "
+                    "corpus holds the same texts twice: name each once."
+                )
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # last: the folder is complete
+    except OSError as error:  # not a full disk (written_folder words those): a read-only folder, no permission
+        raise write_error(error, Path(error.filename or output_dir), "the prepared blocks") from None
     return manifest
 
 
@@ -330,8 +322,12 @@ def write_stream_shards(
         try:
             write_blocks(folder / names[index], stream_for_reader(train, index, processes), dtype)
         except BaseException as error:
-            kind = "UserError" if isinstance(error, UserError) else "".join(traceback.format_exception(error))
-            (folder / f".{names[index]}.error").write_text(f"{kind}\n{error}")
+            if isinstance(error, OSError) and error.errno:  # a full disk: raised again in the parent, which words it
+                kind, detail = "OSError", json.dumps([error.errno, error.strerror, str(error.filename or "")])
+            else:
+                kind = "UserError" if isinstance(error, UserError) else "".join(traceback.format_exception(error))
+                detail = str(error)
+            (folder / f".{names[index]}.error").write_text(f"{kind}\n{detail}")
             os._exit(1)
         os._exit(0)
 
@@ -346,6 +342,8 @@ def write_stream_shards(
             kind, _, message = (folder / f".{names[index]}.error").read_text().partition("\n")
             if kind == "UserError":
                 raise UserError(message)
+            if kind == "OSError":
+                raise OSError(*json.loads(message))
             raise RuntimeError(f"Preparing shard {index} failed:\n{kind}")
     return [{"file": name, "blocks": (folder / name).stat().st_size // (dtype.itemsize * length)} for name in names]
 

@@ -5,7 +5,6 @@ vocabulary size)."""
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerBase
 
 from ...cli import UserError, missing_local_path
+from ...tools import written_folder
 from . import corpus_files
 from .corpus_files import uses_embedded_corpus
 from .options import DataArguments
@@ -206,13 +206,8 @@ def cached_wordpiece(vocab_size: int) -> PreTrainedTokenizerBase:
                         f"The cached tokenizer {folder} is unreadable ({error.__class__.__name__}); training it again."
                     )
             texts = load_dataset("text", data_files=str(corpus_files.EMBEDDED_CORPUS), split="train")["text"]
-            staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-            try:
+            with written_folder(folder, ".tmp", "the tokenizer cache", "training", existing="replace") as staging:
                 train_wordpiece(texts, vocab_size).save_pretrained(staging)
-                shutil.rmtree(folder, ignore_errors=True)
-                os.replace(staging, folder)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
         raise UserError(
             f"Cannot write the tokenizer cache {folder} ({error.__class__.__name__}: {error}); set SYMBERT_CACHE to a "
