@@ -281,6 +281,7 @@ def test_a_dry_run_of_one_part_writes_its_results_and_summary(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 def test_the_whole_dry_run_completes_every_part_within_its_budget(tmp_path):
     # two types: the reference and one of a compiled part's own (the throughput of each type is tested on its own)
     output = tmp_path / "gpu-check"

@@ -112,6 +112,7 @@ def run_recorded(args, log, processes=1, tmp_path=None):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 def test_two_processes_train_on_one_process_s_blocks(two_file_corpus, tmp_path, monkeypatch):  # noqa: F811
     common = ("--max_steps", "12", "--save_steps", "6", "--eval_steps", "6")
     single = []
@@ -134,6 +135,7 @@ def test_two_processes_train_on_one_process_s_blocks(two_file_corpus, tmp_path, 
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 def test_two_processes_read_disjoint_parts_of_a_stream_and_resume_exactly(two_file_corpus, tmp_path):  # noqa: F811
     args = ("--streaming", "true", "--max_steps", "24", "--save_steps", "8", "--eval_steps", "8")
     ranks = run_recorded(resume_args(two_file_corpus, tmp_path / "ddp", *args), tmp_path / "ddp.log", processes=2)

@@ -345,6 +345,7 @@ def test_init_from_with_another_attention_type_is_refused_in_one_line(
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 def test_distillation_under_two_processes(distillation_setup, tmp_path):
     import os
     import subprocess

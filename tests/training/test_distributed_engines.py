@@ -127,6 +127,7 @@ def test_every_parameter_gets_a_gradient_from_one_mlm_step(attention_type, spars
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_attention_type(corpus, tmp_path):
     """One 2-process launch trains each attention type 2 steps (--compare) with --ddp_find_unused_parameters false:
     the DDP wrapper says it searches for no unused parameter, and the second step runs (DDP fails it when the first
@@ -149,6 +150,7 @@ def test_two_process_ddp_runs_without_the_unused_parameter_search_for_every_atte
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 @pytest.mark.skipif(
     int(transformers.__version__.split(".")[0]) < 5,
     reason="transformers 4.x builds accelerate's FSDP plugin itself, which accelerate refuses without an accelerator "

@@ -308,6 +308,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(corpus, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("several_processes")  # .ci/run: one at a time beside the other slow tests
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_two_process_ddp(corpus, tmp_path, launcher):
     output_dir = tmp_path / "ddp"
