@@ -76,7 +76,7 @@ class TransferPlan:
 
     bert: str
     attention_type: str
-    minutes: float
+    minutes: float | None  # None where the run was given --steps
     total_steps: int | None
     attention_share: float
     train_files: list[str] | None
@@ -129,7 +129,7 @@ def the_plan(args, output: Path) -> TransferPlan:
     plan = TransferPlan(
         bert=str(Path(args.bert).resolve()) if Path(args.bert).exists() else args.bert,
         attention_type=args.attention_type,
-        minutes=args.minutes,
+        minutes=None if args.steps is not None else args.minutes,
         total_steps=args.steps,
         attention_share=args.attention_share,
         train_files=[str(Path(f).resolve()) for f in args.train_files] if args.train_files else None,
@@ -145,6 +145,8 @@ def the_plan(args, output: Path) -> TransferPlan:
         return plan
     try:
         recorded = TransferPlan(**load_json(recorded_file))
+        if recorded.total_steps is not None:  # earlier versions recorded --minutes' default beside --steps
+            recorded.minutes = None
         steps = recorded.steps or {}
         if set(steps) - set(STAGES) or not all(type(value) is int and value >= 0 for value in steps.values()):
             raise ValueError(f"its steps {recorded.steps!r} are not a number of steps for each of {STAGES}")

@@ -162,8 +162,13 @@ def test_a_folder_of_another_run_or_of_other_things_is_refused(teachers, tmp_pat
     legacy = dict(vars(plan), attention_type="shared", train_files=[corpus], calibration_files=[corpus])
     del legacy["seed"]
     (started / transfer.PLAN_FILE).write_text(json.dumps(legacy))
+    resumed = transfer.the_plan(transfer.parse_command_line(transfer_args(teachers, "sentence", started)), started)
+    # given --steps, a run records no minutes (versions before wrote --minutes' default, 60, beside them)
+    assert resumed.seed == 42 and resumed.total_steps == 6 and resumed.minutes is None
+    fresh = started.with_name("fresh")
     assert (
-        transfer.the_plan(transfer.parse_command_line(transfer_args(teachers, "sentence", started)), started).seed == 42
+        transfer.the_plan(transfer.parse_command_line(transfer_args(teachers, "sentence", fresh)), fresh).minutes
+        is None
     )
     assert_one_line(
         transfer.main, transfer_args(teachers, "sentence", started, "--seed", "7"), "seed 7 (the run's 42)", capsys
