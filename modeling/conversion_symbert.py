@@ -172,7 +172,7 @@ def shrunk_error(module, bert_attention, inputs, bert_inputs):
     return scale, (max(squared, 0.0) / max(reference, 1e-300)) ** 0.5
 
 
-def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
+def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25, output_scale=True):
     """Fit each self-attention module of `model` (made from `bert_model` by `from_bert`: same sizes) to the BERT layer
     it replaces, layer by layer, with the module's `fit_bert`, twice: on the inputs BERT's layer sees on `sequences`
     (unpadded [1, length] token-id tensors), and on those the partly converted model's layer sees (its earlier layers
@@ -180,7 +180,8 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     sequences is held out: on it each candidate (the copy, the two fits) runs on the converted model's own inputs and
     is compared with BERT's self-attention on BERT's inputs (a fit's output at its least-squares scale α ≤ 1,
     `shrunk_error`), and the closest is kept (never worse than the copy); a kept fit's α goes into the attention
-    output projection that follows (`attention.output.dense.weight`). Returns one row per layer: layer, copy_error,
+    output projection that follows (`attention.output.dense.weight`). `output_scale=False` compares and keeps each
+    fit at α = 1, BERT's output projection unchanged: the staged transfer starts there (symbert-transfer). Returns one row per layer: layer, copy_error,
     fit_error (the better fit's), kept ("fit" or "copy"), inputs ("bert" or "own": which fit), output_scale (its α),
     fitted (the tensors the kept fit set)."""
     held_out_count = max(1, int(len(sequences) * held_out_share)) if len(sequences) > 1 else 0
@@ -211,7 +212,10 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
                 continue
             module.load_state_dict(candidates["copy"][0])
             fitted = module.fit_bert(tensors, torch.cat([hidden[0] for hidden in fit_inputs]).double())
-            scale, error = shrunk_error(module, bert_attention, own_held_out, bert_held_out[index])
+            if output_scale:
+                scale, error = shrunk_error(module, bert_attention, own_held_out, bert_held_out[index])
+            else:
+                scale, error = 1.0, attention_error(module, bert_attention, own_held_out, bert_held_out[index])
             candidates[inputs_name] = (copy.deepcopy(module.state_dict()), error, fitted, scale)
         best = min(candidates, key=lambda name: (candidates[name][1], name != "copy"))
         fits = {name: value for name, value in candidates.items() if name != "copy"}
@@ -236,7 +240,9 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25):
     return rows
 
 
-def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_texts, bert_state=None):
+def fit_from_bert_checkpoint(
+    model, bert_name_or_path, subfolder, calibration_texts, bert_state=None, output_scale=True
+):
     """`fit_attention_to_bert` for `from_bert`: BERT's encoder and tokenizer loaded from its checkpoint (the encoder
     made from `bert_state`, BERT's tensors already read, where given), `calibration_texts` a list of texts or
     "embedded" (the installed package's corpus). Returns its rows, or None where "embedded" cannot be had (no corpus,
@@ -275,4 +281,5 @@ def fit_from_bert_checkpoint(model, bert_name_or_path, subfolder, calibration_te
             f"{bert_name_or_path} holds NaN or infinite weights ({', '.join(bad[:3])}): its attention cannot be fitted."
         )
     max_length = min(128, model.config.max_position_embeddings)
-    return fit_attention_to_bert(model, bert_model, calibration_sequences(tokenizer, texts, max_length))
+    sequences = calibration_sequences(tokenizer, texts, max_length)
+    return fit_attention_to_bert(model, bert_model, sequences, output_scale=output_scale)

@@ -5,10 +5,11 @@
 
 `SymBert*.from_bert` copies BERT's tensors of the same name and shape, then fits each layer's attention to BERT's on
 the inputs that layer sees on calibration text (each attention class's `fit_bert`), keeping a layer's fit only where
-it is closer to BERT than the copy. Calibration text: one text per non-empty line of --calibration_files, or lines of
+it is closer to BERT than the copy, its output at the least-squares scale α ≤ 1 that brings it closest (without that
+scale with --output_scale false). Calibration text: one text per non-empty line of --calibration_files, or lines of
 the embedded calibration text (books and speeches, in turn); a line given twice (a file named twice) is read once,
-and the last --held_out texts are kept out of the fit. The fit reads at most the first 32,768 calibration tokens (its
-memory grows with them), each text truncated to 128 tokens. Printed: per layer, the relative error of the
+and the last --held_out texts are kept out of the fit. The fit reads at most the first 32,768 calibration tokens
+(its memory grows with them), each text truncated to 128 tokens. Printed: per layer, the relative error of the
 attention output against BERT's on held-out text, copied and fitted; and end to end, the mean cosine of the
 mean-pooled last hidden states (a sentence embedding) to BERT's on the held-out texts, copied and fitted. OUTPUT (a
 self-contained SymBERT folder: weights, code, BERT's tokenizer, conversion.json with these figures and BERT's
@@ -69,6 +70,14 @@ def parse_command_line(argv):
         "text",
     )
     parser.add_argument("--held_out", type=int, default=64, help="texts kept out of the fit, for the agreement")
+    parser.add_argument(
+        "--output_scale",
+        choices=["true", "false"],
+        default="true",
+        help="true: a kept fit's output at its least-squares scale α ≤ 1 (what keeps a poor fit at or above the copy "
+        "on text the calibration did not see); false: at α = 1, BERT's output projection unchanged (symbert-transfer's "
+        "start)",
+    )
     args = parser.parse_args(argv)
     if args.attention_type not in ATTENTION_TYPES:
         raise UserError(f"--attention_type {args.attention_type!r} is unknown; allowed: {', '.join(ATTENTION_TYPES)}.")
@@ -245,16 +254,17 @@ def mean_cosine(model, reference, sequences):
     )
 
 
-def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts, bert_state=None):
+def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts, bert_state=None, output_scale=True):
     """(the copy, the fit, the fit's new parameters), in eval mode: `symbert_class` made from the BERT `bert_name` by
     copying its tensors of the same name and shape alone, and then with each layer's attention fitted to BERT's on
     `fit_texts` (kept where it beats the copy); both from `bert_state` (BERT's tensors as `read_bert` read them)
-    where given. symbert-convert and benchmarks/conversion.py measure the two."""
+    where given; `output_scale` as `from_bert` takes it. symbert-convert and benchmarks/conversion.py measure the
+    two."""
     weights = {} if bert_state is None else {"state_dict": bert_state}
     with quiet_loading():  # the tensors BERT lacks or the type adds are expected here: the report says them
         copied, _ = symbert_class.from_bert(bert_name, calibration_texts=None, attention_type=attention_type, **weights)
         fitted, new_parameters = symbert_class.from_bert(
-            bert_name, calibration_texts=fit_texts, attention_type=attention_type, **weights
+            bert_name, calibration_texts=fit_texts, output_scale=output_scale, attention_type=attention_type, **weights
         )
     return copied.eval(), fitted.eval(), new_parameters
 
@@ -274,7 +284,9 @@ def convert(argv):
         fit_texts = fit_texts[:used]
     class_name = next((HEAD_CLASSES[a] for a in config.architectures or [] if a in HEAD_CLASSES), "SymBertModel")
     symbert_class = getattr(modeling_symbert, class_name)
-    copied, fitted, new_parameters = copy_and_fit(args.bert, symbert_class, args.attention_type, fit_texts, state)
+    copied, fitted, new_parameters = copy_and_fit(
+        args.bert, symbert_class, args.attention_type, fit_texts, state, output_scale=args.output_scale == "true"
+    )
     held_out = calibration_sequences(tokenizer, held_out_texts, length)
     report = ConversionRecord(
         # a Hub id as given; a local folder by its name only: the folder may be published, a home layout must not be

@@ -293,25 +293,3 @@ def test_downstream_table_refuses_a_label_twice_and_an_output_over_an_input(tmp_
     argv = ["--reference", "teacher", "--rows", *rows, "--output", str(output)]
     assert_one_line(run_table, argv, message, capsys)
     assert {path: path.read_bytes() for path in sorted(tmp_path.rglob("glue_results.*"))} == before
-
-
-@pytest.mark.heavy  # two conversions with their fits
-def test_the_ablation_without_the_output_scale_keeps_bert_s_output_projection(bert_folder, monkeypatch):
-    """benchmarks/real/transfer_without_output_scale.py: each fit compared and kept at α = 1, so the attention output
-    projection after it stays BERT's; the conversion's own scale moves it where a fit is kept."""
-    from symbert import conversion_symbert
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real"))
-    import transfer_without_output_scale
-
-    bert = BertModel.from_pretrained(bert_folder)
-    texts = tiny_sentences(40, seed=5)
-
-    def output_projections(model):
-        return [layer.attention.output.dense.weight for layer in model.encoder.layer]
-
-    scaled, _ = SymBertModel.from_bert(bert_folder, calibration_texts=texts, attention_type="symmetric")
-    monkeypatch.setattr(conversion_symbert, "shrunk_error", transfer_without_output_scale.unscaled)
-    unscaled, _ = SymBertModel.from_bert(bert_folder, calibration_texts=texts, attention_type="symmetric")
-    assert all(torch.equal(a, b) for a, b in zip(output_projections(unscaled), output_projections(bert)))
-    assert not all(torch.equal(a, b) for a, b in zip(output_projections(scaled), output_projections(bert)))

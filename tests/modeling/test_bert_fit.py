@@ -260,3 +260,32 @@ def test_a_fit_is_taken_at_its_least_squares_scale_on_held_out_text():
     assert error < ((o - t).norm() / t.norm()).item()  # shrinking a noisy fit brings it closer
     exact_scale, exact_error = shrunk_error(bert_attention, bert_attention, inputs, inputs)
     assert exact_scale == pytest.approx(1.0) and exact_error < 1e-7
+
+
+@pytest.mark.heavy  # two conversions with their fits
+def test_without_the_output_scale_each_fit_keeps_bert_s_output_projection(bert_folder):
+    """from_bert(output_scale=False), symbert-transfer's start: each fit compared with the copy and kept at α = 1, so
+    the attention output projection after it stays BERT's, where the default scale moves it for a kept fit."""
+    from transformers import BertModel
+
+    from helpers.corpora import tiny_sentences
+    from symbert import SymBertModel
+
+    bert = BertModel.from_pretrained(bert_folder)
+    texts = tiny_sentences(40, seed=5)
+
+    def output_projections(model):
+        return [layer.attention.output.dense.weight for layer in model.encoder.layer]
+
+    scaled, _ = SymBertModel.from_bert(bert_folder, calibration_texts=texts, attention_type="symmetric")
+    unscaled, _ = SymBertModel.from_bert(
+        bert_folder, calibration_texts=texts, attention_type="symmetric", output_scale=False
+    )
+    assert [row["kept"] for row in unscaled.bert_fit_report] == ["fit"] * len(unscaled.encoder.layer)
+    assert [row["output_scale"] for row in unscaled.bert_fit_report] == [1.0] * len(unscaled.encoder.layer)
+    assert all(torch.equal(a, b) for a, b in zip(output_projections(unscaled), output_projections(bert)))
+    kept_scales = [row["output_scale"] for row in scaled.bert_fit_report if row["kept"] == "fit"]
+    assert kept_scales and all(0 <= scale < 1 for scale in kept_scales)
+    assert not all(torch.equal(a, b) for a, b in zip(output_projections(scaled), output_projections(bert)))
+    # layer 0's fit is the same in both (its inputs are BERT's embeddings): at α = 1 its error is the fit's own
+    assert unscaled.bert_fit_report[0]["fit_error"] > scaled.bert_fit_report[0]["fit_error"]

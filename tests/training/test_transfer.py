@@ -64,6 +64,10 @@ def test_one_command_makes_a_distilled_sentence_embedding_model_with_every_file(
     for name in ("modules.json", "1_Pooling/config.json", "conversion.json", "tokenizer.json", "bert/config.json"):
         assert (output / name).is_file(), name
     assert record["plan"]["bert"] == "sentence"  # a local path by its name only
+    # the conversion keeps BERT's attention output projection (every fit at α = 1): the stages start best from it
+    assert record["plan"]["output_scale"] is False
+    layers = json.loads((output / "stages" / "convert" / "conversion.json").read_text())["layers"]
+    assert [layer["output_scale"] for layer in layers] == [1.0] * len(layers)
     # each training stage kept its checkpoints, and the final encoder is the model stage's
     assert list((output / "stages" / "attention").glob("checkpoint-*"))
     assert list((output / "stages" / "model").glob("checkpoint-*"))
@@ -122,6 +126,7 @@ def test_the_result_is_the_teachers_kind_of_model_with_its_heads(teachers, tmp_p
         (["--steps", "1"], "--steps=1 must be at least 2"),
         (["--attention_share", "1"], "--attention_share=1.0 must be at least 0 and below 1"),
         (["--seed", "-1"], "--seed=-1 must be a whole number from 0 to 4294967295"),
+        (["--output_scale", "yes"], "argument --output_scale: invalid choice: 'yes'"),
         (["--train_files", "{missing}"], "--train_files '{missing}' is not a file"),
     ],
 )
@@ -157,22 +162,25 @@ def test_a_folder_of_another_run_or_of_other_things_is_refused(teachers, tmp_pat
         "holds a run started with other settings: attention_type 'shared' (the run's 'pairwise')",
         capsys,
     )
-    # a plan written before --seed existed ran with 42: the same run goes on with it, another seed is another run
+    # a plan written before --seed and --output_scale existed ran with 42 and the scale: the same run goes on with
+    # them, another seed is another run
     corpus = str((teachers["corpus"] / "train.txt").resolve())
     legacy = dict(vars(plan), attention_type="shared", train_files=[corpus], calibration_files=[corpus])
-    del legacy["seed"]
+    del legacy["seed"], legacy["output_scale"]
     (started / transfer.PLAN_FILE).write_text(json.dumps(legacy))
-    resumed = transfer.the_plan(transfer.parse_command_line(transfer_args(teachers, "sentence", started)), started)
+    legacy_args = transfer_args(teachers, "sentence", started, "--output_scale", "true")
+    resumed = transfer.the_plan(transfer.parse_command_line(legacy_args), started)
     # given --steps, a run records no minutes (versions before wrote --minutes' default, 60, beside them)
-    assert resumed.seed == 42 and resumed.total_steps == 6 and resumed.minutes is None
+    assert resumed.seed == 42 and resumed.output_scale and resumed.total_steps == 6 and resumed.minutes is None
+    assert_one_line(
+        transfer.main, transfer_args(teachers, "sentence", started), "output_scale False (the run's True)", capsys
+    )
     fresh = started.with_name("fresh")
     assert (
         transfer.the_plan(transfer.parse_command_line(transfer_args(teachers, "sentence", fresh)), fresh).minutes
         is None
     )
-    assert_one_line(
-        transfer.main, transfer_args(teachers, "sentence", started, "--seed", "7"), "seed 7 (the run's 42)", capsys
-    )
+    assert_one_line(transfer.main, [*legacy_args, "--seed", "7"], "seed 7 (the run's 42)", capsys)
     (started / transfer.PLAN_FILE).write_text("{not json")
     assert_one_line(
         transfer.main, transfer_args(teachers, "sentence", started), "transfer-plan.json is damaged", capsys
