@@ -6,6 +6,7 @@
 #
 #   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES TYPE...    # one lane: transfer and fine-tune each TYPE
 #   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES teacher    # the teacher's fine-tuning
+#   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES untrained TYPE...   # from scratch: no teacher, no training
 #   bash benchmarks/real/transfer_study.sh OUTPUTS MINUTES tables TYPE...
 #
 # Each step skips what a finished earlier run left (symbert-transfer goes on where it stopped; symbert-glue skips
@@ -35,6 +36,14 @@ fine_tune() {  # MODEL NAME: each task of TASKS, 3 seeds, into OUT/glue-NAME (UC
 
 if [ "$1" = teacher ]; then
   fine_tune "$BERT" teacher
+  exit
+fi
+if [ "$1" = untrained ]; then  # each type in MiniLM's shape at random initialisation, fine-tuned alike
+  shift
+  for type in "$@"; do
+    python benchmarks/real/untrained.py "$BERT" "$OUT/untrained-$type" --attention_type "$type"
+    fine_tune "$OUT/untrained-$type" "untrained-$type"
+  done
   exit
 fi
 if [ "$1" = tables ]; then

@@ -293,3 +293,27 @@ def test_downstream_table_refuses_a_label_twice_and_an_output_over_an_input(tmp_
     argv = ["--reference", "teacher", "--rows", *rows, "--output", str(output)]
     assert_one_line(run_table, argv, message, capsys)
     assert {path: path.read_bytes() for path in sorted(tmp_path.rglob("glue_results.*"))} == before
+
+
+@pytest.mark.parametrize("attention_type", ["shared", "gqa"])
+def test_the_untrained_baseline_is_the_teacher_s_shape_at_random_initialisation(bert_folder, tmp_path, attention_type):
+    """benchmarks/real/untrained.py: the transfer's twin (the teacher's shape, tokenizer and the type's defaults, as
+    symbert-convert makes it) with none of the teacher's weights; a rerun keeps the folder it wrote."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real"))
+    import untrained
+
+    output = tmp_path / "untrained"
+    untrained.main([str(bert_folder), str(output), "--attention_type", attention_type])
+    model = SymBertModel.from_pretrained(output)
+    converted, _ = SymBertModel.from_bert(bert_folder, calibration_texts=None, attention_type=attention_type)
+    assert model.config.attention_type == attention_type
+    assert {n: t.shape for n, t in model.state_dict().items()} == {
+        n: t.shape for n, t in converted.state_dict().items()
+    }
+    bert = BertModel.from_pretrained(bert_folder).state_dict()
+    word_embeddings = model.embeddings.word_embeddings.weight
+    assert not torch.allclose(word_embeddings, bert["embeddings.word_embeddings.weight"])
+    assert AutoTokenizer.from_pretrained(output).get_vocab() == AutoTokenizer.from_pretrained(bert_folder).get_vocab()
+    weights = (output / "model.safetensors").read_bytes()
+    untrained.main([str(bert_folder), str(output), "--attention_type", attention_type, "--seed", "1"])
+    assert (output / "model.safetensors").read_bytes() == weights
