@@ -68,7 +68,9 @@ def grouped_sdpa_attention_forward(module, query, key, value, attention_mask, sc
     groups = heads // key_value_heads
     query = query.transpose(1, 2).reshape(batch, seq_len, key_value_heads, groups, head_size)
     query = query.transpose(1, 2).reshape(batch, key_value_heads, seq_len * groups, head_size)
-    if attention_mask is not None and attention_mask.shape[-2] > 1:  # a row per query token: one per stacked row
+    # a mask with a row per query token (a 4D mask given as such; SymBertModel passes a padding mask as one row,
+    # broadcast): one row per stacked row
+    if attention_mask is not None and attention_mask.shape[-2] > 1:
         attention_mask = attention_mask.repeat_interleave(groups, dim=-2)
     attn_output = nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling

@@ -628,9 +628,14 @@ class SymBertModel(SymBertPreTrainedModel):
         if output_attentions:  # every attention implementation then runs the eager function (see SymBertSelfAttention)
             attention_mask = _eager_attention_mask(attention_mask, embedding_output.dtype)
         else:
+            padding_mask = attention_mask is not None and attention_mask.dim() == 2
             attention_mask = create_bidirectional_mask(
                 config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
             )
+            if padding_mask and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+                # a padding mask's rows are all alike: one row, broadcast, is all a kernel needs (and grouped heads,
+                # which stack a group's queries as rows, then repeat no row per head of the group)
+                attention_mask = attention_mask[:, :, :1, :]
         encoder_outputs = self.encoder(
             embedding_output,
             attention_mask=attention_mask,

@@ -204,19 +204,39 @@ def test_gqa_shares_each_key_value_head_within_its_group():
 @pytest.mark.parametrize("padded", [False, True])
 def test_gqa_passes_fewer_key_value_heads_to_sdpa(monkeypatch, padded):
     """The kernel gets the one key/value head of multi-query attention itself (no copy per head, no enable_gqa,
-    which masked CUDA kernels do not take): the query heads stacked along the sequence, padded or not."""
+    which masked CUDA kernels do not take): the query heads stacked along the sequence, padded or not; a padding mask
+    as one row, broadcast over the stacked rows (no copy per head either)."""
     model = model_for("gqa", "sdpa", num_key_value_heads=1)
     calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def recording(query, key, value, *args, **kwargs):
-        calls.append((query.shape[1:3], key.shape[1], kwargs.get("enable_gqa", False)))
+        mask = kwargs.get("attn_mask")
+        calls.append((query.shape[1:3], key.shape[1], kwargs.get("enable_gqa", False), getattr(mask, "shape", None)))
         return sdpa(query, key, value, *args, **kwargs)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
     model(torch.tensor([[1, 2, 3, 4]]), attention_mask=torch.tensor([[1, 1, 1, 0]]) if padded else None)
     heads = model.config.num_attention_heads
-    assert calls == [((1, 4 * heads), 1, False)] * model.config.num_hidden_layers
+    mask_shape = (1, 1, 1, 4) if padded else None
+    assert calls == [((1, 4 * heads), 1, False, mask_shape)] * model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("attention_type", ["original", "gqa", "mhe_add"])
+def test_a_padding_mask_as_one_row_gives_what_a_row_per_token_gives(attention_type):
+    """SymBertModel passes a 2D padding mask to the kernels as one broadcast row: the same outputs as the same mask
+    given with a row per query token (a 4D mask is passed as it is), and as the eager implementation's."""
+    input_ids, attention_mask = padded_batch()
+    model = model_for(attention_type, "sdpa", num_key_value_heads=1 if attention_type == "gqa" else None)
+    one_row = model(input_ids, attention_mask=attention_mask).logits
+    length = input_ids.shape[1]
+    rows = attention_mask[:, None, None, :].bool().expand(-1, 1, length, length)
+    torch.testing.assert_close(model(input_ids, attention_mask=rows).logits, one_row, atol=1e-6, rtol=0)
+    model.set_attn_implementation("eager")
+    real = attention_mask.bool()
+    torch.testing.assert_close(
+        model(input_ids, attention_mask=attention_mask).logits[real], one_row[real], atol=1e-5, rtol=0
+    )
 
 
 def test_num_key_value_heads_is_checked():
