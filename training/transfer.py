@@ -56,8 +56,8 @@ STAGES = ("attention", "model")
 DEFAULTS = dict(
     minutes=60.0,
     attention_share=0.2,  # of --minutes for stage 2 (the attention alone); the rest for stage 3
-    # the conversion's fits at α = 1: from the scaled conversion (cosine 0.644 against 0.211) symmetric ended lower
-    # after the same stages (0.893 against 0.905; 2.50 and 3.85 points under MiniLM downstream against 1.94 and 1.22)
+    # the conversion's fits at α = 1: from the scaled conversion symmetric and mhe_add start closer to MiniLM but end
+    # no closer after the same stages, and 0.4-2.6 points lower downstream (the study's sixth and seventh rounds)
     output_scale=False,
     attention_learning_rate=1e-3,
     model_learning_rate=2e-4,
