@@ -179,11 +179,12 @@ def fit_attention_to_bert(model, bert_model, sequences, held_out_share=0.25, out
     converted: the errors they leave are then part of what the fit corrects). The last `held_out_share` of the
     sequences is held out: on it each candidate (the copy, the two fits) runs on the converted model's own inputs and
     is compared with BERT's self-attention on BERT's inputs (a fit's output at its least-squares scale α ≤ 1,
-    `shrunk_error`), and the closest is kept (never worse than the copy); a kept fit's α goes into the attention
-    output projection that follows (`attention.output.dense.weight`). `output_scale=False` compares and keeps each
-    fit at α = 1, BERT's output projection unchanged: the staged transfer starts there (symbert-transfer). Returns one row per layer: layer, copy_error,
-    fit_error (the better fit's), kept ("fit" or "copy"), inputs ("bert" or "own": which fit), output_scale (its α),
-    fitted (the tensors the kept fit set)."""
+    `shrunk_error`), and the closest is kept (never worse than the copy); a kept fit's α goes into the attention output
+    projection that follows (`attention.output.dense.weight`). `output_scale=False` compares and keeps each fit at
+    α = 1, BERT's output projection unchanged: the staged transfer starts there (symbert-transfer). Returns one row per
+    layer: layer, copy_error, fit_error (the better fit's), kept ("fit" or "copy"), inputs ("bert" or "own": which fit),
+    output_scale (its α), fitted (the tensors the kept fit set).
+    """
     held_out_count = max(1, int(len(sequences) * held_out_share)) if len(sequences) > 1 else 0
     fitting, held_out = sequences[: len(sequences) - held_out_count], sequences[len(sequences) - held_out_count :]
     held_out = held_out or fitting

@@ -415,16 +415,16 @@ class SymBertPreTrainedModel(PreTrainedModel):
         """Start any SymBERT variant from a BERT checkpoint (Hub id or folder), keeping what BERT's attention does.
 
         Every tensor present in both with the same name and shape is copied; an attention type may convert BERT's
-        tensors of another shape (`gqa` mean-pools each group's key and value heads). Then, with `calibration_texts`
-        (a list of texts, or "embedded": lines of the installed package's corpus), each layer's attention is fitted
-        to BERT's on the inputs that layer sees on those texts (its class's `fit_bert`: closed form, e.g. `pairwise`
-        keeps Q and fits S by least squares), and kept where it is closer to BERT than the copy; the rows of that
-        comparison are in `model.bert_fit_report`. A kept fit's output is taken at its least-squares scale α ≤ 1,
-        which goes into the attention output projection; `output_scale=False` keeps α = 1. `None`, or a checkpoint
-        without a tokenizer for "embedded", leaves the copy, whose new tensors (the pairwise S, the δ scales, MHE's
-        h→d projections) are initialised as for a new model. `kwargs` go to `from_pretrained` and to the config, e.g. `attention_type="pairwise"`; a
-        `state_dict` there is BERT's tensors already read (its config and tokenizer are still read from
-        `bert_name_or_path`), so that a conversion that makes several models reads BERT's weights once.
+        tensors of another shape (`gqa` mean-pools each group's key and value heads). Then, with `calibration_texts` (a
+        list of texts, or "embedded": lines of the installed package's corpus), each layer's attention is fitted to
+        BERT's on the inputs that layer sees on those texts (its class's `fit_bert`: closed form, e.g. `pairwise` keeps
+        Q and fits S by least squares), and kept where it is closer to BERT than the copy; the rows of that comparison
+        are in `model.bert_fit_report`. A kept fit's output is taken at its least-squares scale α ≤ 1, which goes into
+        the attention output projection; `output_scale=False` keeps α = 1. `None`, or a checkpoint without a tokenizer
+        for "embedded", leaves the copy, whose new tensors (the pairwise S, the δ scales, MHE's h→d projections) are
+        initialised as for a new model. `kwargs` go to `from_pretrained` and to the config, e.g.
+        `attention_type="pairwise"`; a `state_dict` there is BERT's tensors already read (its config and tokenizer are
+        still read from `bert_name_or_path`), so that a conversion that makes several models reads BERT's weights once.
 
         Returns `(model, new_parameters)`: the sorted names of the tensors that were neither taken nor fitted from
         BERT; the names of the converted and fitted ones are logged and kept in `model.converted_from_bert`.
