@@ -17,6 +17,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer
 
 from symbert import ATTENTION_TYPES, SymBertConfig, SymBertModel
+from symbert.cli import UserError, run_command
 from symbert.tools import written_folder
 
 # the teacher's shape: what makes the untrained model the transferred one's twin
@@ -24,7 +25,7 @@ SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"
          "max_position_embeddings", "type_vocab_size", "hidden_act", "layer_norm_eps", "pad_token_id")  # fmt: skip
 
 
-def main(argv=None):
+def untrained(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bert", type=Path, help="the teacher's folder (config.json, tokenizer)")
     parser.add_argument("output", type=Path, help="the folder to write")
@@ -34,7 +35,10 @@ def main(argv=None):
     if (args.output / "config.json").is_file():
         print(f"{args.output} exists: kept")
         return
-    teacher = AutoConfig.from_pretrained(args.bert)
+    try:
+        teacher = AutoConfig.from_pretrained(args.bert)
+    except (OSError, ValueError) as error:
+        raise UserError(f"Cannot read the teacher's config in {str(args.bert)!r}: {' '.join(str(error).split())}")
     config = SymBertConfig(attention_type=args.attention_type, **{name: getattr(teacher, name) for name in SHAPE})
     torch.manual_seed(args.seed)
     model = SymBertModel(config).eval()
@@ -42,6 +46,10 @@ def main(argv=None):
         model.save_pretrained(staging)
         AutoTokenizer.from_pretrained(args.bert).save_pretrained(staging)
     print(f"{args.attention_type}, untrained, in {args.bert.name}'s shape: {args.output}")
+
+
+def main(argv=None):
+    run_command(untrained, argv)
 
 
 if __name__ == "__main__":

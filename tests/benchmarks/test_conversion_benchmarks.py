@@ -296,7 +296,9 @@ def test_downstream_table_refuses_a_label_twice_and_an_output_over_an_input(tmp_
 
 
 @pytest.mark.parametrize("attention_type", ["shared", "gqa"])
-def test_the_untrained_baseline_is_the_teacher_s_shape_at_random_initialisation(bert_folder, tmp_path, attention_type):
+def test_the_untrained_baseline_is_the_teacher_s_shape_at_random_initialisation(
+    bert_folder, tmp_path, attention_type, capsys
+):
     """benchmarks/real/untrained.py: the transfer's twin (the teacher's shape, tokenizer and the type's defaults, as
     symbert-convert makes it) with none of the teacher's weights; a rerun keeps the folder it wrote."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real"))
@@ -317,3 +319,8 @@ def test_the_untrained_baseline_is_the_teacher_s_shape_at_random_initialisation(
     weights = (output / "model.safetensors").read_bytes()
     untrained.main([str(bert_folder), str(output), "--attention_type", attention_type, "--seed", "1"])
     assert (output / "model.safetensors").read_bytes() == weights
+    missing = ["--attention_type", attention_type]
+    capsys.readouterr()  # the loading bars printed so far
+    assert_one_line(untrained.main, [str(tmp_path / "no-bert"), str(tmp_path / "other"), *missing],
+                    "Cannot read the teacher's config in", capsys)  # fmt: skip
+    assert not (tmp_path / "other").exists()
