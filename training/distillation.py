@@ -70,6 +70,7 @@ def initial_model(path: str, config: SymBertConfig) -> SymBertForMaskedLM:
     transformers_logging.set_verbosity_error()  # the report of the heads that differ: said below in one line
     try:
         model, info = SymBertForMaskedLM.from_pretrained(path, config=config, output_loading_info=True)
+        model = model.float()  # trained in float32 (--bf16 and --fp16 autocast), whatever dtype the folder stores
     except (OSError, ValueError, RuntimeError) as error:
         raise UserError(f"Cannot load --init_from {path!r}: {' '.join(str(error).split())}") from error
     finally:
@@ -113,6 +114,7 @@ def load_teacher(path: str, student: SymBertConfig, block_length: int | None = N
     transformers_logging.set_verbosity_error()  # a head the teacher has and a pooler it lacks are not used here
     try:
         teacher, info = model_class.from_pretrained(path, output_loading_info=True)
+        teacher = teacher.float()  # run as the student is: a float16 teacher on a CPU is slow and mixes dtypes
     except (OSError, ValueError, RuntimeError) as error:
         raise UserError(f"Cannot load --teacher {path!r}: {' '.join(str(error).split())}") from error
     finally:

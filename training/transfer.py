@@ -43,7 +43,7 @@ from ..files import write_atomically
 from ..json_files import load_json, read_json
 from ..tools import written_folder
 from ..tools.conversion_record import ConversionRecord
-from ..tools.convert import calibration_texts, load_bert, quiet_loading, sentence_embeddings
+from ..tools.convert import calibration_texts, embedding_cosine, load_bert, quiet_loading, sentence_embeddings
 from .data.corpus_files import file_problem
 from .distillation import DistillationLoss, initial_model, load_teacher
 
@@ -307,7 +307,7 @@ def agreement(folder: Path, bert_embeddings: torch.Tensor, sequences) -> float:
     once for all the folders a run or a curve compares)."""
     with quiet_loading():
         model = modeling_symbert.SymBertModel.from_pretrained(folder, add_pooling_layer=False).eval()
-    return torch.nn.functional.cosine_similarity(sentence_embeddings(model, sequences), bert_embeddings).mean().item()
+    return embedding_cosine(sentence_embeddings(model, sequences), bert_embeddings)
 
 
 def assemble(converted: Path, distilled: Path, output: Path) -> None:
@@ -318,7 +318,8 @@ def assemble(converted: Path, distilled: Path, output: Path) -> None:
     config = AutoConfig.from_pretrained(converted)
     class_name = (config.architectures or ["SymBertModel"])[0]
     with quiet_loading():
-        model = getattr(modeling_symbert, class_name).from_pretrained(converted).eval()
+        # float32, as the stages trained: a teacher stored in float16 leaves a float16 conversion
+        model = getattr(modeling_symbert, class_name).from_pretrained(converted).float().eval()
         trained = modeling_symbert.SymBertForMaskedLM.from_pretrained(distilled).state_dict()
     state = model.state_dict()
     prefix = "" if class_name == "SymBertModel" else "bert."

@@ -244,14 +244,14 @@ def sentence_embeddings(model, sequences):
         return torch.cat([encoder(input_ids).last_hidden_state.mean(1) for input_ids in sequences])
 
 
+def embedding_cosine(embeddings, reference_embeddings) -> float:
+    """The mean cosine of each row to its reference's, each clamped to [-1, 1]: equal rows can round to 1 + 1e-7,
+    which no record would take for a cosine."""
+    return torch.nn.functional.cosine_similarity(embeddings, reference_embeddings).clamp(-1.0, 1.0).mean().item()
+
+
 def mean_cosine(model, reference, sequences):
-    return (
-        torch.nn.functional.cosine_similarity(
-            sentence_embeddings(model, sequences), sentence_embeddings(reference, sequences)
-        )
-        .mean()
-        .item()
-    )
+    return embedding_cosine(sentence_embeddings(model, sequences), sentence_embeddings(reference, sequences))
 
 
 def copy_and_fit(bert_name, symbert_class, attention_type, fit_texts, bert_state=None, output_scale=True):

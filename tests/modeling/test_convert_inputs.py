@@ -327,3 +327,16 @@ def test_the_tensors_read_once_make_the_models_from_bert_makes_from_the_folder(m
         assert all(torch.equal(tensor, again.state_dict()[name]) for name, tensor in model.state_dict().items())
     read_again = load_file(made["bert"] / WEIGHTS)  # the tensors given are left as they were
     assert all(torch.equal(tensor, read_again[name]) for name, tensor in state.items())
+
+
+def test_the_cosine_of_equal_embeddings_is_one_never_more():
+    """cosine_similarity of a row with itself can round to 1 + 2e-7; the conversion's record, which takes only
+    cosines in [-1, 1], refused the agreement of a conversion that equals its BERT (a float16 teacher's)."""
+    torch.manual_seed(0)
+    rows = 3 * torch.randn(64, 384)
+    assert (torch.nn.functional.cosine_similarity(rows, rows) > 1).any()  # what the clamp is for
+    assert convert.embedding_cosine(rows, rows) == 1.0
+    assert convert.embedding_cosine(rows, -rows) == -1.0
+    half = rows.clone()
+    half[:32] = -half[:32]
+    assert convert.embedding_cosine(half, rows) == pytest.approx(0.0, abs=1e-6)

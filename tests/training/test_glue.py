@@ -742,3 +742,24 @@ def test_an_edited_run_file_is_not_reused(assets, tmp_path, capsys, fake_fine_tu
         run_file.write_text(json.dumps({**json.loads(run_file.read_text()), **edit}))
     error = refused(suite_args(assets, output, "--tasks", "rte", "--seeds", "1"), capsys)
     assert f"{run_file} {message}; remove it to rerun its pair." in error
+
+
+@pytest.mark.heavy
+def test_a_checkpoint_stored_in_float16_is_fine_tuned_in_float32(assets, tmp_path, monkeypatch):
+    """The protocol's float32 weights whatever the checkpoint stores: transformers 5 loads a float16 one as float16,
+    which trains badly without autocast (and not at all on some CPUs)."""
+    model = tmp_path / "model16"
+    SymBertForMaskedLM.from_pretrained(assets / "model").half().save_pretrained(model)
+    AutoTokenizer.from_pretrained(assets / "model").save_pretrained(model)
+    trained_dtypes = []
+
+    class RecordingTrainer(glue_sweep.Trainer):
+        def train(self, *args, **kwargs):
+            trained_dtypes.append({parameter.dtype for parameter in self.model.parameters()})
+            return super().train(*args, **kwargs)
+
+    monkeypatch.setattr(glue_sweep, "Trainer", RecordingTrainer)
+    arguments = suite_args(assets, tmp_path / "out", "--tasks", "sst2", "--seeds", "1")
+    glue.main([*arguments[:1], str(model), *arguments[2:]])
+    assert trained_dtypes == [{torch.float32}]
+    assert json.loads((tmp_path / "out" / "glue_results.json").read_text())["protocol"]["precision"] == "fp32"

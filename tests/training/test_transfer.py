@@ -287,6 +287,30 @@ def test_teachers_of_every_shape_convert_and_distil(teachers, tmp_path, shape, a
         assert moved and (stage == "model" or all(".attention.self." in name for name in moved)), (stage, moved)
 
 
+@pytest.mark.heavy
+def test_a_teacher_stored_in_float16_is_distilled_in_float32(teachers, tmp_path, monkeypatch):
+    """A BERT saved in float16 (as many published ones are): transformers 5 loads it as float16, and a student
+    trained in float16 without autocast barely moves. The stages train float32 weights toward a float32 teacher, and
+    the result holds them."""
+    from safetensors import safe_open
+    from transformers import BertModel
+
+    in_process(monkeypatch)
+    teacher_folder = tmp_path / "teacher16"
+    BertModel.from_pretrained(teachers["root"] / "plain").half().save_pretrained(teacher_folder)
+    AutoTokenizer.from_pretrained(teachers["root"] / "plain").save_pretrained(teacher_folder)
+    teachers = {**teachers, "float16": teacher_folder}
+    output = tmp_path / "out"
+    record = transfer.transfer(transfer_args(teachers, "float16", output))
+    for folder in (output / "stages" / "attention", output / "stages" / "model", output):
+        with safe_open(folder / "model.safetensors", "pt") as weights:
+            assert {weights.get_slice(name).get_dtype() for name in weights.keys()} == {"F32"}, folder
+    student = SymBertForMaskedLM.from_pretrained(output / "stages" / "model")
+    assert transfer.load_teacher(str(teacher_folder), student.config).dtype == torch.float32
+    cosine = record["held_out_mean_cosine"]
+    assert cosine["final"] == pytest.approx(cosine["model"]) and all(-1 <= value <= 1 for value in cosine.values())
+
+
 @pytest.mark.parametrize(
     "module, message",
     [

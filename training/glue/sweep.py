@@ -119,7 +119,7 @@ def fine_tuned(
         num_labels=spec.num_labels,
         problem_type="regression" if spec.label_names is None else "single_label_classification",
         **label_names,
-    )
+    ).float()  # the protocol's float32 weights (--bf16 autocasts), whatever dtype the checkpoint stores
     trainer = Trainer(
         model=model,
         args=replace(training_args, seed=seed),
