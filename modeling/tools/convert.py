@@ -151,6 +151,12 @@ def read_bert(name):
             "(config.json's model_type 'bert')."
         )
     config = checked_config(name, "", (BertConfig,), ", not a BERT (model_type 'bert')")
+    if (positions := getattr(config, "position_embedding_type", "absolute")) != "absolute":
+        # transformers 4 gives such a BERT a distance embedding per layer, which no SymBERT type holds
+        raise UserError(
+            f"{name!r} has position_embedding_type {positions!r}: a SymBERT model has absolute position embeddings "
+            "only ('absolute'), so it could not compute what this BERT does."
+        )
     state = checked_weights(name)  # readable, of the config's sizes and finite; its card's metadata readable
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)

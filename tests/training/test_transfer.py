@@ -225,10 +225,11 @@ def test_a_second_run_into_a_folder_in_use_is_refused(teachers, tmp_path, capsys
     [
         ("auto_map", None, "names code of its own (auto_map: evil.EvilModel); a folder's code is never run"),
         ("tokenizer", None, "its tokenizer's ids reach 149, past its model's vocab_size 120"),
+        ("relative_key", None, "has position_embedding_type 'relative_key': a SymBERT model has absolute position"),
         (None, b"", "is empty (0 bytes)"),
         (None, bytes(range(256)), "is not text: line 1 holds a NUL byte"),
     ],
-    ids=["own-code", "another-tokenizer", "empty-data", "binary-data"],
+    ids=["own-code", "another-tokenizer", "relative-positions", "empty-data", "binary-data"],
 )
 def test_a_bert_or_data_it_cannot_use_is_refused_before_anything_is_written(
     teachers, tmp_path, capsys, teacher_change, train_file, message
@@ -239,6 +240,9 @@ def test_a_bert_or_data_it_cannot_use_is_refused_before_anything_is_written(
         config = json.loads((teacher / "config.json").read_text())
         (teacher / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "evil.EvilModel"}}))
         (teacher / "evil.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\n")
+    elif teacher_change == "relative_key":  # the config alone: transformers 5's BERT reads no distance embedding
+        config = json.loads((teacher / "config.json").read_text())
+        (teacher / "config.json").write_text(json.dumps({**config, "position_embedding_type": "relative_key"}))
     elif teacher_change == "tokenizer":
         other = tiny_corpus(tmp_path / "other", tiny_sentences(300, seed=9), vocab_size=200)
         AutoTokenizer.from_pretrained(other / "tokenizer").save_pretrained(teacher)
