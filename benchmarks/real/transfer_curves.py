@@ -5,7 +5,9 @@ stage's log gives for its step, and each type's downstream accuracy at the end.
     python benchmarks/real/transfer_curves.py OUTPUTS --types symmetric shared mhe_add \\
         --output benchmarks/results/real-minilm-transfer/curves
 
-OUTPUTS holds transfer-TYPE/ (symbert-transfer) and glue-transfer-TYPE/, glue-teacher/ (symbert-glue). The cosine
+OUTPUTS holds transfer-TYPE/ (symbert-transfer) and, as transfer_study.sh names them, the symbert-glue results of each
+of --tasks: glue-transfer-TYPE/ and glue-teacher/ (the UCI sentences), spam-transfer-TYPE/ and spam-teacher/
+(SpamAssassin). The cosine
 is symbert-transfer's own (the 64 held-out lines of the embedded calibration text, mean-pooled last hidden states);
 the minutes are training time, summed over the logging intervals of each stage's metrics.json (tokens logged /
 tokens per second), evaluations and checkpoints left out. Writes OUTPUT.json, OUTPUT.md and OUTPUT.png.
@@ -72,6 +74,16 @@ def curve(folder: Path, bert_embeddings, sequences) -> list[dict]:
     return points
 
 
+def budget(plan: dict) -> str:
+    """The budget a run was given: minutes (`--minutes`, a step timed to plan them) or steps (`--steps`)."""
+    return f"{plan['minutes']:g} min" if plan.get("seconds_per_step") else f"{plan['total_steps']} steps"
+
+
+def results_prefix(task: str) -> str:
+    """The folder prefix transfer_study.sh gives a task's symbert-glue results."""
+    return "spam" if task == "spam_assassin" else "glue"
+
+
 def mean_accuracy(folder: Path, task: str) -> tuple[float, float] | None:
     results = GlueResults.read(folder / "glue_results.json") if (folder / "glue_results.json").is_file() else None
     if results is None or task not in results.task_aggregates:
@@ -85,7 +97,7 @@ def main(argv=None):
     parser.add_argument("outputs")
     parser.add_argument("--types", nargs="+", required=True)
     parser.add_argument("--bert", default=str(Path.home() / ".cache/symbert-real/all-MiniLM-L6-v2"))
-    parser.add_argument("--task", default="uci_sentiment")
+    parser.add_argument("--tasks", nargs="+", default=["uci_sentiment"], help="each a column of scores and gaps")
     parser.add_argument("--output", required=True, help="path prefix of the .json, .md and .png written")
     args = parser.parse_args(argv)
     outputs = Path(args.outputs)
@@ -93,33 +105,41 @@ def main(argv=None):
     _, held_out = calibration_texts(None, 64)
     sequences = calibration_sequences(tokenizer, held_out, min(128, config.max_position_embeddings))
     bert_embeddings = sentence_embeddings(bert, sequences)  # once: every checkpoint is compared with it
-    teacher = mean_accuracy(outputs / "glue-teacher", args.task)
+    teacher = {task: mean_accuracy(outputs / f"{results_prefix(task)}-teacher", task) for task in args.tasks}
     curves, lines = {}, []
     for attention_type in args.types:
         folder = outputs / f"transfer-{attention_type}"
         curves[attention_type] = {
             "points": curve(folder, bert_embeddings, sequences),
-            "accuracy": mean_accuracy(outputs / f"glue-transfer-{attention_type}", args.task),
-            "plan_minutes": json.loads((folder / RECORD_FILE).read_text())["plan"]["minutes"],
+            "accuracy": {
+                task: mean_accuracy(outputs / f"{results_prefix(task)}-transfer-{attention_type}", task)
+                for task in args.tasks
+            },
+            "plan": json.loads((folder / RECORD_FILE).read_text())["plan"],
         }
+    teachers = ", ".join(
+        f"{task} {found[0]:.2f}" if found else f"{task} not measured" for task, found in teacher.items()
+    )
     lines = [
-        f"# Quality against CPU-minutes: the staged transfers ({args.task} beside the teacher's "
-        + (f"{teacher[0]:.2f})" if teacher else "score, not measured)"),
+        f"# Quality against CPU-minutes: the staged transfers (beside the teacher's {teachers})",
         "",
-        "| type | budget (min) | training minutes logged | cosine: converted | after attention | final | best "
-        f"| {args.task} (std) | gap |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| type | budget | training minutes logged | cosine: converted | after attention | final | best "
+        + "".join(f"| {task} (std) | gap " for task in args.tasks)
+        + "|",
+        "|---|---:|---:|---:|---:|---:|---:" + "|---:|---:" * len(args.tasks) + "|",
     ]
     for attention_type, found in curves.items():
         points = found["points"]
         attention = [p["cosine"] for p in points if p["stage"] == "attention"]
-        accuracy = found["accuracy"]
-        score = f"{accuracy[0]:.2f} ({accuracy[1]:.2f})" if accuracy else "not measured"
-        gap = f"{accuracy[0] - teacher[0]:+.2f}" if accuracy and teacher else ""
+        scores = ""
+        for task, accuracy in found["accuracy"].items():
+            score = f"{accuracy[0]:.2f} ({accuracy[1]:.2f})" if accuracy else "not measured"
+            gap = f"{accuracy[0] - teacher[task][0]:+.2f}" if accuracy and teacher[task] else ""
+            scores += f"| {score} | {gap} "
         lines.append(
-            f"| `{attention_type}` | {found['plan_minutes']:g} | {points[-1]['minutes']:.1f} | {points[0]['cosine']:.3f} "
+            f"| `{attention_type}` | {budget(found['plan'])} | {points[-1]['minutes']:.1f} | {points[0]['cosine']:.3f} "
             f"| {attention[-1] if attention else float('nan'):.3f} | {points[-1]['cosine']:.3f} "
-            f"| {max(p['cosine'] for p in points):.3f} | {score} | {gap} |"
+            f"| {max(p['cosine'] for p in points):.3f} {scores}|"
         )
     figure, axes = new_figure("held-out sentence-embedding cosine to BERT's", "The staged transfer from BERT")
     axes.set_xlabel("training minutes (this machine's CPU, as logged)")
@@ -129,7 +149,7 @@ def main(argv=None):
     axes.legend()
     output = Path(args.output)
     save_figure(figure, output.with_suffix(".png"))
-    record = {"task": args.task, "teacher": teacher, "types": curves}
+    record = {"tasks": args.tasks, "teacher": teacher, "types": curves}
     write_atomically(output.with_suffix(".json"), lambda f: f.write(json.dumps(record, indent=2) + "\n"))
     write_atomically(output.with_suffix(".md"), lambda f: f.write("\n".join(lines) + "\n"))
     print("\n".join(lines))
