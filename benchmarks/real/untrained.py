@@ -42,10 +42,15 @@ def untrained(argv):
     config = SymBertConfig(attention_type=args.attention_type, **{name: getattr(teacher, name) for name in SHAPE})
     torch.manual_seed(args.seed)
     model = SymBertModel(config).eval()
-    with written_folder(args.output, ".tmp", "the untrained model", "writing") as staging:
-        model.save_pretrained(staging)
-        AutoTokenizer.from_pretrained(args.bert).save_pretrained(staging)
+    write_model(model, args.bert, args.output, "the untrained model")
     print(f"{args.attention_type}, untrained, in {args.bert.name}'s shape: {args.output}")
+
+
+def write_model(model, tokenizer_source: Path, output: Path, what: str) -> None:
+    """OUTPUT: `model` with the tokenizer of `tokenizer_source`, under its name only when complete."""
+    with written_folder(output, ".tmp", what, "writing") as staging:
+        model.save_pretrained(staging)
+        AutoTokenizer.from_pretrained(tokenizer_source).save_pretrained(staging)
 
 
 def main(argv=None):

@@ -324,3 +324,37 @@ def test_the_untrained_baseline_is_the_teacher_s_shape_at_random_initialisation(
     assert_one_line(untrained.main, [str(tmp_path / "no-bert"), str(tmp_path / "other"), *missing],
                     "Cannot read the teacher's config in", capsys)  # fmt: skip
     assert not (tmp_path / "other").exists()
+
+
+def test_symmetric_through_pairwise_keeps_a_positive_semi_definite_s_exactly(bert_folder, tmp_path, capsys):
+    """benchmarks/real/through_pairwise.py: where each S_i is symmetric positive semi-definite, the symmetric model
+    it makes gives the pairwise model's hidden states; an S_i with a negative eigenvalue loses that part's share."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real"))
+    import through_pairwise
+
+    pairwise, _ = SymBertModel.from_bert(bert_folder, calibration_texts=None, attention_type="pairwise")
+    with torch.no_grad():
+        for layer in pairwise.encoder.layer:
+            factor = torch.randn_like(layer.attention.self.pairwise)
+            layer.attention.self.pairwise.copy_(factor @ factor.transpose(1, 2))
+    pairwise.eval().save_pretrained(tmp_path / "pairwise")
+    AutoTokenizer.from_pretrained(bert_folder).save_pretrained(tmp_path / "pairwise")
+    through_pairwise.main([str(tmp_path / "pairwise"), str(tmp_path / "symmetric")])
+    symmetric = SymBertModel.from_pretrained(tmp_path / "symmetric").eval()
+    assert symmetric.config.attention_type == "symmetric"
+    ids = torch.randint(5, 99, (2, 12))
+    with torch.no_grad():
+        expected, made = pairwise(ids).last_hidden_state, symmetric(ids).last_hidden_state
+    torch.testing.assert_close(made, expected, atol=1e-4, rtol=1e-3)  # float32 scores of size ~d
+
+    diagonal = torch.diag(torch.tensor([3.0, -1.0, 2.0, -2.0])).expand(2, 4, 4)  # 2 heads, d 4
+    weight, bias, kept = through_pairwise.symmetric_queries(torch.eye(8), torch.ones(8), diagonal)
+    torch.testing.assert_close(kept, torch.full((2,), 13 / 18, dtype=torch.float64))  # (9 + 4) / (9 + 1 + 4 + 4)
+    head = weight[:4, :4]  # Mᵀ·I: its scores q·M·Mᵀ·q'ᵀ are those of S's positive part
+    torch.testing.assert_close(head.T @ head, torch.diag(torch.tensor([3.0, 0.0, 2.0, 0.0])).double())
+    torch.testing.assert_close(bias[:4], head.sum(1))
+    capsys.readouterr()
+    assert_one_line(through_pairwise.main, [str(bert_folder), str(tmp_path / "other")], "is a 'bert' model", capsys)
+    assert_one_line(through_pairwise.main, [str(tmp_path / "symmetric"), str(tmp_path / "other")],
+                    "holds attention_type 'symmetric'; pairwise is needed", capsys)  # fmt: skip
+    assert not (tmp_path / "other").exists()
