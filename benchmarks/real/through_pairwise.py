@@ -44,7 +44,10 @@ def through_pairwise(argv):
     if (args.output / "config.json").is_file():
         print(f"{args.output} exists: kept")
         return
-    source = SymBertModel.from_pretrained(args.pairwise).float().eval()
+    try:
+        source = SymBertModel.from_pretrained(args.pairwise).float().eval()
+    except (OSError, ValueError, RuntimeError) as error:
+        raise UserError(f"Cannot load {str(args.pairwise)!r}: {' '.join(str(error).split())}") from error
     state = source.state_dict()
     config.attention_type = "symmetric"
     model = SymBertModel(config).eval()

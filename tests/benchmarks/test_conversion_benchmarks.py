@@ -357,4 +357,6 @@ def test_symmetric_through_pairwise_keeps_a_positive_semi_definite_s_exactly(ber
     assert_one_line(through_pairwise.main, [str(bert_folder), str(tmp_path / "other")], "is a 'bert' model", capsys)
     assert_one_line(through_pairwise.main, [str(tmp_path / "symmetric"), str(tmp_path / "other")],
                     "holds attention_type 'symmetric'; pairwise is needed", capsys)  # fmt: skip
+    (tmp_path / "pairwise" / "model.safetensors").write_bytes(b"not weights")
+    assert_one_line(through_pairwise.main, [str(tmp_path / "pairwise"), str(tmp_path / "other")], "Cannot load", capsys)
     assert not (tmp_path / "other").exists()
